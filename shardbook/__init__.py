@@ -1,0 +1,59 @@
+"""shardbook: the helper package of the *Sharding in JAX* textbook.
+
+Every notebook starts with ``shardbook.setup()``, which must run before JAX starts a backend. So this
+package imports nothing heavy itself: each public name below is loaded from its module on first use.
+
+Modules (one topic each):
+  setup   -- choose devices (8 simulated CPU devices when fewer than 8 accelerators), install on Colab.
+  viz     -- draw how an array's blocks lie on a mesh.
+  checks  -- comparisons for self-checks and graders, with messages written for learners.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# setup.py imports only the standard library and packaging, so it is safe to load eagerly. The
+# function shadows the module of the same name on purpose: ``shardbook.setup()`` is the call to make.
+from .setup import (
+    NUM_DEVICES as NUM_DEVICES,
+    PINNED_JAX as PINNED_JAX,
+    REPOSITORY as REPOSITORY,
+    DeviceSummary as DeviceSummary,
+    SetupError as SetupError,
+    setup as setup,
+)
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "draw_sharding": "viz",
+    "describe_sharding": "viz",
+    "CheckFailed": "checks",
+    "expect_equal": "checks",
+    "expect_allclose": "checks",
+    "expect_shape": "checks",
+    "expect_sharding": "checks",
+    "expect_type": "checks",
+    "describe_array": "checks",
+}
+
+__all__ = sorted(
+    [*_EXPORTS, "setup", "SetupError", "DeviceSummary", "PINNED_JAX", "REPOSITORY", "NUM_DEVICES"]
+)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        module = importlib.import_module(f".{_EXPORTS[name]}", __name__)
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+    if name in ("viz", "checks"):
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'shardbook' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
