@@ -15,14 +15,7 @@ import importlib
 
 # setup.py imports only the standard library and packaging, so it is safe to load eagerly. The
 # function shadows the module of the same name on purpose: ``shardbook.setup()`` is the call to make.
-from .setup import (
-    NUM_DEVICES as NUM_DEVICES,
-    PINNED_JAX as PINNED_JAX,
-    REPOSITORY as REPOSITORY,
-    DeviceSummary as DeviceSummary,
-    SetupError as SetupError,
-    setup as setup,
-)
+from .setup import NUM_DEVICES, PINNED_JAX, REPOSITORY, DeviceSummary, SetupError, setup
 
 __version__ = "0.1.0"
 
@@ -39,9 +32,15 @@ _EXPORTS = {
     "describe_array": "checks",
 }
 
-__all__ = sorted(
-    [*_EXPORTS, "setup", "SetupError", "DeviceSummary", "PINNED_JAX", "REPOSITORY", "NUM_DEVICES"]
-)
+__all__ = [
+    "NUM_DEVICES",
+    "PINNED_JAX",
+    "REPOSITORY",
+    "DeviceSummary",
+    "SetupError",
+    "setup",
+    *_EXPORTS,
+]
 
 
 def __getattr__(name: str):
