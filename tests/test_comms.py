@@ -1,0 +1,287 @@
+"""Tests for shardbook.comms and shardbook.hlo: exact figures read from real compiled programs."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from shardbook import comms, hlo
+
+B, D, F = 1024, 2048, 8192
+MiB = 2**20
+
+
+def _mesh(shape):
+    return jax.make_mesh(shape, ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
+
+
+def _put(x, mesh, spec):
+    return jax.device_put(x, NamedSharding(mesh, spec))
+
+
+@pytest.fixture(scope="module")
+def mesh24():
+    return _mesh((2, 4))
+
+
+@pytest.fixture(scope="module")
+def matmul_args(mesh24):
+    a = _put(jnp.ones((B, D), jnp.bfloat16), mesh24, P("X", "Y"))
+    w = _put(jnp.ones((D, F), jnp.bfloat16), mesh24, P(None, "Y"))
+    return a, w
+
+
+def _ring(a_block, w_block, use_loop):
+    """Collective matmul: pass A's blocks round the 'Y' ring while multiplying the block in hand."""
+    n = jax.lax.axis_size("Y")
+    idx = jax.lax.axis_index("Y")
+    chunk = a_block.shape[1]
+    perm = [(j, (j - 1) % n) for j in range(n)]
+
+    def step(i, carry):
+        acc, a = carry
+        w_chunk = jax.lax.dynamic_slice_in_dim(w_block, (idx + i) % n * chunk, chunk)
+        acc = acc + a @ w_chunk
+        return acc, jax.lax.ppermute(a, "Y", perm)
+
+    acc = jax.lax.pcast(
+        jnp.zeros((a_block.shape[0], w_block.shape[1]), a_block.dtype), ("X", "Y"), to="varying"
+    )
+    if use_loop:
+        acc, a = jax.lax.fori_loop(0, n - 1, step, (acc, a_block))
+    else:
+        a = a_block
+        for i in range(n - 1):
+            acc, a = step(i, (acc, a))
+    w_chunk = jax.lax.dynamic_slice_in_dim(w_block, (idx + n - 1) % n * chunk, chunk)
+    return acc + a @ w_chunk
+
+
+def _collective_matmul(mesh, use_loop):
+    body = functools.partial(_ring, use_loop=use_loop)
+    return jax.jit(
+        jax.shard_map(body, mesh=mesh, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y"))
+    )
+
+
+def test_analyze_auto_mode_all_reduce():
+    # property: the partial sums of a contraction sharded over 'Y' are all-reduced in bf16 over 'Y'
+    mesh = _mesh((4, 2))
+    x = _put(jnp.ones((8, 2048), jnp.bfloat16), mesh, P("X", "Y"))
+    w = _put(jnp.ones((2048, 8192), jnp.bfloat16), mesh, P("Y", None))
+    f = jax.jit(
+        lambda x, w: jnp.einsum("bd,df->bf", jnp.square(x), w),
+        out_shardings=NamedSharding(mesh, P("X", None)),
+    )
+    report = comms.analyze(f, x, w)
+    assert report.count() == 1
+    assert report.count("all-reduce") == 1
+    (c,) = report.collectives
+    assert (c.dtype, c.result_shapes, c.group_size, c.axes) == ("bf16", ((2, 8192),), 2, ("Y",))
+    assert c.upcast_by_backend  # the CPU program ran it in f32; the report corrected for it
+    assert c.bytes == 2 * (2 - 1) * (2 * 8192 * 2) // 2
+    assert c.source.startswith("test_comms.py:")
+    assert any("f32" in n for n in report.notes)
+    assert report.flops == 2 * 2 * 8192 * 1024
+    assert "all-reduce" in repr(report) and "<table>" in report._repr_html_()
+
+
+def test_analyze_plain_jit_all_gather(mesh24, matmul_args):
+    # property: A[B_X, D_Y] @ W[D, F_Y] gathers A over 'Y': (4-1)/4 of bf16[512,2048] = 1.5 MiB per device
+    f = jax.jit(lambda a, w: a @ w, out_shardings=NamedSharding(mesh24, P("X", "Y")))
+    report = comms.analyze(f, *matmul_args)
+    assert report.count() == 1 and report.count("all-gather") == 1
+    (c,) = report.collectives
+    assert (c.dtype, c.operand_shapes, c.result_shapes) == ("bf16", ((512, 512),), ((512, 2048),))
+    assert (c.axes, c.group_size, c.executions) == (("Y",), 4, 1)
+    assert report.total_bytes == 1.5 * MiB
+    assert report.flops == 2 * 512 * 2048 * 2048
+    assert report.temp_bytes is not None and report.temp_bytes > 0
+    assert report.seconds < 1.0  # analysis of a program this size is quick
+
+
+def test_analyze_collective_matmul_unrolled(mesh24, matmul_args):
+    # property: the ring version has 3 collective-permutes over 'Y' and no all-gather
+    report = comms.analyze(_collective_matmul(mesh24, use_loop=False), *matmul_args)
+    assert report.count("collective-permute") == 3
+    assert report.count("all-gather") == 0 and report.count() == 3
+    for c in report.collectives:
+        assert (c.dtype, c.operand_shapes, c.axes, c.group_size) == ("bf16", ((512, 512),), ("Y",), 4)
+        assert c.bytes == 512 * 512 * 2
+    assert report.total_bytes == 1.5 * MiB
+    assert report.flops == 2 * 512 * 2048 * 2048
+
+
+def test_analyze_collective_matmul_fori_loop(mesh24, matmul_args):
+    # property: a non-unrolled loop reports the same totals: trip count (3) multiplied
+    report = comms.analyze(_collective_matmul(mesh24, use_loop=True), *matmul_args)
+    assert report.count("collective-permute") == 1
+    (c,) = report.collectives
+    assert c.executions == 3 and not c.unknown_trip_count
+    assert report.total_bytes == 1.5 * MiB
+    assert report.flops == 2 * 512 * 2048 * 2048
+
+
+def test_analyze_per_shard_mean_has_no_collectives(mesh24):
+    # property: work that stays inside each shard needs no communication
+    x = _put(jnp.ones((8, 1024), jnp.float32), mesh24, P("X", "Y"))
+    f = jax.jit(
+        jax.shard_map(
+            lambda b: jnp.mean(b, axis=1, keepdims=True),
+            mesh=mesh24,
+            in_specs=P("X", "Y"),
+            out_specs=P("X", "Y"),
+        )
+    )
+    report = comms.analyze(f, x)
+    assert report.count() == 0 and report.total_bytes == 0 and report.collectives == []
+    assert "no collectives" in repr(report)
+
+
+def test_analyze_unknown_trip_count_is_flagged(mesh24):
+    # property: a psum inside a while loop whose trip count depends on data is flagged, counted once
+    x = _put(jnp.ones((8, 128), jnp.float32), mesh24, P("X", "Y"))
+
+    def body(b):
+        def step(s):
+            return s[0] + 1, jax.lax.psum(s[1], "Y") * 0.25
+
+        return jax.lax.while_loop(lambda s: s[1].sum() > 1e-3, step, (0, b))[1]
+
+    f = jax.jit(
+        jax.shard_map(body, mesh=mesh24, in_specs=P("X", "Y"), out_specs=P("X", "Y"), check_vma=False)
+    )
+    report = comms.analyze(f, x)
+    (c,) = [c for c in report.collectives if c.kind == "all-reduce"]
+    assert c.unknown_trip_count and c.executions == 1
+    assert any("no known trip count" in n for n in report.notes)
+    assert "?1" in repr(report)
+
+
+def test_analyze_reduce_scatter_from_all_reduce_and_slice():
+    # property: CPU's all-reduce + dynamic-slice is reported as the reduce-scatter a TPU would run
+    mesh = _mesh((4, 2))
+    a = _put(jnp.ones((1024, 2048), jnp.bfloat16), mesh, P(None, "X"))
+    w = _put(jnp.ones((2048, 8192), jnp.bfloat16), mesh, P("X", None))
+    f = jax.jit(lambda a, w: a @ w, out_shardings=NamedSharding(mesh, P(None, "X")))
+    report = comms.analyze(f, a, w)
+    (c,) = report.collectives
+    assert (c.kind, c.emitted_as, c.axes, c.group_size) == (
+        "reduce-scatter",
+        "all-reduce + dynamic-slice",
+        ("X",),
+        4,
+    )
+    assert c.result_shapes == ((1024, 2048),)
+    assert c.bytes == 3 * 1024 * 8192 * 2 // 4
+
+
+def test_analyze_psum_scatter_and_all_to_all(mesh24):
+    # property: shard_map's psum_scatter and all_to_all show up with their group axes and bytes
+    x = _put(jnp.ones((1024, 1024), jnp.bfloat16), mesh24, P("X", "Y"))
+
+    def body(b):
+        s = jax.lax.psum_scatter(b, "X", scatter_dimension=1, tiled=True)
+        t = jax.lax.all_to_all(b, "Y", 0, 1, tiled=True)
+        return (s.sum() + t.sum())[None, None]
+
+    f = jax.jit(jax.shard_map(body, mesh=mesh24, in_specs=P("X", "Y"), out_specs=P("X", "Y")))
+    report = comms.analyze(f, x)
+    (rs,) = [c for c in report.collectives if c.kind == "reduce-scatter"]
+    assert (rs.dtype, rs.axes, rs.group_size, rs.result_shapes) == ("bf16", ("X",), 2, ((512, 128),))
+    assert rs.bytes == 512 * 256 * 2 // 2
+    (a2a,) = [c for c in report.collectives if c.kind == "all-to-all"]
+    assert (a2a.dtype, a2a.axes, a2a.group_size) == ("bf16", ("Y",), 4)
+    assert a2a.bytes == 512 * 256 * 2 * 3 // 4
+
+
+def test_analyze_rejects_unknown_kind(mesh24, matmul_args):
+    report = comms.analyze(lambda a, w: a @ w, *matmul_args)
+    with pytest.raises(ValueError, match="all-gather"):
+        report.count("allgather")
+
+
+# ---- the parser -------------------------------------------------------------------------------------
+
+
+def test_parse_replica_groups_explicit():
+    assert hlo.parse_replica_groups("{{0,1},{2,3},{4,5},{6,7}}") == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert hlo.parse_replica_groups("{}") == []
+
+
+def test_parse_replica_groups_iota():
+    assert hlo.parse_replica_groups("[4,2]<=[8]") == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert hlo.parse_replica_groups("[1,8]<=[8]") == [list(range(8))]
+
+
+def test_parse_replica_groups_iota_transposed():
+    assert hlo.parse_replica_groups("[2,4]<=[4,2]T(1,0)") == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert hlo.parse_replica_groups("[4,2]<=[2,2,2]T(2,1,0)") == [[0, 4], [2, 6], [1, 5], [3, 7]]
+
+
+def test_parse_replica_groups_mesh():
+    assert hlo.parse_replica_groups("mesh['X'=2,'Y'=4] {'Y'}") == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert hlo.parse_replica_groups("mesh['X'=2,'Y'=4] {'X'}") == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert hlo.parse_replica_groups("mesh['X'=2,'Y'=4] {'X','Y'}") == [list(range(8))]
+    # sub-axes: the major and the minor half of 'Y'
+    assert hlo.parse_replica_groups("mesh['X'=2,'Y'=4] {'Y':(1)2}") == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert hlo.parse_replica_groups("mesh['X'=2,'Y'=4] {'Y':(2)2}") == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def test_parse_replica_groups_rejects_garbage():
+    with pytest.raises(hlo.HloParseError, match="replica_groups"):
+        hlo.parse_replica_groups("groups(0,1)")
+
+
+_TEXT = """HloModule m, num_partitions=8
+
+%add (x: f32[], y: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %s = f32[] add(%x, %y)
+}
+
+ENTRY %main (p: f32[2,4]) -> f32[2,4] {
+  %p = f32[2,4]{1,0} parameter(0)
+  %ar = f32[2,4]{1,0} all-reduce(%p), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), to_apply=%add
+  %ag-start = (f32[2,4]{1,0}, f32[8,4]{1,0}) all-gather-start(%ar), replica_groups={{0,1,2,3},{4,5,6,7}}, dimensions={0}
+  %ag-done = f32[8,4]{1,0} all-gather-done(%ag-start)
+  ROOT %cp = f32[2,4]{1,0} collective-permute(%ar), source_target_pairs={{0,1},{1,0},{2,3},{3,2}}
+}
+"""
+
+
+def test_analyze_text_async_pair_counts_once_and_maps_axes():
+    # property: -start/-done is one all-gather; device ids map to mesh coordinates of a (4, 2) mesh
+    report = comms.analyze_text(_TEXT, mesh={"X": 4, "Y": 2})
+    kinds = [c.kind for c in report.collectives]
+    assert kinds == ["all-reduce", "all-gather", "collective-permute"]
+    ar, ag, cp = report.collectives
+    assert (ar.axes, ar.group_size, ar.bytes) == (("X",), 4, 2 * 32 * 3 // 4)
+    assert (ag.axes, ag.result_shapes, ag.bytes) == (("X", "Y"), ((8, 4),), 128 * 3 // 4)
+    assert (cp.axes, cp.group_size, cp.bytes) == (("Y",), 2, 32)
+
+
+def test_ring_bytes_formulas():
+    assert comms.ring_bytes("all-gather", 4, 100, 400) == 300
+    assert comms.ring_bytes("reduce-scatter", 4, 400, 100) == 300
+    assert comms.ring_bytes("all-reduce", 4, 400, 400) == 600
+    assert comms.ring_bytes("all-to-all", 4, 400, 400) == 300
+    assert comms.ring_bytes("collective-permute", 4, 400, 400) == 400
+    assert comms.ring_bytes("all-reduce", 1, 400, 400) == 0
+
+
+def test_parse_module_source_locations():
+    text = (
+        'HloModule m\n\nFileNames\n1 "/a/b/model.py"\n\nFunctionNames\n1 "layer"\n\nFileLocations\n'
+        "1 {file_name_id=1 function_name_id=1 line=42 end_line=42 column=1 end_column=2}\n\nStackFrames\n"
+        "1 {file_location_id=1 parent_frame_id=1}\n\n"
+        "ENTRY %main (p: f32[4]) -> f32[4] {\n"
+        '  ROOT %p = f32[4]{0} parameter(0), metadata={op_name="x, y" stack_frame_id=1}\n}\n'
+    )
+    module = hlo.parse_module(text)
+    assert str(module.source_of(module.entry.root)) == "model.py:42 (layer)"
+    assert module.op_name(module.entry.root) == "x, y"
