@@ -265,7 +265,7 @@ def draw_sharding(
     Example:
       >>> x = jax.device_put(jnp.zeros((8, 4)), NamedSharding(mesh, P('X', 'Y')))  # doctest: +SKIP
       >>> draw_sharding(x, path="x.png")  # doctest: +SKIP
-      <Figure size 420x400 with 1 Axes>
+      <Figure size 380x462 with 1 Axes>
     """
     layout = _resolve(x_or_sharding, shape, "draw_sharding")
     if len(layout.shape) > 2:
