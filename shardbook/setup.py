@@ -41,6 +41,9 @@ class DeviceSummary:
     simulated: bool
     jax_version: str
 
+    def _ipython_display_(self) -> None:
+        """Shows nothing: ``setup()`` has already printed this line when it ends a notebook cell."""
+
     def __str__(self) -> str:
         kind = (
             f"{self.count} simulated CPU devices"

@@ -1,0 +1,1 @@
+"""Instructor-side grading: nbgrader configuration, graders for hidden tests, the `make grade` workflow."""

@@ -1,0 +1,297 @@
+"""Grade a folder of learners' notebooks: ``make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/folder``.
+
+Input: the notebooks as learners downloaded them from Colab (or saved them anywhere else). Each file's
+name without ``.ipynb`` is the learner id: ``ada_lovelace.ipynb`` is graded as learner
+``ada_lovelace``. Characters other than letters, digits, ``_``, ``-`` and ``.`` become ``_``.
+
+What happens, per learner, each in its own process so one bad notebook never stops the batch:
+  1. the notebook is checked to be a readable notebook and copied into nbgrader's layout,
+     ``grading/submitted/<learner>/<assignment>/<assignment notebook name>``;
+  2. ``nbgrader autograde`` runs it: test cells are restored from the instructor's copy, hidden tests
+     included; a cell that runs longer than the cell timeout is interrupted and scores 0;
+  3. if a cell kills the kernel (``os._exit``, a crash), that cell is replaced by one that raises a
+     clear error and the notebook is graded again, so only what depends on it loses points;
+  4. feedback HTML without hidden-test source is written.
+Output, in ``grading/reports/<assignment>/``:
+  * ``scores.csv`` — learner, total, max, then one column per graded test cell (its grade_id);
+  * ``feedback/<learner>.html`` — scores, the learner's code and each test's message;
+  * ``report.txt`` — for each learner, anything unusual: unreadable notebook, skipped cells, timeouts.
+The gradebook (``grading/gradebook.db``) is nbgrader's own and can be inspected with its tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_KERNEL_DEATHS = 6
+
+
+@dataclass
+class Outcome:
+    """What happened to one learner's notebook."""
+
+    learner: str
+    source: Path
+    scores: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    graded: bool = False
+    seconds: float = 0.0
+
+
+def learner_id(path: Path) -> str:
+    """The learner id of a submitted file: its name without .ipynb, made safe for a folder name."""
+    stem = path.name[: -len(".ipynb")] if path.name.endswith(".ipynb") else path.stem
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", stem).strip(".") or "learner"
+    return safe
+
+
+def release_notebook(assignment: str, root: Path = ROOT) -> Path:
+    """The one notebook of an assignment in exercises/ (its name is what nbgrader expects)."""
+    notebooks = sorted((root / "exercises" / assignment).glob("*.ipynb"))
+    if len(notebooks) != 1:
+        raise SystemExit(
+            f"expected exactly one notebook in exercises/{assignment}/, found {[p.name for p in notebooks]}"
+        )
+    return notebooks[0]
+
+
+def graded_cells(assignment: str, root: Path = ROOT) -> list[tuple[str, float]]:
+    """(grade_id, points) of every graded test cell, in notebook order, from the instructor's copy."""
+    source = root / "solutions" / assignment / release_notebook(assignment, root).name
+    nb = nbformat.read(source, as_version=4)
+    cells = []
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution"):
+            cells.append((meta["grade_id"], float(meta.get("points", 0))))
+    return cells
+
+
+def _env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    bin_dir = str(Path(sys.executable).parent)  # nbgrader shells out to alembic, which lives here
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    env["SHARDBOOK_COURSE_ROOT"] = str(root)
+    env.setdefault("SHARDBOOK_DEVICES", "cpu")
+    env.update(extra or {})
+    return env
+
+
+def _nbgrader(args: list[str], root: Path, timeout: float, extra_env: dict[str, str] | None = None):
+    """Runs one nbgrader command in its own process group; returns (returncode or None on timeout, log)."""
+    cmd = [sys.executable, "-m", "nbgrader", *args]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=root,
+        env=_env(root, extra_env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the kernel is in the same group
+        out, _ = proc.communicate()
+        return None, out
+
+
+def prepare_gradebook(assignment: str, root: Path) -> None:
+    """Records the assignment's cells in the gradebook (needed once per fresh clone; idempotent)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        code, log = _nbgrader(
+            ["generate_assignment", assignment, "--force", f"--CourseDirectory.release_directory={scratch}"],
+            root,
+            timeout=300,
+        )
+    if code != 0:
+        raise SystemExit(f"nbgrader could not read solutions/{assignment}:\n{log}")
+
+
+def _read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]:
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as e:
+        return None, f"the file is not a readable notebook ({type(e).__name__}: {str(e)[:200]})"
+    return nb, None
+
+
+def grade_one(
+    assignment: str, path: Path, root: Path, *, notebook_timeout: float, cell_timeout: int
+) -> Outcome:
+    """Autogrades one learner's notebook; never raises for anything the learner did."""
+    start = time.monotonic()
+    outcome = Outcome(learner=learner_id(path), source=path)
+    nb, problem = _read_submission(path)
+    if problem:
+        outcome.notes.append(problem + "; scored 0.")
+        return outcome
+    target_dir = root / "grading" / "submitted" / outcome.learner / assignment
+    if target_dir.exists():
+        shutil.rmtree(target_dir)
+    target_dir.mkdir(parents=True)
+    nbformat.write(nb, target_dir / release_notebook(assignment, root).name)
+    (target_dir / "timestamp.txt").write_text(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
+
+    skipped: list[int] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        death_file = Path(scratch) / "death.json"
+        for _attempt in range(MAX_KERNEL_DEATHS + 1):
+            death_file.unlink(missing_ok=True)
+            code, log = _nbgrader(
+                ["autograde", assignment, "--student", outcome.learner, "--force"],
+                root,
+                timeout=notebook_timeout,
+                extra_env={
+                    "SHARDBOOK_SKIP_CELLS": ",".join(map(str, skipped)),
+                    "SHARDBOOK_DEATH_FILE": str(death_file),
+                    "SHARDBOOK_CELL_TIMEOUT": str(cell_timeout),
+                },
+            )
+            if code is None:
+                outcome.notes.append(
+                    f"grading stopped after the {notebook_timeout:.0f} s limit for one notebook; scored 0."
+                )
+                break
+            if code == 0:
+                outcome.graded = True
+                break
+            if death_file.exists():
+                death = json.loads(death_file.read_text())
+                skipped.append(int(death["index"]))
+                where = f"cell {death['index']}" + (f" ({death['grade_id']})" if death.get("grade_id") else "")
+                outcome.notes.append(f"{where} stopped the Python kernel; it was skipped and graded again.")
+                continue
+            outcome.notes.append("nbgrader could not grade this notebook; scored 0. Its log ends:\n" + log[-1500:])
+            break
+        else:
+            outcome.notes.append("the kernel died too many times; scored 0.")
+
+    if outcome.graded:
+        outcome.scores = read_scores(assignment, outcome.learner, root)
+        timeouts = _timed_out_cells(root, assignment, outcome.learner)
+        outcome.notes += [f"{gid} ran past the {cell_timeout} s cell limit and was interrupted." for gid in timeouts]
+        code, log = _nbgrader(
+            ["generate_feedback", assignment, "--student", outcome.learner, "--force"], root, timeout=300
+        )
+        if code != 0:
+            outcome.notes.append("feedback could not be generated:\n" + log[-800:])
+    outcome.seconds = time.monotonic() - start
+    return outcome
+
+
+def _timed_out_cells(root: Path, assignment: str, learner: str) -> list[str]:
+    folder = root / "grading" / "autograded" / learner / assignment
+    found = []
+    for path in folder.glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error" and output.get("ename") == "CellTimeoutError":
+                    found.append(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "a cell"))
+    return found
+
+
+def read_scores(assignment: str, learner: str, root: Path) -> dict[str, float]:
+    """grade_id -> score of each graded cell, from nbgrader's gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'grading' / 'gradebook.db'}") as gb:
+        submission = gb.find_submission(assignment, learner)
+        scores = {}
+        for notebook in submission.notebooks:
+            for grade in notebook.grades:
+                scores[grade.name] = float(grade.score)
+        return scores
+
+
+def write_reports(assignment: str, outcomes: list[Outcome], root: Path) -> Path:
+    """Writes scores.csv, report.txt and feedback/<learner>.html; returns the report folder."""
+    cells = graded_cells(assignment, root)
+    folder = root / "grading" / "reports" / assignment
+    (folder / "feedback").mkdir(parents=True, exist_ok=True)
+    max_score = sum(points for _, points in cells)
+    with open(folder / "scores.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["learner", "total", "max", *[gid for gid, _ in cells]])
+        for o in sorted(outcomes, key=lambda o: o.learner):
+            row = [o.scores.get(gid, 0.0) for gid, _ in cells]
+            writer.writerow([o.learner, _fmt(sum(row)), _fmt(max_score), *map(_fmt, row)])
+    with open(folder / "report.txt", "w") as f:
+        for o in sorted(outcomes, key=lambda o: o.learner):
+            total = sum(o.scores.get(gid, 0.0) for gid, _ in cells)
+            f.write(f"{o.learner}: {_fmt(total)}/{_fmt(max_score)} from {o.source.name} in {o.seconds:.1f} s\n")
+            for note in o.notes:
+                f.write("  - " + note.replace("\n", "\n    ") + "\n")
+    for o in outcomes:
+        html = root / "grading" / "feedback" / o.learner / assignment
+        for page in html.glob("*.html"):
+            shutil.copyfile(page, folder / "feedback" / f"{o.learner}.html")
+    return folder
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("assignment", help="assignment id, a folder of solutions/, e.g. 01_meshes")
+    parser.add_argument("submissions", type=Path, help="folder of learners' .ipynb files")
+    parser.add_argument("--root", type=Path, default=ROOT, help="course root (the repository)")
+    parser.add_argument("--notebook-timeout", type=float, default=1200, help="seconds for one notebook")
+    parser.add_argument("--cell-timeout", type=int, default=120, help="seconds for one cell")
+    args = parser.parse_args(argv)
+
+    root = args.root.resolve()
+    if not (root / "solutions" / args.assignment).is_dir():
+        known = sorted(p.name for p in (root / "solutions").iterdir() if p.is_dir())
+        print(f"no assignment {args.assignment!r} in solutions/; known: {known}", file=sys.stderr)
+        return 2
+    if not args.submissions.is_dir():
+        print(f"{args.submissions} is not a folder of .ipynb files", file=sys.stderr)
+        return 2
+    files = sorted(p for p in args.submissions.iterdir() if p.suffix == ".ipynb" and p.is_file())
+    if not files:
+        print(f"no .ipynb files in {args.submissions}", file=sys.stderr)
+        return 2
+    ids = [learner_id(p) for p in files]
+    clashes = {i for i in ids if ids.count(i) > 1}
+    if clashes:
+        print(f"two files give the same learner id {sorted(clashes)}: rename one", file=sys.stderr)
+        return 2
+
+    prepare_gradebook(args.assignment, root)
+    outcomes = []
+    for path in files:
+        outcome = grade_one(
+            args.assignment, path, root, notebook_timeout=args.notebook_timeout, cell_timeout=args.cell_timeout
+        )
+        total = sum(outcome.scores.values())
+        flag = "" if not outcome.notes else f"  ({len(outcome.notes)} note(s))"
+        print(f"{outcome.learner:>24}: {total:g} points in {outcome.seconds:.1f} s{flag}", flush=True)
+        outcomes.append(outcome)
+    folder = write_reports(args.assignment, outcomes, root)
+    print(f"scores: {folder / 'scores.csv'}\nfeedback: {folder / 'feedback'}\nnotes: {folder / 'report.txt'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""nbgrader configuration of the course. Paths are relative to the repository root (the course root).
+
+solutions/<assignment>/   instructor notebooks (nbgrader "source")
+exercises/<assignment>/   student notebooks generated from them (nbgrader "release"), committed for Colab
+grading/submitted/<learner>/<assignment>/    what `make grade` copies learners' notebooks into
+grading/autograded/, grading/feedback/      nbgrader's outputs; grading/reports/ holds our CSV
+"""
+
+import os
+import sys
+
+c = get_config()  # noqa: F821 (provided by traitlets)
+
+_root = os.environ.get("SHARDBOOK_COURSE_ROOT", os.getcwd())
+sys.path.insert(0, _root)  # so `grading.feedback` is importable below
+
+c.CourseDirectory.root = _root
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "exercises"
+c.CourseDirectory.submitted_directory = os.path.join("grading", "submitted")
+c.CourseDirectory.autograded_directory = os.path.join("grading", "autograded")
+c.CourseDirectory.feedback_directory = os.path.join("grading", "feedback")
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_root, "grading", "gradebook.db")
+c.CourseDirectory.course_id = "sharding-in-jax"
+# Learners never upload data files; only the notebook is graded.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
+
+# Solution and hidden-test markers (nbgrader's defaults, spelled out so the leak checks can use them).
+c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"
+c.ClearSolutions.end_solution_delimeter = "END SOLUTION"
+c.ClearSolutions.code_stub = {
+    "python": '# YOUR CODE HERE\nraise NotImplementedError("Exercise not attempted yet: replace this line.")'
+}
+c.ClearSolutions.enforce_metadata = True
+
+# Student notebooks keep their outputs empty and carry no execution counts.
+c.ClearOutput.remove_metadata_fields = ["collapsed", "scrolled", "execution"]
+
+# Autograding: a slow or looping cell is interrupted after this many seconds and scored as failed.
+c.Execute.timeout = int(os.environ.get("SHARDBOOK_CELL_TIMEOUT", "120"))
+c.Execute.interrupt_on_timeout = True
+c.Execute.allow_errors = True
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties,
+    CheckCellMetadata,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
+
+from grading.preprocessors import ExecuteRecordingDeaths, HideHiddenTests, SkipCells  # noqa: E402
+
+# nbgrader's autograde steps, with two additions for cells that kill the kernel (see grading/grade.py).
+c.Autograde.autograde_preprocessors = [
+    SkipCells,
+    ExecuteRecordingDeaths,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]
+
+# Feedback never shows hidden-test source, nor tracebacks that would quote it.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    HideHiddenTests,
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]

@@ -1,0 +1,95 @@
+"""nbgrader preprocessors of this course: feedback without hidden tests, and grading that survives
+a cell that kills its kernel.
+
+HideHiddenTests (feedback). nbgrader's autograded notebook holds the full source of every test cell, hidden tests included, and
+tracebacks that quote it. Before feedback HTML is written, this preprocessor
+  * replaces each hidden-test block of a test cell with one comment line, and
+  * shortens the error output of every test cell to ``ErrorName: message`` — the message is what our
+    checks write for learners (expected, got, hint); the traceback would only show grader code.
+"""
+
+from __future__ import annotations
+
+import re
+
+import json
+import os
+
+from nbclient.exceptions import DeadKernelError
+from nbconvert.preprocessors import Preprocessor
+from nbgrader.preprocessors import Execute
+from traitlets import Bool
+
+HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
+HIDDEN_NOTE = "# Hidden tests ran here; their result is shown below.\n"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def hide_hidden_tests(source: str) -> str:
+    """Replaces every BEGIN/END HIDDEN TESTS block in ``source`` with one comment line."""
+    return HIDDEN_BLOCK.sub(HIDDEN_NOTE, source)
+
+
+def is_test_cell(cell) -> bool:
+    """Whether an nbgrader cell is a graded test cell (graded, not an answer)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+class HideHiddenTests(Preprocessor):
+    """Removes hidden-test source and test-cell tracebacks from a notebook before it becomes feedback."""
+
+    enabled = Bool(True)  # nbconvert preprocessors are off unless enabled; nbgrader registers them as is
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and is_test_cell(cell):
+            cell.source = hide_hidden_tests(cell.source)
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    message = _ANSI.sub("", f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
+                    output["traceback"] = [message]
+        return cell, resources
+
+
+#: Environment variables through which grading/grade.py talks to the preprocessors below.
+SKIP_CELLS_ENV = "SHARDBOOK_SKIP_CELLS"  # comma-separated cell indices to replace before execution
+DEATH_FILE_ENV = "SHARDBOOK_DEATH_FILE"  # where to record the index of a cell whose kernel died
+
+SKIPPED_CELL_SOURCE = (
+    "raise RuntimeError(\n"
+    '    "When this notebook was graded, this cell stopped the Python kernel (os._exit, a crash or "\n'
+    '    "running out of memory), so it was skipped and its points are 0."\n'
+    ")\n"
+)
+
+
+class SkipCells(Preprocessor):
+    """Replaces the cells listed in $SHARDBOOK_SKIP_CELLS with one that raises a clear error.
+
+    grade.py lists here the cells that killed the kernel in an earlier attempt, so the rest of the
+    notebook can still be executed and graded.
+    """
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        skip = {int(i) for i in os.environ.get(SKIP_CELLS_ENV, "").split(",") if i.strip()}
+        for index in skip:
+            if 0 <= index < len(nb.cells) and nb.cells[index].cell_type == "code":
+                nb.cells[index].source = SKIPPED_CELL_SOURCE
+        return nb, resources
+
+
+class ExecuteRecordingDeaths(Execute):
+    """nbgrader's Execute, which also writes the index of a cell whose kernel died to $SHARDBOOK_DEATH_FILE."""
+
+    def preprocess_cell(self, cell, resources, index):
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            path = os.environ.get(DEATH_FILE_ENV)
+            if path:
+                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                with open(path, "w") as f:
+                    json.dump({"index": index, "grade_id": grade_id}, f)
+            raise
