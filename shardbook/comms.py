@@ -567,6 +567,11 @@ def _make_record(
 ) -> Collective:
     dtype = (result_types or operand_types or [ArrayType("f32", ())])[0].dtype
     upcast = False
+    if dtype == "f32" and inst.operands and kind != "all-reduce" and kind != "reduce-scatter":
+        # a convert from bf16 right before the collective: the backend widened it (seen inside loops)
+        intended = _producer_dtype(module, comp, inst.operands[0])
+        if intended == "bf16":
+            dtype, upcast = intended, True
     reducer = inst.attr("to_apply") or ""
     if kind in ("all-reduce", "reduce-scatter") and reducer.endswith("_promoted"):
         intended = None
@@ -700,10 +705,7 @@ def analyze_text(text: str, mesh: Any = None, executed_text: str | None = None) 
     notes = list(dict.fromkeys(notes))
     upcast = [c for c in collectives if c.upcast_by_backend]
     if executed_text is not None:
-        executed = parse_module(executed_text)
-        ex_counts, ex_unknown, _ = executions_per_computation(executed)
-        ex = collectives_in(executed, ex_counts, ex_unknown, mesh_shape, num_devices)
-        widened = sum(1 for c in ex if c.dtype == "f32") - sum(1 for c in collectives if c.dtype == "f32")
+        widened = _raw_f32_collectives(parse_module(executed_text)) - _raw_f32_collectives(module)
         if widened > 0 or upcast:
             notes.append(
                 "the CPU backend runs bf16 collectives in f32 (twice the bytes); this report shows the "
@@ -726,6 +728,18 @@ def analyze_text(text: str, mesh: Any = None, executed_text: str | None = None) 
         module=module,
         text=text,
         executions=executions,
+    )
+
+
+def _raw_f32_collectives(module: Module) -> int:
+    """How many collective ops the program runs on f32 data, as written (no corrections)."""
+    return sum(
+        1
+        for comp in module.computations.values()
+        for inst in comp.instructions
+        if _base_kind(inst.opcode)[0]
+        and _base_kind(inst.opcode)[1] != "done"
+        and any(t.dtype == "f32" for t in inst.arrays)
     )
 
 

@@ -77,6 +77,7 @@ class Instruction:
     attrs_text: str
     is_root: bool = False
     computation: str = ""
+    operand_text: str = ""  # the raw text between the parentheses, e.g. "0" for parameter(0)
 
     @property
     def arrays(self) -> list[ArrayType]:
@@ -263,7 +264,7 @@ def _parse_instruction(line: str) -> Instruction | None:
         if p.strip() and "%" in p  # literals such as constant(1) have no %name
     ]
     attrs = rest[close:].lstrip(", ").strip()
-    return Instruction(name, type_text, opcode, operands, attrs, is_root)
+    return Instruction(name, type_text, opcode, operands, attrs, is_root, operand_text=operand_text.strip())
 
 
 def parse_module(text: str) -> Module:

@@ -247,7 +247,7 @@ _TEXT = """HloModule m, num_partitions=8
 ENTRY %main (p: f32[2,4]) -> f32[2,4] {
   %p = f32[2,4]{1,0} parameter(0)
   %ar = f32[2,4]{1,0} all-reduce(%p), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), to_apply=%add
-  %ag-start = (f32[2,4]{1,0}, f32[8,4]{1,0}) all-gather-start(%ar), replica_groups={{0,1,2,3},{4,5,6,7}}, dimensions={0}
+  %ag-start = (f32[2,4]{1,0}, f32[8,4]{1,0}) all-gather-start(%ar), replica_groups={{0,1,2,3},{4,5,6,7}}
   %ag-done = f32[8,4]{1,0} all-gather-done(%ag-start)
   ROOT %cp = f32[2,4]{1,0} collective-permute(%ar), source_target_pairs={{0,1},{1,0},{2,3},{3,2}}
 }
@@ -285,3 +285,24 @@ def test_parse_module_source_locations():
     module = hlo.parse_module(text)
     assert str(module.source_of(module.entry.root)) == "model.py:42 (layer)"
     assert module.op_name(module.entry.root) == "x, y"
+
+
+def test_analyze_corrects_upcast_ppermute_inside_loop(mesh24, matmul_args):
+    # property: the CPU backend runs this bf16 ppermute in f32; the report gives bf16 and bf16 bytes
+    def rolled(a_block, w_block):
+        perm = [(j, (j - 1) % 4) for j in range(4)]
+
+        def step(i, carry):
+            acc, a = carry
+            return acc + a @ w_block[:512], jax.lax.ppermute(a, "Y", perm)
+
+        acc = jax.lax.pcast(jnp.zeros((512, 2048), a_block.dtype), ("X", "Y"), to="varying")
+        return jax.lax.fori_loop(0, 4, step, (acc, a_block))[0]
+
+    specs = dict(mesh=mesh24, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y"))
+    report = comms.analyze(jax.jit(jax.shard_map(rolled, **specs)), *matmul_args)
+    (c,) = report.collectives
+    assert (c.kind, c.dtype, c.executions) == ("collective-permute", "bf16", 4)
+    assert c.bytes == 4 * 512 * 512 * 2
+    assert "f32[512,512]" in report.text and "collective-permute" in report.text  # what the CPU runs
+    assert any("f32" in n for n in report.notes)

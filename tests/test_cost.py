@@ -1,0 +1,132 @@
+"""Tests for shardbook.cost: the TPU model on real compiled programs of 8 simulated devices."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import matplotlib
+import pytest
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from shardbook import comms, cost
+
+matplotlib.use("Agg")
+
+B, D, F = 1024, 2048, 8192
+US = 1e-6
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    return jax.make_mesh((2, 4), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
+
+
+def _ring(a_block, w_block, unroll=True):
+    n = jax.lax.axis_size("Y")
+    idx = jax.lax.axis_index("Y")
+    chunk = a_block.shape[1]
+    perm = [(j, (j - 1) % n) for j in range(n)]
+
+    def step(i, carry):
+        acc, a = carry
+        w_chunk = jax.lax.dynamic_slice_in_dim(w_block, (idx + i) % n * chunk, chunk)
+        return acc + a @ w_chunk, jax.lax.ppermute(a, "Y", perm)
+
+    acc = jax.lax.pcast(
+        jnp.zeros((a_block.shape[0], w_block.shape[1]), a_block.dtype), ("X", "Y"), to="varying"
+    )
+    acc, a = jax.lax.fori_loop(0, n - 1, step, (acc, a_block), unroll=unroll)
+    w_chunk = jax.lax.dynamic_slice_in_dim(w_block, (idx + n - 1) % n * chunk, chunk)
+    return acc + a @ w_chunk
+
+
+def _args(mesh, dtype, a_spec=None):
+    a_spec = P("X", "Y") if a_spec is None else a_spec
+    a = jax.device_put(jnp.ones((B, D), dtype), NamedSharding(mesh, a_spec))
+    w = jax.device_put(jnp.ones((D, F), dtype), NamedSharding(mesh, P(None, "Y")))
+    return a, w
+
+
+def _plain(mesh):
+    return jax.jit(lambda a, w: a @ w, out_shardings=NamedSharding(mesh, P("X", "Y")))
+
+
+def _collective(mesh, unroll=True):
+    body = functools.partial(_ring, unroll=unroll)
+    return jax.jit(
+        jax.shard_map(body, mesh=mesh, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y"))
+    )
+
+
+def test_estimate_blocking_all_gather(mesh):
+    # property: in plain jit the matmul waits for the all-gather: step = gather + matmul
+    est = cost.estimate(comms.analyze(_plain(mesh), *_args(mesh, jnp.bfloat16)), chip="v5e")
+    chip = cost.CHIPS["v5e"]
+    flops = 2 * 512 * 2048 * 2048
+    gather = 1.5 * 2**20 / chip.ici_link_bandwidth + 3 * chip.hop_latency  # a line of 4: one link's worth
+    assert est.compute_seconds == pytest.approx(flops / chip.bf16_flops)
+    assert est.communication_seconds == pytest.approx(gather)
+    assert est.seconds == pytest.approx(gather + flops / chip.bf16_flops)
+    (matmul,) = [e for e in est.events if e.stream == "compute"]
+    assert matmul.blocked and matmul.start == pytest.approx(gather)
+
+
+def test_estimate_collective_matmul_overlaps(mesh):
+    # property: the ppermutes overlap the matmuls: less exposed communication than the plain version
+    args = _args(mesh, jnp.bfloat16)
+    plain = cost.estimate(comms.analyze(_plain(mesh), *args))
+    ring = cost.estimate(comms.analyze(_collective(mesh), *args))
+    assert ring.seconds < plain.seconds
+    assert ring.exposed_communication_seconds < plain.exposed_communication_seconds
+    assert len([e for e in ring.events if e.kind == "collective-permute"]) == 3
+    assert len([e for e in ring.events if e.kind == "matmul"]) == 4
+
+
+def test_estimate_int32_benchmark_within_ten_percent(mesh):
+    # property: the published v5e-8 timings (311, 244, 224 µs) are matched within 10%
+    cases = [
+        (_plain(mesh), _args(mesh, jnp.int32), 311),
+        (_collective(mesh), _args(mesh, jnp.int32), 244),
+        (_plain(mesh), _args(mesh, jnp.int32, P("X", None)), 224),
+    ]
+    for fn, args, published in cases:
+        est = cost.estimate(comms.analyze(fn, *args), chip="v5e")
+        assert est.seconds / (published * US) == pytest.approx(1.0, abs=0.10)
+
+
+def test_estimate_chips_and_errors(mesh):
+    # property: faster chips give shorter steps; an unknown chip is named in the error
+    report = comms.analyze(_plain(mesh), *_args(mesh, jnp.bfloat16))
+    times = {name: cost.estimate(report, chip=name).seconds for name in ("v4", "v5e", "v6e")}
+    assert times["v6e"] < times["v5e"]
+    with pytest.raises(ValueError, match="v5e"):
+        cost.estimate(report, chip="v9")
+
+
+def test_estimate_fori_loop_matches_unrolled(mesh):
+    # property: a rolled loop is played iteration by iteration: same step time as the unrolled one
+    args = _args(mesh, jnp.bfloat16)
+    t_rolled = cost.estimate(comms.analyze(_collective(mesh, unroll=False), *args))
+    t_unrolled = cost.estimate(comms.analyze(_collective(mesh, unroll=True), *args))
+    assert t_rolled.seconds == pytest.approx(t_unrolled.seconds, rel=1e-6)
+    assert t_rolled.communication_seconds == pytest.approx(t_unrolled.communication_seconds, rel=1e-6)
+
+
+def test_draw_timeline(mesh):
+    # property: one bar per event, the blocked matmul hatched
+    est = cost.estimate(comms.analyze(_plain(mesh), *_args(mesh, jnp.bfloat16)))
+    ax = cost.draw_timeline(est)
+    assert len(ax.patches) == len(est.events)
+    assert any(p.get_hatch() == "//" for p in ax.patches)
+    assert "v5e" in ax.get_title()
+
+
+def test_collective_seconds_ring_vs_line():
+    # property: an axis that closes into a ring uses both directions: half the time of a line
+    chip = cost.CHIPS["v5e"]
+    c = comms.Collective("all-gather", "ag", "bf16", ((4,),), ((64,),), 16, ("X",), [], 1, 2**20)
+    ring = cost.collective_seconds(c, chip, {"X": 16})
+    line = cost.collective_seconds(comms.Collective(**{**c.__dict__, "group_size": 8}), chip, {"X": 8})
+    assert ring == pytest.approx(2**20 / (2 * chip.ici_link_bandwidth) + 15 * chip.hop_latency)
+    assert line == pytest.approx(2**20 / chip.ici_link_bandwidth + 7 * chip.hop_latency)
