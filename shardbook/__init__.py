@@ -30,6 +30,14 @@ _EXPORTS = {
     "expect_sharding": "checks",
     "expect_type": "checks",
     "describe_array": "checks",
+    "expect_no_collectives": "checks",
+    "expect_collectives": "checks",
+    "expect_no_intermediate_larger_than": "checks",
+    "analyze": "comms",
+    "Report": "comms",
+    "Collective": "comms",
+    "estimate": "cost",
+    "draw_timeline": "cost",
 }
 
 __all__ = [

@@ -169,3 +169,132 @@ def expect_type(
             " or ".join(t.__name__ for t in expected) if isinstance(expected, tuple) else expected.__name__
         )
         _fail(what, f"a {names}", describe_array(got), hint)
+
+
+# ---------------------------------------------------------------------------------------------------
+# checks on the compiled program (they use shardbook.comms)
+
+
+def _analyze_for_check(fn: Any, args: tuple, what: str) -> Any:
+    from .comms import analyze
+
+    try:
+        return analyze(fn, *args)
+    except Exception as e:  # the learner's function does not trace or compile
+        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        _fail(what, "a function that compiles for these arguments", f"{type(e).__name__}: {message[:200]}")
+
+
+def _list_collectives(collectives: Sequence[Any], limit: int = 3) -> str:
+    texts = [c.describe() for c in collectives[:limit]]
+    if len(collectives) > limit:
+        texts.append(f"and {len(collectives) - limit} more")
+    return "; ".join(texts)
+
+
+def expect_no_collectives(
+    fn: Any, *args: Any, what: str = "the compiled program", hint: str | None = None
+) -> None:
+    """Checks that ``fn(*args)`` compiles to a program with no communication between devices.
+
+    Raises:
+      CheckFailed: naming each collective found, its shape, mesh axes and source line.
+
+    Example:
+      >>> expect_no_collectives(per_shard_mean, x_sharded)  # doctest: +SKIP
+    """
+    report = _analyze_for_check(fn, args, what)
+    if report.collectives:
+        n = len(report.collectives)
+        _fail(
+            what,
+            "no collectives (each device works on its own block)",
+            f"{n} collective{'s' if n > 1 else ''}: {_list_collectives(report.collectives)}",
+            hint
+            or "look at the source line named: a reduction or a reshape across a sharded dimension needs "
+            "data from other devices; keep it inside the block, or reshard the input first.",
+        )
+
+
+def expect_collectives(
+    fn: Any,
+    *args: Any,
+    allowed: Sequence[str] | str = (),
+    max_bytes: int | None = None,
+    what: str = "the compiled program",
+    hint: str | None = None,
+) -> Any:
+    """Checks that ``fn(*args)`` communicates only with the ``allowed`` kinds and at most ``max_bytes``.
+
+    Args:
+      allowed: collective kinds that may appear ("all-gather", "all-reduce", "reduce-scatter",
+        "all-to-all", "collective-permute"); anything else fails. Empty: any kind is allowed.
+      max_bytes: the most bytes one device may send over the whole call (loop trip counts included),
+        by the ring formulas of :mod:`shardbook.comms`. None: no limit.
+
+    Returns:
+      The :class:`shardbook.comms.Report`, for further checks.
+
+    Raises:
+      CheckFailed: a kind not allowed is present, or too many bytes move.
+    """
+    from .comms import COLLECTIVE_KINDS, format_bytes
+
+    allowed = (allowed,) if isinstance(allowed, str) else tuple(allowed)
+    for kind in allowed:
+        if kind not in COLLECTIVE_KINDS:
+            raise ValueError(
+                f"unknown collective kind {kind!r} in allowed: expected some of {COLLECTIVE_KINDS}"
+            )
+    report = _analyze_for_check(fn, args, what)
+    if allowed:
+        bad = [c for c in report.collectives if c.kind not in allowed]
+        if bad:
+            _fail(
+                what,
+                "only " + " or ".join(allowed),
+                _list_collectives(bad),
+                hint
+                or f"XLA inserted {bad[0].kind} because a sharding did not line up; write the communication "
+                f"yourself with {' / '.join(allowed)} inside shard_map, or change the in/out shardings.",
+            )
+    if max_bytes is not None and report.total_bytes > max_bytes:
+        _fail(
+            what,
+            f"at most {format_bytes(max_bytes)} sent per device",
+            f"{format_bytes(report.total_bytes)} ({_list_collectives(report.collectives)})",
+            hint or "move the smaller operand, not the larger one, or avoid gathering a full array.",
+        )
+    return report
+
+
+def expect_no_intermediate_larger_than(
+    fn: Any, *args: Any, elements: int, what: str = "the compiled program", hint: str | None = None
+) -> None:
+    """Checks that no array of ``elements`` or more elements is made while computing ``fn(*args)``.
+
+    Every array in the compiled program is scanned, per device, including values inside fusions (an
+    [S, D, F] product that XLA keeps inside one kernel still counts); the inputs themselves do not.
+
+    Raises:
+      CheckFailed: naming the largest offending array and the operation that made it.
+    """
+    from .comms import _lower, largest_intermediates
+
+    try:
+        text = _lower(fn, args, {}).compile().as_text()
+    except Exception as e:
+        _fail(what, "a function that compiles for these arguments", f"{type(e).__name__}: {str(e)[:200]}")
+    found = largest_intermediates(text, elements)
+    if found:
+        name, array, op_name = max(found, key=lambda f: f[1].elements)
+        made_by = op_name.rsplit("/", 1)[-1] if op_name else name
+        _fail(
+            what,
+            f"no array with {elements:,} or more elements on a device",
+            f"{array} ({array.elements:,} elements) made by {made_by}"
+            + (f", and {len(found) - 1} more" if len(found) > 1 else ""),
+            hint
+            or "contract as you go (einsum / dot_general, or a loop over chunks) instead of building the "
+            "full broadcast product and summing it afterwards.",
+        )

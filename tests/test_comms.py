@@ -306,3 +306,53 @@ def test_analyze_corrects_upcast_ppermute_inside_loop(mesh24, matmul_args):
     assert c.bytes == 4 * 512 * 512 * 2
     assert "f32[512,512]" in report.text and "collective-permute" in report.text  # what the CPU runs
     assert any("f32" in n for n in report.notes)
+
+
+# ---- checks built on the analyzer (shardbook.checks) ---------------------------------------------------
+
+
+def test_expect_no_collectives_messages(mesh24, matmul_args):
+    # property: a program with an all-gather fails with expected, got (kind, shape, axis) and a hint
+    from shardbook.checks import CheckFailed, expect_no_collectives
+
+    x = _put(jnp.ones((8, 1024), jnp.float32), mesh24, P("X", "Y"))
+    per_shard = jax.shard_map(lambda b: b * 2, mesh=mesh24, in_specs=P("X", "Y"), out_specs=P("X", "Y"))
+    expect_no_collectives(per_shard, x)  # passes
+    with pytest.raises(CheckFailed) as info:
+        expect_no_collectives(lambda a, w: a @ w, *matmul_args)
+    message = str(info.value)
+    assert message.startswith("the compiled program: expected no collectives")
+    assert "got 1 collective: all-gather bf16[512,2048] over 'Y' (groups of 4), 1.5 MiB per device" in message
+    assert "Hint:" in message
+
+
+def test_expect_collectives_allowed_and_bytes(mesh24, matmul_args):
+    # property: only the allowed kinds pass; a byte budget is enforced with both figures in the message
+    from shardbook.checks import CheckFailed, expect_collectives
+
+    ring = _collective_matmul(mesh24, use_loop=True)
+    report = expect_collectives(ring, *matmul_args, allowed=("collective-permute",), max_bytes=2 * MiB)
+    assert report.total_bytes == 1.5 * MiB
+    with pytest.raises(
+        CheckFailed, match=r"expected only collective-permute, got all-gather bf16\[512,2048\]"
+    ):
+        expect_collectives(lambda a, w: a @ w, *matmul_args, allowed="collective-permute")
+    with pytest.raises(CheckFailed, match=r"expected at most 1 MiB sent per device, got 1.5 MiB"):
+        expect_collectives(ring, *matmul_args, max_bytes=MiB)
+    with pytest.raises(ValueError, match="allgather"):
+        expect_collectives(ring, *matmul_args, allowed=("allgather",))
+
+
+def test_expect_no_intermediate_larger_than(mesh24):
+    # property: a broadcast product [S, D, F] is caught; the contracted version passes
+    from shardbook.checks import CheckFailed, expect_no_intermediate_larger_than
+
+    x = _put(jnp.ones((64, 32), jnp.float32), mesh24, P("X", None))
+    w = _put(jnp.ones((32, 48), jnp.float32), mesh24, P(None, "Y"))
+    naive = lambda x, w: (x[:, :, None] * w[None, :, :]).sum(axis=1)
+    expect_no_intermediate_larger_than(lambda x, w: x @ w, x, w, elements=32 * 32 * 12)
+    with pytest.raises(CheckFailed) as info:
+        expect_no_intermediate_larger_than(naive, x, w, elements=32 * 32 * 12)
+    message = str(info.value)
+    assert "expected no array with 12,288 or more elements on a device" in message
+    assert "got f32[32,32,12] (12,288 elements)" in message
