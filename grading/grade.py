@@ -177,10 +177,14 @@ def grade_one(
             if death_file.exists():
                 death = json.loads(death_file.read_text())
                 skipped.append(int(death["index"]))
-                where = f"cell {death['index']}" + (f" ({death['grade_id']})" if death.get("grade_id") else "")
+                where = f"cell {death['index']}" + (
+                    f" ({death['grade_id']})" if death.get("grade_id") else ""
+                )
                 outcome.notes.append(f"{where} stopped the Python kernel; it was skipped and graded again.")
                 continue
-            outcome.notes.append("nbgrader could not grade this notebook; scored 0. Its log ends:\n" + log[-1500:])
+            outcome.notes.append(
+                "nbgrader could not grade this notebook; scored 0. Its log ends:\n" + log[-1500:]
+            )
             break
         else:
             outcome.notes.append("the kernel died too many times; scored 0.")
@@ -188,7 +192,9 @@ def grade_one(
     if outcome.graded:
         outcome.scores = read_scores(assignment, outcome.learner, root)
         timeouts = _timed_out_cells(root, assignment, outcome.learner)
-        outcome.notes += [f"{gid} ran past the {cell_timeout} s cell limit and was interrupted." for gid in timeouts]
+        outcome.notes += [
+            f"{gid} ran past the {cell_timeout} s cell limit and was interrupted." for gid in timeouts
+        ]
         code, log = _nbgrader(
             ["generate_feedback", assignment, "--student", outcome.learner, "--force"], root, timeout=300
         )
@@ -237,7 +243,9 @@ def write_reports(assignment: str, outcomes: list[Outcome], root: Path) -> Path:
     with open(folder / "report.txt", "w") as f:
         for o in sorted(outcomes, key=lambda o: o.learner):
             total = sum(o.scores.get(gid, 0.0) for gid, _ in cells)
-            f.write(f"{o.learner}: {_fmt(total)}/{_fmt(max_score)} from {o.source.name} in {o.seconds:.1f} s\n")
+            f.write(
+                f"{o.learner}: {_fmt(total)}/{_fmt(max_score)} from {o.source.name} in {o.seconds:.1f} s\n"
+            )
             for note in o.notes:
                 f.write("  - " + note.replace("\n", "\n    ") + "\n")
     for o in outcomes:
@@ -282,7 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = []
     for path in files:
         outcome = grade_one(
-            args.assignment, path, root, notebook_timeout=args.notebook_timeout, cell_timeout=args.cell_timeout
+            args.assignment,
+            path,
+            root,
+            notebook_timeout=args.notebook_timeout,
+            cell_timeout=args.cell_timeout,
         )
         total = sum(outcome.scores.values())
         flag = "" if not outcome.notes else f"  ({len(outcome.notes)} note(s))"

@@ -1,8 +1,8 @@
 """nbgrader preprocessors of this course: feedback without hidden tests, and grading that survives
 a cell that kills its kernel.
 
-HideHiddenTests (feedback). nbgrader's autograded notebook holds the full source of every test cell, hidden tests included, and
-tracebacks that quote it. Before feedback HTML is written, this preprocessor
+HideHiddenTests (feedback). nbgrader's autograded notebook holds the full source of every test
+cell, hidden tests included, and tracebacks that quote it. Before feedback HTML is written, this preprocessor
   * replaces each hidden-test block of a test cell with one comment line, and
   * shortens the error output of every test cell to ``ErrorName: message`` — the message is what our
     checks write for learners (expected, got, hint); the traceback would only show grader code.
@@ -10,17 +10,18 @@ tracebacks that quote it. Before feedback HTML is written, this preprocessor
 
 from __future__ import annotations
 
-import re
-
 import json
 import os
+import re
 
 from nbclient.exceptions import DeadKernelError
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute
 from traitlets import Bool
 
-HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
+HIDDEN_BLOCK = re.compile(
+    r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.S | re.M
+)
 HIDDEN_NOTE = "# Hidden tests ran here; their result is shown below.\n"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -81,7 +82,7 @@ class SkipCells(Preprocessor):
 
 
 class ExecuteRecordingDeaths(Execute):
-    """nbgrader's Execute, which also writes the index of a cell whose kernel died to $SHARDBOOK_DEATH_FILE."""
+    """nbgrader's Execute; also writes the index of a cell whose kernel died to $SHARDBOOK_DEATH_FILE."""
 
     def preprocess_cell(self, cell, resources, index):
         try:

@@ -64,9 +64,13 @@ def oracle_layout(sharding: NamedSharding, shape: tuple[int, ...]) -> dict[int, 
     return {d.id: _normalise(idx, shape) for d, idx in sharding.devices_indices_map(shape).items()}
 
 
-def oracle_devices_holding(mesh: Mesh, spec: Spec, shape: tuple[int, ...], index: tuple[int, ...]) -> set[int]:
+def oracle_devices_holding(
+    mesh: Mesh, spec: Spec, shape: tuple[int, ...], index: tuple[int, ...]
+) -> set[int]:
     layout = oracle_layout(NamedSharding(mesh, P(*spec)), shape)
-    return {d for d, box in layout.items() if all(lo <= i < hi for i, (lo, hi) in zip(index, box, strict=True))}
+    return {
+        d for d, box in layout.items() if all(lo <= i < hi for i, (lo, hi) in zip(index, box, strict=True))
+    }
 
 
 def oracle_shard_sums(x: jax.Array) -> np.ndarray:
@@ -166,7 +170,9 @@ def check_per_device_shape(fn: Callable) -> None:
             except ValueError:
                 continue
             except NotImplementedError:
-                raise CheckFailed("per_device_shape is not written yet (it raised NotImplementedError).") from None
+                raise CheckFailed(
+                    "per_device_shape is not written yet (it raised NotImplementedError)."
+                ) from None
             except Exception as e:
                 raise CheckFailed(
                     f"{call}: expected a ValueError (a dimension does not divide evenly), "
@@ -258,9 +264,13 @@ def check_sharding_for_layout(fn: Callable) -> None:
                             "multiply to n."
                         )
                         raise CheckFailed(
-                            f"{where}: your spec {got.spec} gives device {wrong} the block "
-                            f"{got_layout[wrong]}, expected {expected[wrong]}. Hint: {hint}"
+                            f"{where}: expected device {wrong} to hold {_box(expected[wrong])}, got "
+                            f"{_box(got_layout[wrong])} from your {got.spec}. Hint: {hint}"
                         )
+
+
+def _box(box: tuple[tuple[int, int], ...]) -> str:
+    return "[" + ", ".join(f"{lo}:{hi}" for lo, hi in box) + "]"
 
 
 def check_shard_sums(fn: Callable) -> None:

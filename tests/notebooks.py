@@ -1,0 +1,28 @@
+"""Helpers for tests that look inside notebooks: nbgrader cells, answers, the setup cell."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
+
+
+def nbgrader_meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def answers(path: Path) -> SimpleNamespace:
+    """Runs a notebook's import cell and answer cells (not its tests) and returns their namespace."""
+    nb = nbformat.read(path, as_version=4)
+    namespace: dict = {}
+    for cell in nb.cells:
+        meta = nbgrader_meta(cell)
+        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade_id") == "imports"):
+            source = re.sub(r"^\s*### (BEGIN|END) SOLUTION\s*$", "", cell.source, flags=re.M)
+            exec(compile(source, f"{path.name}:{meta.get('grade_id')}", "exec"), namespace)
+    return SimpleNamespace(**namespace)

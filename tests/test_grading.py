@@ -1,0 +1,125 @@
+"""End to end: `make grade` on the committed submissions, in a scratch copy of the course.
+
+One batch holds the solution, every typical wrong answer, and notebooks that break in each way a
+class produces (syntax error, infinite loop, a kernel that dies, a truncated file). Every learner must
+get exactly the intended score, a feedback page without hidden-test source, and a note for anything
+unusual; no learner may stop the batch.
+"""
+
+import csv
+import json
+import shutil
+
+import pytest
+
+from grading import grade
+from tests.notebooks import ASSIGNMENTS, ROOT
+
+CELL_TIMEOUT = 15
+
+
+def make_course(tmp_path):
+    course = tmp_path / "course"
+    course.mkdir()
+    for name in ("solutions", "exercises"):
+        shutil.copytree(ROOT / name, course / name)
+    shutil.copytree(
+        ROOT / "grading",
+        course / "grading",
+        ignore=shutil.ignore_patterns(
+            "gradebook.db", "submitted", "autograded", "feedback", "reports", "__pycache__"
+        ),
+    )
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    return course
+
+
+@pytest.fixture(
+    scope="module", params=[a for a in ASSIGNMENTS if (ROOT / "tests" / "submissions" / a).is_dir()]
+)
+def graded(request, tmp_path_factory):
+    assignment = request.param
+    tmp = tmp_path_factory.mktemp(assignment)
+    course = make_course(tmp)
+    submissions = tmp / "downloads"
+    shutil.copytree(
+        ROOT / "tests" / "submissions" / assignment, submissions, ignore=shutil.ignore_patterns("*.json")
+    )
+    solution = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
+    shutil.copy(solution, submissions / "reference_solution.ipynb")
+    code = grade.main(
+        [assignment, str(submissions), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
+    )
+    assert code == 0
+    reports = course / "grading" / "reports" / assignment
+    with open(reports / "scores.csv") as f:
+        rows = {row["learner"]: row for row in csv.DictReader(f)}
+    expected = json.loads((ROOT / "tests" / "submissions" / assignment / "expected.json").read_text())
+    expected.pop("_about")
+    return assignment, course, reports, rows, expected
+
+
+def test_scores_csv_has_one_row_per_learner_and_a_column_per_test_cell(graded):
+    assignment, course, _, rows, expected = graded
+    cells = grade.graded_cells(assignment, course)
+    assert set(rows) == set(expected) | {"reference_solution"}
+    for row in rows.values():
+        assert list(row)[:3] == ["learner", "total", "max"]
+        assert list(row)[3:] == [gid for gid, _ in cells]
+
+
+def test_solution_scores_full_marks(graded):
+    _, _, _, rows, _ = graded
+    row = rows["reference_solution"]
+    assert float(row["total"]) == float(row["max"]) > 0
+
+
+def test_each_submission_loses_exactly_the_intended_points(graded):
+    assignment, course, _, rows, expected = graded
+    cells = dict(grade.graded_cells(assignment, course))
+    for learner, spec in expected.items():
+        lost = set(cells) if spec["lost"] == "all" else set(spec["lost"])
+        for gid, points in cells.items():
+            want = 0.0 if gid in lost else points
+            assert float(rows[learner][gid]) == want, (learner, gid, rows[learner][gid])
+        assert float(rows[learner]["total"]) == sum(p for g, p in cells.items() if g not in lost), learner
+
+
+def test_feedback_explains_and_hides_hidden_tests(graded):
+    _, _, reports, rows, expected = graded
+    for learner in rows:
+        page = reports / "feedback" / f"{learner}.html"
+        if expected.get(learner, {}).get("lost") == "all":
+            assert not page.exists()  # nothing could be run, so the report note is the feedback
+            continue
+        html = page.read_text()
+        assert "BEGIN HIDDEN TESTS" not in html and "graders" not in html, learner
+        for text in expected.get(learner, {}).get("feedback", []):
+            assert text in html, (learner, text)
+
+
+def _report_block(text: str, learner: str) -> str:
+    """The lines of report.txt about one learner: its header line and the indented notes below it."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{learner}:"))
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        block.append(line)
+    return "\n".join(block)
+
+
+def test_report_notes_every_unusual_notebook(graded):
+    _, _, reports, _, expected = graded
+    text = (reports / "report.txt").read_text()
+    for learner, spec in expected.items():
+        block = _report_block(text, learner)
+        for note in spec.get("notes", []):
+            assert note in block, (learner, note, block)
+    assert _report_block(text, "reference_solution").count("\n") == 0  # nothing unusual to say
+
+
+def test_learner_id_comes_from_the_file_name(tmp_path):
+    assert grade.learner_id(tmp_path / "ada_lovelace.ipynb") == "ada_lovelace"
+    assert grade.learner_id(tmp_path / "Ada Lovelace (1).ipynb") == "Ada_Lovelace__1_"
