@@ -1,0 +1,257 @@
+"""CI checks over the book's notebooks. Each subcommand exits non-zero with a readable reason.
+
+  python tools/notebooks.py run         execute book/ and solutions/ notebooks with papermill, timing each
+  python tools/notebooks.py hygiene     no outputs, plain metadata, the same setup cell everywhere
+  python tools/notebooks.py exercises   exercises/ equals a fresh generation from solutions/, and each
+                                        exercise notebook fails only with NotImplementedError in answer/test cells
+  python tools/notebooks.py leaks       no solution or hidden-test text in exercises/ or _build/html
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+SETUP_MARK = "# Setup: on Colab this installs the book's helper package; everywhere it picks the devices."
+SOLUTION_BLOCK = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
+HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+# Lines too generic to count as a leak when they appear elsewhere.
+GENERIC = re.compile(r"^(return\b.*|pass|else:|continue|break|\)|\]|\}|[\w.]+ = \[\]|[\w.]+ = \{\}|.{0,24})$")
+
+
+def book_notebooks() -> list[Path]:
+    return sorted((ROOT / "book").glob("*.ipynb"))
+
+
+def solution_notebooks() -> list[Path]:
+    return sorted((ROOT / "solutions").glob("*/*.ipynb"))
+
+
+def exercise_notebooks() -> list[Path]:
+    return sorted((ROOT / "exercises").glob("*/*.ipynb"))
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def fail(message: str) -> None:
+    print(f"FAILED: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def cmd_run(args) -> None:
+    """Executes every book and solution notebook; fails on the first error, prints each one's time."""
+    import papermill
+
+    out_dir = ROOT / "_build" / "executed"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [Path(p).resolve() for p in args.paths] or book_notebooks() + solution_notebooks()
+    os.environ.update(_env())
+    total = 0.0
+    for path in paths:
+        start = time.monotonic()
+        try:
+            papermill.execute_notebook(
+                str(path),
+                str(out_dir / path.name),
+                cwd=str(path.parent),
+                kernel_name="python3",
+                progress_bar=False,
+                log_output=False,
+                execution_timeout=args.cell_timeout,
+            )
+        except papermill.PapermillExecutionError as e:
+            fail(f"{path.relative_to(ROOT)}: cell {e.exec_count} raised {e.ename}: {e.evalue}")
+        seconds = time.monotonic() - start
+        total += seconds
+        print(f"{seconds:7.1f} s  {path.relative_to(ROOT)}", flush=True)
+    print(f"{total:7.1f} s  in all ({len(paths)} notebooks)")
+
+
+def cmd_hygiene(args) -> None:
+    """Committed notebooks carry no outputs, only plain metadata, and the one shared setup cell."""
+    problems = []
+    reference = None
+    for path in book_notebooks() + solution_notebooks() + exercise_notebooks():
+        rel = path.relative_to(ROOT)
+        nb = nbformat.read(path, as_version=4)
+        try:
+            nbformat.validate(nb)
+        except nbformat.ValidationError as e:
+            problems.append(f"{rel}: not a valid notebook ({e.message})")
+        if set(nb.metadata) - {"kernelspec", "language_info"}:
+            problems.append(f"{rel}: notebook metadata has {sorted(set(nb.metadata))}; keep kernelspec only")
+        if nb.metadata.get("kernelspec", {}).get("name") != "python3":
+            problems.append(f"{rel}: kernelspec must be the standard 'python3'")
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        for c in code:
+            if c.get("outputs") or c.get("execution_count"):
+                problems.append(f"{rel}: committed with outputs (clear them; the build executes notebooks)")
+                break
+        setup = code[0].source if code else ""
+        if not setup.startswith(SETUP_MARK):
+            problems.append(f"{rel}: the first code cell must be the setup cell (see CONTRIBUTING.md)")
+        elif reference is None:
+            reference = (rel, setup)
+        elif setup != reference[1]:
+            problems.append(f"{rel}: its setup cell differs from {reference[0]}'s")
+    if problems:
+        fail("\n  " + "\n  ".join(problems))
+    print("notebook hygiene: ok")
+
+
+def generate_exercises(into: Path) -> None:
+    """Runs nbgrader generate_assignment for every assignment into the folder `into`."""
+    with tempfile.TemporaryDirectory() as db_dir:
+        for assignment in sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir()):
+            result = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "nbgrader",
+                    "generate_assignment",
+                    assignment,
+                    "--force",
+                    f"--CourseDirectory.release_directory={into}",
+                    f"--CourseDirectory.db_url=sqlite:///{db_dir}/gradebook.db",
+                ],
+                cwd=ROOT,
+                env=_env(),
+                capture_output=True,
+                text=True,
+            )
+            if result.returncode != 0:
+                fail(f"nbgrader could not generate {assignment}:\n{result.stdout}\n{result.stderr}")
+
+
+def _comparable(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    return [(c.cell_type, c.source, dict(c.metadata)) for c in nb.cells], dict(nb.metadata)
+
+
+def cmd_exercises(args) -> None:
+    """exercises/ equals a fresh generation; run top to bottom, each fails only where it should."""
+    with tempfile.TemporaryDirectory() as scratch:
+        fresh = Path(scratch) / "exercises"
+        generate_exercises(fresh)
+        committed = {p.relative_to(ROOT / "exercises") for p in exercise_notebooks()}
+        generated = {p.relative_to(fresh) for p in fresh.glob("*/*.ipynb")}
+        if committed != generated:
+            fail(f"exercises/ holds {sorted(map(str, committed))}, solutions/ generate {sorted(map(str, generated))}")
+        for rel in sorted(generated):
+            if _comparable(ROOT / "exercises" / rel) != _comparable(fresh / rel):
+                fail(f"exercises/{rel} is out of date: run `make exercises` and commit the result")
+    print("exercises match solutions: ok")
+    for path in exercise_notebooks():
+        check_exercise_runs(path)
+
+
+def check_exercise_runs(path: Path) -> None:
+    """Runs an exercise notebook; errors are allowed only as NotImplementedError in answer/test cells."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    start = time.monotonic()
+    os.environ.update(_env())
+    NotebookClient(nb, timeout=300, allow_errors=True, resources={"metadata": {"path": str(path.parent)}}).execute()
+    problems = []
+    errors = 0
+    for index, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") != "error":
+                continue
+            errors += 1
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            where = f"cell {index} ({meta.get('grade_id', 'no grade_id')})"
+            if not (meta.get("solution") or meta.get("grade")):
+                problems.append(f"{where} is not an answer or test cell but raised {output['ename']}")
+            elif output.get("ename") != "NotImplementedError":
+                problems.append(f"{where} raised {output['ename']}: {output.get('evalue', '')[:200]}")
+    if problems:
+        fail(f"{path.relative_to(ROOT)}:\n  " + "\n  ".join(problems))
+    seconds = time.monotonic() - start
+    print(f"{path.relative_to(ROOT)}: runs, {errors} cells stop at NotImplementedError ({seconds:.1f} s)")
+
+
+def secret_lines() -> set[str]:
+    """Distinctive lines of every solution block and hidden-test block in solutions/."""
+    lines = set()
+    for path in solution_notebooks():
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            for pattern in (SOLUTION_BLOCK, HIDDEN_BLOCK):
+                for block in pattern.findall(cell.source):
+                    for line in block.splitlines():
+                        text = line.strip()
+                        if text and not text.startswith("#") and not GENERIC.match(text):
+                            lines.add(text)
+    return lines
+
+
+def _html_text(path: Path) -> str:
+    import html
+
+    raw = path.read_text(errors="replace")
+    return html.unescape(re.sub(r"<[^>]+>", "", raw))
+
+
+def cmd_leaks(args) -> None:
+    """No solution or hidden-test line, and no nbgrader marker, in exercises/ or the built site."""
+    secrets = secret_lines()
+    if not secrets:
+        fail("found no solution lines to look for: is solutions/ empty?")
+    targets = [(p, p.read_text()) for p in exercise_notebooks()]
+    html_root = ROOT / "_build" / "html"
+    if args.require_html and not html_root.is_dir():
+        fail("_build/html does not exist: build the book first (make book)")
+    if html_root.is_dir():
+        targets += [(p, _html_text(p)) for p in html_root.rglob("*.html")]
+        targets += [(p, p.read_text(errors="replace")) for p in html_root.rglob("*.ipynb")]
+        for forbidden in ("solutions", "grading"):
+            if (html_root / forbidden).exists() or (html_root / "_sources" / forbidden).exists():
+                fail(f"_build/html contains {forbidden}/: it must never be published")
+    found = []
+    for path, text in targets:
+        for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
+            if marker in text:
+                found.append(f"{path.relative_to(ROOT)}: nbgrader marker {marker!r}")
+        for line in secrets:
+            if line in text:
+                found.append(f"{path.relative_to(ROOT)}: solution/hidden line {line!r}")
+    if found:
+        fail("hidden text leaked:\n  " + "\n  ".join(found[:20]))
+    print(f"no leaks: {len(secrets)} solution and hidden-test lines checked in {len(targets)} files")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("paths", nargs="*")
+    run.add_argument("--cell-timeout", type=int, default=600)
+    run.set_defaults(func=cmd_run)
+    sub.add_parser("hygiene").set_defaults(func=cmd_hygiene)
+    sub.add_parser("exercises").set_defaults(func=cmd_exercises)
+    leaks = sub.add_parser("leaks")
+    leaks.add_argument("--require-html", action="store_true")
+    leaks.set_defaults(func=cmd_leaks)
+    args = parser.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    main()
