@@ -129,8 +129,8 @@ def expect_allclose(
         err = np.abs(a - b)
         _fail(
             what,
-            f"{b[first]!r} at index {first}",
-            f"{a[first]!r} ({len(bad)} of {close.size} entries differ; largest error {np.nanmax(err):.3g})",
+            f"{b[first].item()!r} at index {first}",
+            f"{a[first].item()!r} ({len(bad)} of {close.size} entries differ; largest error {np.nanmax(err):.3g})",
             hint,
         )
 
