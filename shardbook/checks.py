@@ -130,7 +130,8 @@ def expect_allclose(
         _fail(
             what,
             f"{b[first].item()!r} at index {first}",
-            f"{a[first].item()!r} ({len(bad)} of {close.size} entries differ; largest error {np.nanmax(err):.3g})",
+            f"{a[first].item()!r} ({len(bad)} of {close.size} entries differ; "
+            f"largest error {np.nanmax(err):.3g})",
             hint,
         )
 

@@ -1,10 +1,11 @@
 """CI checks over the book's notebooks. Each subcommand exits non-zero with a readable reason.
 
-  python tools/notebooks.py run         execute book/ and solutions/ notebooks with papermill, timing each
-  python tools/notebooks.py hygiene     no outputs, plain metadata, the same setup cell everywhere
-  python tools/notebooks.py exercises   exercises/ equals a fresh generation from solutions/, and each
-                                        exercise notebook fails only with NotImplementedError in answer/test cells
-  python tools/notebooks.py leaks       no solution or hidden-test text in exercises/ or _build/html
+python tools/notebooks.py run         execute book/ and solutions/ notebooks with papermill, timing each
+python tools/notebooks.py hygiene     no outputs, plain metadata, the same setup cell everywhere
+python tools/notebooks.py exercises   exercises/ equals a fresh generation from solutions/, and
+                                      each exercise notebook fails only with NotImplementedError,
+                                      only in answer and test cells
+python tools/notebooks.py leaks       no solution or hidden-test text in exercises/ or _build/html
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ def cmd_exercises(args) -> None:
         committed = {p.relative_to(ROOT / "exercises") for p in exercise_notebooks()}
         generated = {p.relative_to(fresh) for p in fresh.glob("*/*.ipynb")}
         if committed != generated:
-            fail(f"exercises/ holds {sorted(map(str, committed))}, solutions/ generate {sorted(map(str, generated))}")
+            have, want = sorted(map(str, committed)), sorted(map(str, generated))
+            fail(f"exercises/ holds {have}, solutions/ generate {want}: run `make exercises`")
         for rel in sorted(generated):
             if _comparable(ROOT / "exercises" / rel) != _comparable(fresh / rel):
                 fail(f"exercises/{rel} is out of date: run `make exercises` and commit the result")
@@ -166,7 +168,8 @@ def check_exercise_runs(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     start = time.monotonic()
     os.environ.update(_env())
-    NotebookClient(nb, timeout=300, allow_errors=True, resources={"metadata": {"path": str(path.parent)}}).execute()
+    resources = {"metadata": {"path": str(path.parent)}}
+    NotebookClient(nb, timeout=300, allow_errors=True, resources=resources).execute()
     problems = []
     errors = 0
     for index, cell in enumerate(nb.cells):
