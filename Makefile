@@ -73,7 +73,7 @@ grade: venv
 	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS)
 
 bench: venv
-	$(PY) benchmarks/collective_matmul.py
+	$(PY) -m benchmarks.collective_matmul
 
 clean:
 	rm -rf _build grading/submitted grading/autograded grading/feedback grading/reports grading/gradebook.db

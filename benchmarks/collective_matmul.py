@@ -1,6 +1,6 @@
 """The cost model against published TPU v5e-8 timings of one sharded matmul.
 
-Run: ``python benchmarks/collective_matmul.py`` (``make bench``). Nothing here runs on a TPU: the three
+Run: ``python -m benchmarks.collective_matmul`` (``make bench``). Nothing here runs on a TPU: the three
 programs are compiled for the 8 simulated devices, analysed (shardbook.comms), and modelled on a v5e
 (shardbook.cost). The measurements are the ones published in How To Scale Your Model (Austin et al.,
 2025), chapter "Programming TPUs in JAX", for A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y] on a 2x4 mesh
@@ -28,6 +28,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
+from benchmarks.programs import ring_matmul  # noqa: E402
 from shardbook.comms import analyze  # noqa: E402
 from shardbook.cost import INT32_MATMUL_SLOWDOWN, estimate  # noqa: E402
 
@@ -37,25 +38,6 @@ PUBLISHED_US = {  # How To Scale Your Model, "Programming TPUs in JAX", TPU v5e-
     "collective matmul (ppermute ring)": 244.0,
     "contracting dim unsharded (no comms)": 224.0,
 }
-
-
-def ring_matmul(a_block: jax.Array, w_block: jax.Array) -> jax.Array:
-    """Per-device body: multiply the A block in hand, pass it one step round 'Y', repeat."""
-    n = jax.lax.axis_size("Y")
-    idx = jax.lax.axis_index("Y")
-    chunk = a_block.shape[1]
-    perm = [(j, (j - 1) % n) for j in range(n)]
-
-    def step(i, carry):
-        acc, a = carry
-        w_chunk = jax.lax.dynamic_slice_in_dim(w_block, (idx + i) % n * chunk, chunk)
-        return acc + a @ w_chunk, jax.lax.ppermute(a, "Y", perm)
-
-    acc = jnp.zeros((a_block.shape[0], w_block.shape[1]), a_block.dtype)
-    acc = jax.lax.pcast(acc, ("X", "Y"), to="varying")
-    acc, a = jax.lax.fori_loop(0, n - 1, step, (acc, a_block), unroll=True)
-    w_chunk = jax.lax.dynamic_slice_in_dim(w_block, (idx + n - 1) % n * chunk, chunk)
-    return acc + a @ w_chunk
 
 
 def programs():

@@ -8,6 +8,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from benchmarks.programs import ring_matmul
 from shardbook import comms, hlo
 
 B, D, F = 1024, 2048, 8192
@@ -34,34 +35,8 @@ def matmul_args(mesh24):
     return a, w
 
 
-def _ring(a_block, w_block, use_loop):
-    """Collective matmul: pass A's blocks round the 'Y' ring while multiplying the block in hand."""
-    n = jax.lax.axis_size("Y")
-    idx = jax.lax.axis_index("Y")
-    chunk = a_block.shape[1]
-    perm = [(j, (j - 1) % n) for j in range(n)]
-
-    def step(i, carry):
-        acc, a = carry
-        w_chunk = jax.lax.dynamic_slice_in_dim(w_block, (idx + i) % n * chunk, chunk)
-        acc = acc + a @ w_chunk
-        return acc, jax.lax.ppermute(a, "Y", perm)
-
-    acc = jax.lax.pcast(
-        jnp.zeros((a_block.shape[0], w_block.shape[1]), a_block.dtype), ("X", "Y"), to="varying"
-    )
-    if use_loop:
-        acc, a = jax.lax.fori_loop(0, n - 1, step, (acc, a_block))
-    else:
-        a = a_block
-        for i in range(n - 1):
-            acc, a = step(i, (acc, a))
-    w_chunk = jax.lax.dynamic_slice_in_dim(w_block, (idx + n - 1) % n * chunk, chunk)
-    return acc + a @ w_chunk
-
-
 def _collective_matmul(mesh, use_loop):
-    body = functools.partial(_ring, use_loop=use_loop)
+    body = functools.partial(ring_matmul, unroll=not use_loop)
     return jax.jit(
         jax.shard_map(body, mesh=mesh, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y"))
     )

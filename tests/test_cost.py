@@ -9,6 +9,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from benchmarks.programs import ring_matmul
 from shardbook import comms, cost
 
 matplotlib.use("Agg")
@@ -20,25 +21,6 @@ US = 1e-6
 @pytest.fixture(scope="module")
 def mesh():
     return jax.make_mesh((2, 4), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
-
-
-def _ring(a_block, w_block, unroll=True):
-    n = jax.lax.axis_size("Y")
-    idx = jax.lax.axis_index("Y")
-    chunk = a_block.shape[1]
-    perm = [(j, (j - 1) % n) for j in range(n)]
-
-    def step(i, carry):
-        acc, a = carry
-        w_chunk = jax.lax.dynamic_slice_in_dim(w_block, (idx + i) % n * chunk, chunk)
-        return acc + a @ w_chunk, jax.lax.ppermute(a, "Y", perm)
-
-    acc = jax.lax.pcast(
-        jnp.zeros((a_block.shape[0], w_block.shape[1]), a_block.dtype), ("X", "Y"), to="varying"
-    )
-    acc, a = jax.lax.fori_loop(0, n - 1, step, (acc, a_block), unroll=unroll)
-    w_chunk = jax.lax.dynamic_slice_in_dim(w_block, (idx + n - 1) % n * chunk, chunk)
-    return acc + a @ w_chunk
 
 
 def _args(mesh, dtype, a_spec=None):
@@ -53,7 +35,7 @@ def _plain(mesh):
 
 
 def _collective(mesh, unroll=True):
-    body = functools.partial(_ring, unroll=unroll)
+    body = functools.partial(ring_matmul, unroll=unroll)
     return jax.jit(
         jax.shard_map(body, mesh=mesh, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y"))
     )

@@ -1,0 +1,1 @@
+"""Benchmarks and the example programs they measure (shared with the tests)."""
