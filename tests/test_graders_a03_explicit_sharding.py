@@ -1,0 +1,104 @@
+"""The graders of assignment 03_explicit_sharding: the solution passes, each typical mistake fails with its hint."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from grading.graders import a03_explicit_sharding as graders
+from shardbook import analyze
+from shardbook.checks import CheckFailed
+from tests.notebooks import ROOT, answers
+
+SOLUTION = answers(ROOT / "solutions" / "03_explicit_sharding" / "03_explicit_sharding.ipynb")
+SUBMISSIONS = ROOT / "tests" / "submissions" / "03_explicit_sharding"
+EXPECTED = json.loads((SUBMISSIONS / "expected.json").read_text())
+FUNCTIONS = ["matmul_reduce_scatter", "mlp_block", "running_total"]
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_solution_passes_every_grader(name):
+    # The reference answer scores full marks on every hidden case.
+    getattr(graders, f"check_{name}")(getattr(SOLUTION, name))
+
+
+@pytest.mark.parametrize("name", [n for n in EXPECTED if n.startswith("wrong_")])
+def test_wrong_submission_fails_exactly_the_intended_graders(name):
+    # Each committed wrong answer fails the hidden grader of the function it gets wrong, and only that.
+    learner = answers(SUBMISSIONS / f"{name}.ipynb")
+    lost = {
+        gid.removeprefix("test_").removesuffix("_hidden") for gid in EXPECTED[name]["lost"] if "hidden" in gid
+    }
+    assert lost, name
+    for fn in FUNCTIONS:
+        check = getattr(graders, f"check_{fn}")
+        if fn in lost:
+            with pytest.raises(CheckFailed) as failure:
+                check(getattr(learner, fn))
+            message = str(failure.value)
+            assert "expected" in message and "got" in message and "Hint:" in message, message
+        else:
+            check(getattr(learner, fn))
+
+
+def test_type_text_agrees_with_jax():
+    # The type the graders expect is, character for character, what jax.typeof prints.
+    for sizes in graders.MESH_LAYOUTS:
+        mesh = graders.make_mesh(sizes)
+        for spec in [*graders.RUNNING_SPECS, P(), P("X"), P(None, ("Y", "X"))]:
+            x = graders.place(np.zeros((16, 24), np.float32), mesh, spec)
+            assert graders.type_text((16, 24), spec) == str(jax.typeof(x)), (sizes, spec)
+
+
+def test_oracles_agree_with_jax():
+    # The NumPy oracles and JAX on one device compute the same values.
+    rng = np.random.default_rng(0)
+    x, w_in, w_out = (rng.uniform(-1, 1, s).astype(np.float32) for s in [(8, 16), (16, 64), (64, 16)])
+    np.testing.assert_allclose(graders.oracle_matmul(x, w_in), x @ w_in, rtol=1e-5, atol=1e-5)
+    mlp = jax.nn.relu(jnp.asarray(x) @ w_in) @ w_out
+    np.testing.assert_allclose(graders.oracle_mlp(x, w_in, w_out), mlp, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(graders.oracle_running_total(x), jnp.cumsum(x, axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_byte_budgets_match_the_analyzer():
+    # The budgets are exactly what the analyzer reports for the intended collective, on every mesh.
+    rng = np.random.default_rng(1)
+    for sizes in graders.MESH_LAYOUTS:
+        mesh = graders.make_mesh(sizes)
+        b, d, f = graders.MATMUL_SHAPES[0]
+        x = graders.place(rng.uniform(-1, 1, (b, d)).astype(np.float32), mesh, P("X", "Y"))
+        w = graders.place(rng.uniform(-1, 1, (d, f)).astype(np.float32), mesh, P("Y", None))
+        with jax.set_mesh(mesh):
+            rs = analyze(lambda x, w: jnp.matmul(x, w, out_sharding=P("X", "Y")), x, w)
+            ar = analyze(lambda x, w: jnp.matmul(x, w, out_sharding=P("X", None)), x, w)
+        assert rs.total_bytes == graders.bytes_reduce_scatter(b // sizes[0], f, sizes[1]), sizes
+        assert ar.total_bytes == graders.bytes_all_reduce(b // sizes[0], f, sizes[1]), sizes
+
+
+def test_hidden_cases_cover_every_mesh_layout_and_a_sharded_cumsum_dimension():
+    # Each grader tries all four mesh layouts; running_total tries layouts whose columns are split.
+    assert {sizes for sizes, _ in graders.matmul_cases()} == set(graders.MESH_LAYOUTS)
+    cases = graders.running_total_cases()
+    assert {sizes for sizes, _, _ in cases} == set(graders.MESH_LAYOUTS)
+    assert any(len(spec) > 1 and spec[1] is not None for _, spec, _ in cases)
+    assert len({spec for _, spec, _ in cases}) >= 4
+
+
+def test_grader_reports_a_sharding_error_in_words():
+    # A learner function that raises JAX's ShardingTypeError gets one sentence naming the call.
+    def unfixed(x, w_in, w_out):
+        return jax.nn.relu(x @ w_in) @ w_out
+
+    with pytest.raises(CheckFailed, match=r"mlp_block\(float32\[.*\) on a mesh .* got ShardingTypeError"):
+        graders.check_mlp_block(unfixed)
+
+
+def test_grader_says_not_attempted():
+    def stub(*args):
+        raise NotImplementedError("Exercise not attempted yet")
+
+    with pytest.raises(CheckFailed, match="not written yet"):
+        graders.check_running_total(stub)
