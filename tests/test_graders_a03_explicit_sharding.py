@@ -1,4 +1,4 @@
-"""The graders of assignment 03_explicit_sharding: the solution passes, each typical mistake fails with its hint."""
+"""Graders of assignment 03_explicit_sharding: the solution passes; each typical mistake fails with a hint."""
 
 import json
 

@@ -246,7 +246,14 @@ def check_mlp_block(fn: Callable) -> None:
 # Exercise 3.3 — running_total
 # ----------------------------------------------------------------------------------------------
 
-RUNNING_SPECS = [P("X", "Y"), P("Y", "X"), P(None, ("X", "Y")), P("X", None), P(None, "Y"), P(("Y", "X"), None)]
+RUNNING_SPECS = [
+    P("X", "Y"),
+    P("Y", "X"),
+    P(None, ("X", "Y")),
+    P("X", None),
+    P(None, "Y"),
+    P(("Y", "X"), None),
+]
 
 
 def running_total_cases() -> list[tuple[tuple[int, int], P, tuple[int, int]]]:
