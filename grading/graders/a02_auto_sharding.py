@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -141,7 +140,10 @@ def check_block_means_jit(fn: Callable) -> None:
         for shape in BLOCK_MEANS_SHAPES[k % 2 : k % 2 + 2]:
             host = rng.normal(size=shape).astype(np.float32) + np.arange(shape[0], dtype=np.float32)[:, None]
             x = _put(host, mesh, P("X", "Y"))
-            where = f"jax.jit(lambda x: block_means_jit(x, mesh))(f32{list(shape)} sharded P('X', 'Y')) on {show_mesh(mesh)}"
+            where = (
+                f"jax.jit(lambda x: block_means_jit(x, mesh))(f32{list(shape)} sharded P('X', 'Y')) "
+                f"on {show_mesh(mesh)}"
+            )
             jitted = jax.jit(lambda x, mesh=mesh: fn(x, mesh))
             got = _call(jitted, "block_means_jit", where, x)
             expect_allclose(
@@ -180,7 +182,7 @@ def check_reduce_scatter_matmul(fn: Callable) -> None:
     """``fn(a, w, mesh)`` = a @ w, fully sharded result, compiled to exactly one reduce-scatter."""
     rng = np.random.default_rng(22)
     for k, mesh in enumerate(mesh_cases()):
-        nx, ny = mesh.shape["X"], mesh.shape["Y"]
+        ny = mesh.shape["Y"]
         batch, d_model, d_ff = MATMUL_SHAPES[k % len(MATMUL_SHAPES)]
         a_host = rng.normal(size=(batch, d_model)).astype(np.float32)
         w_host = rng.normal(size=(d_model, d_ff)).astype(np.float32)
@@ -199,9 +201,10 @@ def check_reduce_scatter_matmul(fn: Callable) -> None:
         if math.prod(block) * mesh.size != batch * d_ff:
             spec = getattr(got.sharding, "spec", got.sharding)
             raise CheckFailed(
-                f"{where}: expected a result that no two devices share (blocks of {batch * d_ff // mesh.size} "
-                f"elements), got blocks of shape {block} ({describe_array(got)}, spec {spec}). Hint: a "
-                "mesh axis the result's sharding does not name replicates it; name both axes in out_shardings."
+                f"{where}: expected a result that no two devices share (blocks of "
+                f"{batch * d_ff // mesh.size} elements), got blocks of shape {block} ({describe_array(got)}, "
+                f"spec {spec}). Hint: a mesh axis the result's sharding does not name replicates it; name "
+                "both axes in out_shardings."
             )
         if _uses_shard_map(jitted, a, w):
             raise CheckFailed(
@@ -214,9 +217,9 @@ def check_reduce_scatter_matmul(fn: Callable) -> None:
         if kinds != expected:
             described = "; ".join(c.describe() for c in report.collectives) or "no collectives"
             hint = (
-                "the contraction dimension is split over 'Y', so each device holds a partial sum. If the result "
-                "is replicated over 'Y' the partial sums are all-reduced; if the result is split over 'Y' "
-                "each device only needs its own part of the sum."
+                "the contraction dimension is split over 'Y', so each device holds a partial sum. If the "
+                "result is replicated over 'Y' the partial sums are all-reduced; if the result is split over "
+                "'Y' each device only needs its own part of the sum."
                 if ny > 1
                 else "with 'Y' of size 1 every device already holds whole rows of a and all of w."
             )
@@ -241,7 +244,15 @@ def _analyze(fn: Callable, args: tuple, where: str) -> Any:
 # Exercise 2.3 — per-device shapes in the compiled text.
 # ----------------------------------------------------------------------------------------------
 
-SPECS_2D = [P("X", "Y"), P("Y", "X"), P("X", None), P(None, "Y"), P(("X", "Y"), None), P(None, ("Y", "X")), P()]
+SPECS_2D = [
+    P("X", "Y"),
+    P("Y", "X"),
+    P("X", None),
+    P(None, "Y"),
+    P(("X", "Y"), None),
+    P(None, ("Y", "X")),
+    P(),
+]
 SPECS_3D = [P("X", None, "Y"), P(None, ("X", "Y"), None), P("Y", "X", None), P(None, None, "X"), P()]
 
 
@@ -280,9 +291,7 @@ def compiled_text_cases(seed: int = 23) -> list[tuple[str, str, list[tuple[int, 
         axes = dict(mesh.shape)
         for name, fn, params, out_shape, out_spec in _programs(rng):
             args = [_put(host.normal(size=shape).astype(np.float32), mesh, spec) for shape, spec in params]
-            text = (
-                jax.jit(fn, out_shardings=NamedSharding(mesh, out_spec)).lower(*args).compile().as_text()
-            )
+            text = jax.jit(fn, out_shardings=NamedSharding(mesh, out_spec)).lower(*args).compile().as_text()
             shown = ", ".join(f"f32{list(s)} {spec}" for s, spec in params)
             description = f"{name} with {shown} -> {out_spec} on {show_mesh(mesh)}"
             expected = [oracle_block_shape(s, axes, spec) for s, spec in params]
@@ -316,12 +325,12 @@ def check_entry_block_shapes(fn: Callable) -> None:
                 "the program's own parameters are those of the computation marked ENTRY; the fused "
                 "computations and reducers above it have parameters of their own."
                 if len(params) != len(expected_params)
-                else "read the shapes in the ENTRY computation's signature line, in order; they are per-device "
-                "blocks, and a scalar f32[] has the shape ()."
+                else "read the shapes in the ENTRY computation's signature line, in order; they are "
+                "per-device blocks, and a scalar f32[] has the shape ()."
             )
             raise CheckFailed(
-                f"{where}: expected ({expected_params!r}, {expected_result!r}), got ({params!r}, {result!r}). "
-                f"Hint: {hint}"
+                f"{where}: expected ({expected_params!r}, {expected_result!r}), got "
+                f"({params!r}, {result!r}). Hint: {hint}"
             )
 
 
@@ -359,8 +368,9 @@ def check_constrained_mlp(fn: Callable) -> None:
         batch, d_model, d_ff = MLP_SHAPES[k % len(MLP_SHAPES)]
         hosts, placed = mlp_inputs(mesh, batch, d_model, d_ff, seed=24 + k)
         where = (
-            f"constrained_mlp(x f32[{batch},{d_model}] P('X', None), w_in f32[{d_model},{d_ff}] P('Y', None), "
-            f"w_out f32[{d_ff},{d_model}] P('Y', None), mesh) on {show_mesh(mesh)}"
+            f"constrained_mlp(x f32[{batch},{d_model}] P('X', None), "
+            f"w_in f32[{d_model},{d_ff}] P('Y', None), w_out f32[{d_ff},{d_model}] P('Y', None), mesh) "
+            f"on {show_mesh(mesh)}"
         )
         jitted = jit_mlp(fn, mesh)
         got = _call(jitted, "constrained_mlp", where, *placed)
@@ -386,9 +396,9 @@ def check_constrained_mlp(fn: Callable) -> None:
             if gathers
             else ""
         ) + (
-            f"With {batch // nx} rows of activations per device, summing the partial products of x @ w_in "
-            f"over 'Y' (f32[{batch // nx},{d_ff}] per device) is far cheaper than moving w_in; a constraint on "
-            "the hidden activation decides which of the two the compiler does."
+            f"With {batch // nx} rows of activations per device, summing the partial products of "
+            f"x @ w_in over 'Y' (f32[{batch // nx},{d_ff}] per device) is far cheaper than moving w_in; a "
+            "constraint on the hidden activation decides which of the two the compiler does."
         )
         if report.total_bytes > budget:
             listed = "; ".join(c.describe() for c in report.collectives[:3])
