@@ -1,0 +1,276 @@
+"""Graders for assignment 04_shard_map (manual sharding with ``jax.shard_map``).
+
+Each ``check_<function>(fn)`` places its input on meshes of 8 devices laid out (2, 4), (4, 2), (1, 8)
+and (8, 1) with axes ``('X', 'Y')``, both with Auto and with Explicit axis types, on arrays of several
+sizes, and calls ``fn(x, ...)`` with the input already laid out as the contract says. Every answer is
+compared with a naive NumPy oracle (values), with the layout the contract names (``x.sharding``), and
+with what the compiled program moves between devices (kinds and bytes, read by
+:func:`shardbook.analyze`). The first wrong answer raises :class:`shardbook.checks.CheckFailed` with
+the call, what was expected, what came back, and a hint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from shardbook.checks import (
+    CheckFailed,
+    describe_array,
+    expect_allclose,
+    expect_collectives,
+    expect_no_collectives,
+    expect_shape,
+    expect_sharding,
+)
+
+# Mesh layouts the hidden tests use: axis sizes of ('X', 'Y'), 8 devices each.
+MESH_LAYOUTS: list[tuple[int, int]] = [(2, 4), (4, 2), (1, 8), (8, 1)]
+AXIS_TYPES = ("auto", "explicit")
+AXES = ("X", "Y")
+BYTES_F32 = 4
+# Rows and columns of one device's block; each case uses one pair.
+BLOCK_SHAPES: list[tuple[int, int]] = [(4, 2), (6, 3), (3, 4)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Oracles: the plainest possible computations of the right answer.
+# ----------------------------------------------------------------------------------------------
+
+
+def oracle_block_means(host: np.ndarray, n_x: int, n_y: int) -> np.ndarray:
+    """Entry (i, j): the mean of the block at mesh position (i, j) of a P('X', 'Y') layout."""
+    rows, cols = host.shape[0] // n_x, host.shape[1] // n_y
+    out = np.zeros((n_x, n_y))
+    for i in range(n_x):
+        for j in range(n_y):
+            out[i, j] = host[i * rows : (i + 1) * rows, j * cols : (j + 1) * cols].astype(np.float64).mean()
+    return out
+
+
+def oracle_roll_within_shards(host: np.ndarray, shift: int, n_x: int, n_y: int) -> np.ndarray:
+    """Every P('X', 'Y') block replaced by np.roll(block, shift, axis=0) - block."""
+    rows, cols = host.shape[0] // n_x, host.shape[1] // n_y
+    out = np.zeros(host.shape)
+    for i in range(n_x):
+        for j in range(n_y):
+            where = (slice(i * rows, (i + 1) * rows), slice(j * cols, (j + 1) * cols))
+            block = host[where].astype(np.float64)
+            out[where] = np.roll(block, shift, axis=0) - block
+    return out
+
+
+def oracle_center_rows(host: np.ndarray) -> np.ndarray:
+    """Each row minus its mean, in float64."""
+    x = host.astype(np.float64)
+    return x - x.mean(axis=1, keepdims=True)
+
+
+def bytes_all_reduce(elements: int, n: int) -> int:
+    """Bytes one device sends to all-reduce f32[elements] over a group of n (ring)."""
+    return 2 * (n - 1) * elements * BYTES_F32 // n
+
+
+def bytes_all_to_all(elements: int, n: int) -> int:
+    """Bytes one device sends in an all-to-all of its f32[elements] block over a group of n."""
+    return (n - 1) * elements * BYTES_F32 // n
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers.
+# ----------------------------------------------------------------------------------------------
+
+
+def make_mesh(sizes: tuple[int, int], kind: str) -> Mesh:
+    """A mesh ('X', 'Y') of the given sizes over all 8 devices, with Auto or Explicit axes."""
+    axis_type = AxisType.Auto if kind == "auto" else AxisType.Explicit
+    return jax.make_mesh(sizes, AXES, axis_types=(axis_type,) * 2)
+
+
+def place(host: np.ndarray, mesh: Mesh, spec: P) -> jax.Array:
+    return jax.device_put(host, NamedSharding(mesh, spec))
+
+
+def cases(seed: int) -> Iterator[tuple[Mesh, tuple[int, int], tuple[int, int]]]:
+    """(mesh, (n_x, n_y), block shape): every layout with both axis types, block shapes in turn."""
+    k = seed
+    for sizes in MESH_LAYOUTS:
+        for kind in AXIS_TYPES:
+            yield make_mesh(sizes, kind), sizes, BLOCK_SHAPES[k % len(BLOCK_SHAPES)]
+            k += 1
+
+
+def _show(a: Any) -> str:
+    if isinstance(a, Mesh):
+        kind = "Auto" if all(t == AxisType.Auto for t in a.axis_types) else "Explicit"
+        return f"mesh {dict(a.shape)} ({kind})"
+    if isinstance(a, jax.Array):
+        return describe_array(a)
+    return repr(a)
+
+
+def _where(name: str, *args: Any) -> str:
+    return f"{name}({', '.join(_show(a) for a in args)})"
+
+
+def _call(fn: Callable, name: str, *args: Any) -> Any:
+    """Calls fn(*args); an exception becomes a sentence with expected, got and a hint."""
+    try:
+        return fn(*args)
+    except NotImplementedError as e:
+        raise CheckFailed(f"{name} is not written yet (it raised NotImplementedError: {e}).") from None
+    except CheckFailed:
+        raise
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CheckFailed(
+            f"{_where(name, *args)}: expected a result, got {type(e).__name__}: {first[:300]}. Hint: "
+            "the input already has the layout the contract names, on an Auto or an Explicit mesh; "
+            "write the per-device code with jax.shard_map(..., mesh=mesh, in_specs=..., out_specs=...)."
+        ) from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 4.1 — block_means_shmap
+# ----------------------------------------------------------------------------------------------
+
+
+def check_block_means_shmap(fn: Callable) -> None:
+    """f32[S, D] P('X', 'Y') -> f32[nX, nY] of per-block means, with no collectives."""
+    rng = np.random.default_rng(41)
+    for mesh, (n_x, n_y), (rows, cols) in cases(0):
+        host = rng.normal(size=(rows * n_x, cols * n_y)).astype(np.float32)
+        x = place(host, mesh, P("X", "Y"))
+        where = _where("block_means_shmap", x, mesh)
+        got = _call(fn, "block_means_shmap", x, mesh)
+        expect_shape(got, (n_x, n_y), where, hint="one mean per device, arranged like the mesh: [nX, nY].")
+        expect_allclose(
+            got,
+            oracle_block_means(host, n_x, n_y),
+            where,
+            rtol=1e-5,
+            atol=1e-5,
+            hint="entry (i, j) is the mean of the whole block at mesh position (i, j): all its rows and "
+            "columns, and nothing from any other block.",
+        )
+        expect_no_collectives(
+            lambda a, mesh=mesh: fn(a, mesh),
+            x,
+            what=f"the compiled program of {where}",
+            hint="each mean needs only the device's own block: no psum or pmean. Return a [1, 1] block "
+            "per device and let out_specs=P('X', 'Y') put the [nX, nY] result together.",
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 4.2 — roll_within_shards
+# ----------------------------------------------------------------------------------------------
+
+SHIFTS = [1, -1, 2, 5, -3, 0, 3, 1]
+
+
+def check_roll_within_shards(fn: Callable) -> None:
+    """roll(block, shift, 0) - block for every P('X', 'Y') block, laid out P('X', 'Y'), no collectives."""
+    rng = np.random.default_rng(42)
+    for k, (mesh, (n_x, n_y), (rows, cols)) in enumerate(cases(1)):
+        shift = SHIFTS[k % len(SHIFTS)]
+        host = rng.normal(size=(rows * n_x, cols * n_y)).astype(np.float32)
+        x = place(host, mesh, P("X", "Y"))
+        where = _where("roll_within_shards", x, shift, mesh)
+        got = _call(fn, "roll_within_shards", x, shift, mesh)
+        expect_allclose(
+            got,
+            oracle_roll_within_shards(host, shift, n_x, n_y),
+            where,
+            rtol=1e-5,
+            atol=1e-5,
+            hint="roll each device's block inside jax.shard_map (jnp.roll(x_block, shift, axis=0)); "
+            "rolling the global array moves rows across block boundaries.",
+        )
+        expect_sharding(
+            got,
+            P("X", "Y"),
+            where,
+            hint="the result is laid out like x: out_specs=P('X', 'Y').",
+        )
+        expect_no_collectives(
+            lambda a, shift=shift, mesh=mesh: fn(a, shift, mesh),
+            x,
+            what=f"the compiled program of {where}",
+            hint="a roll within a block never needs another device's rows; roll inside shard_map.",
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 4.3 — center_rows
+# ----------------------------------------------------------------------------------------------
+
+
+def check_center_rows(fn: Callable) -> None:
+    """x - row means, laid out P('X', 'Y'), sending at most an all-reduce of the row sums over 'Y'."""
+    rng = np.random.default_rng(43)
+    for mesh, (n_x, n_y), (rows, cols) in cases(2):
+        host = rng.normal(loc=3.0, size=(rows * n_x, cols * n_y)).astype(np.float32)
+        x = place(host, mesh, P("X", "Y"))
+        where = _where("center_rows", x, mesh)
+        got = _call(fn, "center_rows", x, mesh)
+        expect_allclose(
+            got,
+            oracle_center_rows(host),
+            where,
+            rtol=1e-4,
+            atol=1e-4,
+            hint="a row is split over 'Y': its mean is the sum over all of 'Y' divided by the global "
+            "number of columns, not the mean of the device's own columns (and nothing over 'X').",
+        )
+        expect_sharding(got, P("X", "Y"), where, hint="the result is laid out like x: out_specs=P('X', 'Y').")
+        expect_collectives(
+            lambda a, mesh=mesh: fn(a, mesh),
+            x,
+            max_bytes=bytes_all_reduce(rows, n_y),
+            what=f"the compiled program of {where}",
+            hint="reduce before you communicate: sum each row of your block first, then psum (or pmean) "
+            "those row sums over 'Y', one number per row; don't gather the blocks.",
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 4.4 — rows_to_columns
+# ----------------------------------------------------------------------------------------------
+
+
+def check_rows_to_columns(fn: Callable) -> None:
+    """x f32[S, D] P('X', None) returned unchanged but laid out P(None, 'X'), with one all-to-all."""
+    rng = np.random.default_rng(44)
+    for mesh, (n_x, _), (rows, cols) in cases(3):
+        shape = (rows * n_x, cols * n_x)
+        host = rng.normal(size=shape).astype(np.float32)
+        x = place(host, mesh, P("X", None))
+        where = _where("rows_to_columns", x, mesh)
+        got = _call(fn, "rows_to_columns", x, mesh)
+        expect_allclose(
+            got,
+            host,
+            where,
+            rtol=0,
+            atol=0,
+            hint="the values do not change, only who holds them: all_to_all(x_block, 'X', split_axis=1, "
+            "concat_axis=0, tiled=True) sends column piece j of your rows to device j.",
+        )
+        expect_sharding(
+            got, P(None, "X"), where, hint="the columns end split over 'X': out_specs=P(None, 'X')."
+        )
+        expect_collectives(
+            lambda a, mesh=mesh: fn(a, mesh),
+            x,
+            allowed=("all-to-all",),
+            max_bytes=bytes_all_to_all(rows * shape[1], n_x),
+            what=f"the compiled program of {where}",
+            hint="each device needs only (n-1)/n of its block moved, piece j to device j: one all_to_all "
+            "over 'X'. Gathering the whole array and slicing it moves n times more.",
+        )
