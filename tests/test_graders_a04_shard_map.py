@@ -57,7 +57,9 @@ def test_block_oracles_agree_with_jax():
     mesh = graders.make_mesh((2, 4), "explicit")
     host = np.random.default_rng(0).normal(size=(8, 12)).astype(np.float32)
     x = graders.place(host, mesh, P("X", "Y"))
-    means = jax.shard_map(lambda b: jnp.mean(b, keepdims=True), mesh=mesh, in_specs=P("X", "Y"), out_specs=P("X", "Y"))
+    means = jax.shard_map(
+        lambda b: jnp.mean(b, keepdims=True), mesh=mesh, in_specs=P("X", "Y"), out_specs=P("X", "Y")
+    )
     np.testing.assert_allclose(means(x), graders.oracle_block_means(host, 2, 4), rtol=1e-5, atol=1e-6)
     rolled = jax.shard_map(
         lambda b: jnp.roll(b, -3, axis=0) - b, mesh=mesh, in_specs=P("X", "Y"), out_specs=P("X", "Y")
