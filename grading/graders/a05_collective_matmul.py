@@ -1,0 +1,573 @@
+"""Graders for assignment 05_collective_matmul (overlapping communication with matmuls).
+
+Each ``check_<function>(fn)`` does three kinds of test:
+
+* **values**: small integer-valued f32 inputs placed as the contract says, on meshes of 8 devices
+  laid out (2, 4), (4, 2), (1, 8) and (8, 1) with Explicit axes ('X', 'Y') (JAX 0.12's default), the
+  same layouts with Auto axes, and one mesh whose devices are shuffled; the answer is compared with a
+  NumPy oracle in float64 and its sharding with the contract's;
+* **what moves**: the learner's function is compiled (never run) for larger shapes and read with
+  :func:`shardbook.analyze`: which collective kinds appear and how many bytes each device sends, next
+  to the bound the exercise states;
+* **time**: where the exercise is about overlap, :func:`shardbook.estimate` models one step on a TPU
+  v5e at a size where communication matters, next to plain ``jax.jit`` (or, for the bidirectional
+  variants, next to the one-directional reference ring below).
+
+A mesh whose 'Y' axis has one device needs no communication, and the graders check that none happens.
+The first wrong answer raises :class:`shardbook.checks.CheckFailed` with the call, what was expected,
+what came back, and a hint.
+
+Why the bidirectional variants are compared with "not slower" and not "faster": the cost model has
+one communication stream per chip and does not know which direction a link is used in, and an
+8-device v5e has no wraparound links (How To Scale Your Model, "How to Think About TPUs"). On such a
+line the two directions of a bidirectional ring share the links a one-directional ring already
+uses, so the model (and the hardware) give the same time for a correct bidirectional version. The
+time check therefore catches versions that expose communication a one-directional ring hides, while
+the *structure* check (permutes both ways round 'Y', no extra bytes) grades the idea itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from shardbook.checks import CheckFailed, describe_array, expect_allclose, expect_sharding
+from shardbook.comms import Report, analyze, format_bytes
+from shardbook.cost import estimate
+
+AXES = ("X", "Y")
+MESH_LAYOUTS: list[tuple[int, int]] = [(2, 4), (4, 2), (1, 8), (8, 1)]
+BYTES_F32 = 4
+# The bidirectional variants may be this much slower than the reference ring by the model (rounding).
+# (the model's single communication stream serialises the two directions in the compiler's schedule
+# order, which can shift a correct version by a few percent either way).
+BIDIR_TOLERANCE = 1.05
+# Structure (kinds, bytes, directions) is read on these layouts at a middle size, and on (2, 4) at the
+# large size of the time comparison.
+STRUCTURE_LAYOUTS: list[tuple[int, int]] = [(1, 8)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Oracles and references.
+# ----------------------------------------------------------------------------------------------
+
+
+def oracle_matmul(*factors: np.ndarray) -> np.ndarray:
+    """The product of the factors, left to right, in float64."""
+    return functools.reduce(lambda u, v: u @ v, [np.asarray(f, np.float64) for f in factors])
+
+
+def _axis_size(mesh: Mesh, axis: str) -> int:
+    return dict(zip(mesh.axis_names, mesh.devices.shape, strict=True))[axis]
+
+
+def reference_ring_allgather(a: jax.Array, w: jax.Array, mesh: Mesh) -> jax.Array:
+    """The one-directional ring of Exercise 5.1: A's blocks go one step left round 'Y' per matmul."""
+    n = _axis_size(mesh, "Y")
+
+    def body(a_block, w_block):
+        idx = jax.lax.axis_index("Y")
+        chunk = a_block.shape[1]
+        out = None
+        for step in range(n):
+            rows = jax.lax.dynamic_slice_in_dim(w_block, (idx + step) % n * chunk, chunk, axis=0)
+            out = a_block @ rows if out is None else out + a_block @ rows
+            if step < n - 1:
+                a_block = jax.lax.ppermute(a_block, "Y", [(j, (j - 1) % n) for j in range(n)])
+        return out
+
+    return jax.shard_map(body, mesh=mesh, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y"))(a, w)
+
+
+def reference_ring_reducescatter(t: jax.Array, w2: jax.Array, mesh: Mesh) -> jax.Array:
+    """The one-directional ring of Exercise 5.3: partial sums of each output block go one step right."""
+    n = _axis_size(mesh, "Y")
+
+    def body(t_block, w2_block):
+        idx = jax.lax.axis_index("Y")
+        chunk = w2_block.shape[1] // n
+        acc = None
+        for step in range(n):
+            cols = jax.lax.dynamic_slice_in_dim(w2_block, (idx - 1 - step) % n * chunk, chunk, axis=1)
+            acc = t_block @ cols if acc is None else acc + t_block @ cols
+            if step < n - 1:
+                acc = jax.lax.ppermute(acc, "Y", [(j, (j + 1) % n) for j in range(n)])
+        return acc
+
+    return jax.shard_map(body, mesh=mesh, in_specs=(P("X", "Y"), P("Y", None)), out_specs=P("X", "Y"))(t, w2)
+
+
+def plain_jit(mesh: Mesh, out_spec: P) -> Callable:
+    """What XLA does by itself (on a mesh with Auto axes): the product under jit, laid out out_spec."""
+
+    def product(*factors):
+        return functools.reduce(jnp.matmul, factors)
+
+    return jax.jit(product, out_shardings=NamedSharding(mesh, out_spec))
+
+
+# ----------------------------------------------------------------------------------------------
+# Meshes, inputs and calls.
+# ----------------------------------------------------------------------------------------------
+
+
+def make_mesh(shape: tuple[int, int], axis_type: AxisType = AxisType.Explicit, *, shuffle: int | None = None):
+    """A mesh ('X', 'Y') over the 8 devices; with ``shuffle`` the devices are in a random order."""
+    devices = list(jax.devices()[: math.prod(shape)])
+    if shuffle is not None:
+        random.Random(shuffle).shuffle(devices)
+    return Mesh(np.array(devices).reshape(shape), AXES, axis_types=(axis_type,) * 2)
+
+
+def value_meshes() -> list[Mesh]:
+    """The meshes the value tests use: each layout once, Explicit and Auto axes in turn, one shuffled."""
+    types = [AxisType.Explicit, AxisType.Auto]
+    meshes = [make_mesh(s, types[i % 2]) for i, s in enumerate(MESH_LAYOUTS)]
+    meshes.append(make_mesh((2, 4), AxisType.Auto, shuffle=5))
+    return meshes
+
+
+def _ints(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Small integers stored as f32: every sum is exact, whatever order the devices add in."""
+    return rng.integers(-3, 4, size=shape).astype(np.float32)
+
+
+def _put(x: np.ndarray, mesh: Mesh, spec: P) -> jax.Array:
+    return jax.device_put(x, NamedSharding(mesh, spec))
+
+
+def _struct(shape: tuple[int, ...], mesh: Mesh, spec: P, dtype=jnp.float32) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
+
+
+def _show(a: Any) -> str:
+    if isinstance(a, Mesh):
+        kind = "Explicit" if all(t == AxisType.Explicit for t in a.axis_types) else "Auto"
+        order = [d.id for d in a.devices.flat]
+        shuffled = "" if order == sorted(order) else f", device ids {order}"
+        return f"Mesh({dict(a.shape)}, {kind} axes{shuffled})"
+    if isinstance(a, (jax.Array, jax.ShapeDtypeStruct)):
+        shape = ",".join(map(str, a.shape))
+        spec = getattr(getattr(a, "sharding", None), "spec", None)
+        return f"{a.dtype}[{shape}] {spec}" if spec is not None else describe_array(a)
+    return repr(a)
+
+
+def _call_text(name: str, args: tuple) -> str:
+    return f"{name}({', '.join(_show(a) for a in args)})"
+
+
+def _jitted(fn: Callable, mesh: Mesh) -> Callable:
+    """fn(*arrays, mesh) under jax.jit, as the contracts say (shard_map run eagerly is ten times slower)."""
+    return jax.jit(lambda *xs: fn(*xs, mesh))
+
+
+def _call(fn: Callable, name: str, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except NotImplementedError as e:
+        raise CheckFailed(f"{name} is not written yet (it raised NotImplementedError: {e}).") from None
+    except CheckFailed:
+        raise
+    except Exception as e:
+        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CheckFailed(
+            f"{_call_text(name, args)} raised {type(e).__name__}: {message[:300]}. Hint: read the "
+            "error from the top; inside shard_map every array is one device's block."
+        ) from None
+
+
+def _analyze(fn: Callable, name: str, args: tuple, mesh: Mesh) -> Report:
+    """Compiles fn(*args, mesh) for ShapeDtypeStructs (nothing runs) and reads its collectives."""
+    try:
+        return analyze(_jitted(fn, mesh), *args)
+    except NotImplementedError as e:
+        raise CheckFailed(f"{name} is not written yet (it raised NotImplementedError: {e}).") from None
+    except Exception as e:
+        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CheckFailed(
+            f"{_call_text(name, args + (mesh,))}: expected a function that compiles for these shapes, "
+            f"got {type(e).__name__}: {message[:300]}. Hint: the hidden tests use larger shapes than the "
+            "self-check; do not hard-code sizes."
+        ) from None
+
+
+def _collectives_text(report: Report, limit: int = 3) -> str:
+    found = [c.describe() for c in report.collectives[:limit]]
+    if len(report.collectives) > limit:
+        found.append(f"and {len(report.collectives) - limit} more")
+    return "; ".join(found) or "no collectives"
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared checks.
+# ----------------------------------------------------------------------------------------------
+
+
+def _check_values(
+    fn: Callable,
+    name: str,
+    shapes: list[tuple[int, ...]],
+    specs: list[P],
+    out_spec: P,
+    hint: str,
+    sizes: tuple[tuple[int, ...], ...],
+) -> None:
+    """Runs fn on every value mesh and compares with the oracle and the output sharding."""
+    rng = np.random.default_rng(5)
+    for i, mesh in enumerate(value_meshes()):
+        dims = sizes[i % len(sizes)]
+        arrays = [_ints(rng, tuple(dims[k] for k in shape)) for shape in shapes]
+        args = tuple(_put(x, mesh, s) for x, s in zip(arrays, specs, strict=True))
+        got = _call(_jitted(fn, mesh), name, *args)
+        call = _call_text(name, args + (mesh,))
+        expect_allclose(got, oracle_matmul(*arrays), call, rtol=1e-6, atol=1e-6, hint=hint)
+        expect_sharding(
+            got,
+            NamedSharding(mesh, out_spec),
+            call,
+            hint=f"the contract returns the product laid out {out_spec}: set out_specs accordingly.",
+        )
+
+
+def _check_no_communication_without_y(fn: Callable, name: str, structs: list, specs: list[P]) -> None:
+    """On an (8, 1) mesh every device already holds all it needs: nothing may move."""
+    mesh = make_mesh((8, 1))
+    args = tuple(_struct(s, mesh, p) for s, p in zip(structs, specs, strict=True))
+    report = _analyze(fn, name, args, mesh)
+    if report.total_bytes > 0:
+        raise CheckFailed(
+            f"{_call_text(name, args + (mesh,))}: expected no communication ('Y' has one device, so each "
+            f"device already holds everything it multiplies), got {_collectives_text(report)}. Hint: "
+            "with n = 1 the ring has no steps; loop over range(n - 1) permutes, not a fixed number."
+        )
+
+
+def _check_kinds_and_bytes(
+    report: Report, call: str, allowed: tuple[str, ...], max_bytes: int, bound_text: str, hint: str
+) -> None:
+    bad = [c for c in report.collectives if c.kind not in allowed]
+    if bad:
+        raise CheckFailed(
+            f"{call}: expected only {' / '.join(allowed)} in the compiled program, got "
+            f"{'; '.join(c.describe() for c in bad[:3])}. Hint: {hint}"
+        )
+    if report.total_bytes > max_bytes:
+        raise CheckFailed(
+            f"{call}: expected at most {format_bytes(max_bytes)} sent per device ({bound_text}), got "
+            f"{format_bytes(report.total_bytes)} ({_collectives_text(report)}). Hint: {hint}"
+        )
+
+
+def _structure_cases(middle: dict[str, int], big: dict[str, int]) -> list[tuple[Mesh, dict[str, int]]]:
+    """(mesh, sizes) of the compile-only checks: each STRUCTURE_LAYOUTS mesh at a middle size, then a
+    (2, 4) mesh with Auto axes at the large size the time comparison uses (it comes last)."""
+    cases = [(make_mesh(shape, AxisType.Explicit), middle) for shape in STRUCTURE_LAYOUTS]
+    return cases + [(make_mesh((2, 4), AxisType.Auto), big)]
+
+
+def _microseconds(report: Report) -> tuple[float, float]:
+    est = estimate(report, chip="v5e")
+    return est.microseconds, est.exposed_communication_seconds * 1e6
+
+
+def _check_faster_than(report: Report, baseline: Report, call: str, baseline_name: str, hint: str) -> None:
+    got, got_exposed = _microseconds(report)
+    base, base_exposed = _microseconds(baseline)
+    if not got < base:
+        raise CheckFailed(
+            f"{call}: expected a TPU v5e estimate below {baseline_name}'s {base:.1f} µs "
+            f"({base_exposed:.1f} µs of it exposed communication), got {got:.1f} µs "
+            f"({got_exposed:.1f} µs exposed). Hint: {hint}"
+        )
+
+
+def _permute_directions(report: Report, mesh_shape: dict[str, int]) -> set[int]:
+    """The shifts along 'Y' (+1, -1, ...) of the collective-permutes, from their source→target pairs."""
+    n_y = mesh_shape["Y"]
+    shifts = set()
+    for c in report.collectives:
+        if c.kind != "collective-permute":
+            continue
+        for source, target in c.groups:
+            shifts.add((target % n_y - source % n_y) % n_y)
+    return shifts
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 5.1: all-gather collective matmul.
+# ----------------------------------------------------------------------------------------------
+
+AG_SHAPES = [("B", "D"), ("D", "F")]
+AG_SPECS = [P("X", "Y"), P(None, "Y")]
+AG_VALUE_SIZES = ({"B": 16, "D": 32, "F": 64}, {"B": 8, "D": 64, "F": 32})
+AG_BIG = {"B": 1024, "D": 2048, "F": 8192}  # the published v5e-8 case (How To Scale Your Model)
+
+
+def _ag_bound(mesh: Mesh, dims: dict[str, int]) -> int:
+    """What plain jit's all-gather of A over 'Y' sends: (nY - 1) blocks of A."""
+    n_x, n_y = _axis_size(mesh, "X"), _axis_size(mesh, "Y")
+    return (n_y - 1) * (dims["B"] // n_x) * (dims["D"] // n_y) * BYTES_F32
+
+
+def _ag_structs(mesh: Mesh, dims: dict[str, int]) -> tuple:
+    return tuple(
+        _struct(tuple(dims[k] for k in shape), mesh, spec)
+        for shape, spec in zip(AG_SHAPES, AG_SPECS, strict=True)
+    )
+
+
+def _check_allgather_family(fn: Callable, name: str, bidirectional: bool) -> None:
+    _check_values(
+        fn,
+        name,
+        AG_SHAPES,
+        AG_SPECS,
+        P("X", "Y"),
+        "device j of 'Y' starts with columns j·D/nY… of A; after s steps of your ppermute it holds the "
+        "block of a neighbour — check which one, and slice the matching rows of W.",
+        AG_VALUE_SIZES,
+    )
+    _check_no_communication_without_y(fn, name, [(64, 128), (128, 256)], AG_SPECS)
+    hint = (
+        "never gather A: keep one block of A in hand, multiply it by the matching rows of W, and pass "
+        "it on round 'Y' with jax.lax.ppermute."
+    )
+    for mesh, dims in _structure_cases({"B": 64, "D": 256, "F": 512}, AG_BIG):
+        shape = tuple(mesh.devices.shape)
+        args = _ag_structs(mesh, dims)
+        report = _analyze(fn, name, args, mesh)
+        call = _call_text(name, args + (mesh,))
+        bound = _ag_bound(mesh, dims)
+        _check_kinds_and_bytes(
+            report, call, ("collective-permute",), bound, "what plain jit's all-gather of A sends", hint
+        )
+        if report.total_bytes == 0:
+            raise CheckFailed(
+                f"{call}: expected A's blocks to travel round 'Y' (about {format_bytes(bound)} per "
+                f"device), got {_collectives_text(report)}. Hint: each device needs every block of A's "
+                "row band; the blocks must move."
+            )
+        if bidirectional and shape[1] > 2:
+            directions = _permute_directions(report, dict(zip(AXES, shape, strict=True)))
+            if not {1, shape[1] - 1} <= directions:
+                raise CheckFailed(
+                    f"{call}: expected collective-permutes going both ways round 'Y' (shifts +1 and -1), "
+                    f"got shifts {sorted(directions)} only. Hint: send one stream of blocks to the left "
+                    "neighbour and another to the right one; each block then needs at most nY/2 steps."
+                )
+    if bidirectional:
+        ring = analyze(jax.jit(lambda a, w: reference_ring_allgather(a, w, mesh)), *args)
+        _check_not_slower(report, ring, call, "the one-directional ring of Exercise 5.1")
+    else:
+        plain = analyze(plain_jit(mesh, P("X", "Y")), *args)
+        _check_faster_than(
+            report,
+            plain,
+            call,
+            "plain jit (blocking all-gather)",
+            "a block's matmul should only wait for that block's permute, so the next permute runs "
+            "while the current block is multiplied.",
+        )
+
+
+def _check_not_slower(report: Report, ring: Report, call: str, ring_name: str) -> None:
+    got, got_exposed = _microseconds(report)
+    base, base_exposed = _microseconds(ring)
+    if got > base * BIDIR_TOLERANCE:
+        raise CheckFailed(
+            f"{call}: expected a TPU v5e estimate no slower than {ring_name}'s {base:.1f} µs "
+            f"({base_exposed:.1f} µs exposed communication), got {got:.1f} µs ({got_exposed:.1f} µs "
+            "exposed). Hint: multiply each block as soon as it arrives, and keep the number of permutes "
+            "at nY - 1 (every extra permute pays the link latency again)."
+        )
+
+
+def check_matmul_allgather(fn: Callable) -> None:
+    """A[B_X, D_Y] · W[D, F_Y] → Out[B_X, F_Y] with a ring of permutes, no all-gather."""
+    _check_allgather_family(fn, "matmul_allgather", bidirectional=False)
+
+
+def check_matmul_allgather_bidir(fn: Callable) -> None:
+    """As Exercise 5.1, with blocks travelling both ways round 'Y'."""
+    _check_allgather_family(fn, "matmul_allgather_bidir", bidirectional=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 5.2: all-reduce collective matmul.
+# ----------------------------------------------------------------------------------------------
+
+AR_SHAPES = [("B", "D"), ("D", "F")]
+AR_SPECS = [P("X", "Y"), P("Y", None)]
+AR_BIG = {"B": 512, "D": 16384, "F": 4096}  # matmul and all-reduce take about as long on a v5e
+
+
+def check_matmul_allreduce(fn: Callable) -> None:
+    """A[B_X, D_Y] · W[D_Y, F] → Out[B_X, F], reduced in chunks that overlap the matmuls."""
+    name = "matmul_allreduce"
+    _check_values(
+        fn,
+        name,
+        AR_SHAPES,
+        AR_SPECS,
+        P("X", None),
+        "each device's product is a partial sum over its slice of D; every chunk must be summed over "
+        "'Y' exactly once.",
+        ({"B": 16, "D": 32, "F": 64}, {"B": 8, "D": 64, "F": 128}),
+    )
+    _check_no_communication_without_y(fn, name, [(64, 128), (128, 256)], AR_SPECS)
+    hint = (
+        "split the output's F columns into chunks; psum each chunk as soon as it is computed, so its "
+        "reduction runs while the next chunk is multiplied."
+    )
+    for mesh, dims in _structure_cases({"B": 64, "D": 256, "F": 512}, AR_BIG):
+        shape = tuple(mesh.devices.shape)
+        args = tuple(
+            _struct(tuple(dims[k] for k in s), mesh, p) for s, p in zip(AR_SHAPES, AR_SPECS, strict=True)
+        )
+        report = _analyze(fn, name, args, mesh)
+        n_x, n_y = shape
+        out_block = dims["B"] // n_x * dims["F"] * BYTES_F32
+        bound = 2 * (n_y - 1) * out_block // n_y
+        _check_kinds_and_bytes(
+            report,
+            _call_text(name, args + (mesh,)),
+            ("all-reduce", "reduce-scatter", "all-gather", "collective-permute"),
+            bound,
+            "one all-reduce of the output block, as plain jit sends",
+            hint,
+        )
+    plain = analyze(plain_jit(mesh, P("X", None)), *args)
+    _check_faster_than(report, plain, _call_text(name, args + (mesh,)), "plain jit (one all-reduce)", hint)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 5.3: reduce-scatter collective matmul.
+# ----------------------------------------------------------------------------------------------
+
+RS_SHAPES = [("B", "F"), ("F", "D")]
+RS_SPECS = [P("X", "Y"), P("Y", None)]
+RS_VALUE_SIZES = ({"B": 16, "F": 32, "D": 64}, {"B": 8, "F": 64, "D": 32})
+RS_BIG = {"B": 1024, "F": 8192, "D": 2048}
+
+
+def _rs_structs(mesh: Mesh, dims: dict[str, int]) -> tuple:
+    return tuple(
+        _struct(tuple(dims[k] for k in s), mesh, p) for s, p in zip(RS_SHAPES, RS_SPECS, strict=True)
+    )
+
+
+def _check_reducescatter_family(fn: Callable, name: str, bidirectional: bool) -> None:
+    _check_values(
+        fn,
+        name,
+        RS_SHAPES,
+        RS_SPECS,
+        P("X", "Y"),
+        "device j must end with output block j of D: the accumulator it receives last must be the one "
+        "for its own block, with every other device's contribution added once.",
+        RS_VALUE_SIZES,
+    )
+    _check_no_communication_without_y(fn, name, [(64, 128), (128, 256)], RS_SPECS)
+    hint = (
+        "never reduce the whole output (psum and psum_scatter show up as all-reduce / reduce-scatter): "
+        "pass an accumulator of one output block round 'Y' with ppermute, each device adding its "
+        "contribution to that block before sending it on."
+    )
+    for mesh, dims in _structure_cases({"B": 64, "F": 256, "D": 512}, RS_BIG):
+        shape = tuple(mesh.devices.shape)
+        args = _rs_structs(mesh, dims)
+        report = _analyze(fn, name, args, mesh)
+        call = _call_text(name, args + (mesh,))
+        n_x, n_y = shape
+        out_block = dims["B"] // n_x * dims["D"] // n_y * BYTES_F32
+        _check_kinds_and_bytes(
+            report,
+            call,
+            ("collective-permute",),
+            (n_y - 1) * out_block,
+            f"(nY - 1) = {n_y - 1} output blocks of {format_bytes(out_block)}",
+            hint,
+        )
+        if bidirectional and n_y > 2:
+            directions = _permute_directions(report, dict(zip(AXES, shape, strict=True)))
+            if not {1, n_y - 1} <= directions:
+                raise CheckFailed(
+                    f"{call}: expected collective-permutes going both ways round 'Y' (shifts +1 and -1), "
+                    f"got shifts {sorted(directions)} only. Hint: send the partial sums of the blocks on "
+                    "your right to the right and those on your left to the left."
+                )
+    if bidirectional:
+        ring = analyze(jax.jit(lambda t, w2: reference_ring_reducescatter(t, w2, mesh)), *args)
+        _check_not_slower(report, ring, call, "the one-directional ring of Exercise 5.3")
+    else:
+        plain = analyze(plain_jit(mesh, P("X", "Y")), *args)
+        _check_faster_than(report, plain, call, "plain jit (one reduce-scatter after the matmul)", hint)
+
+
+def check_matmul_reducescatter(fn: Callable) -> None:
+    """T[B_X, F_Y] · W2[F_Y, D] → Out[B_X, D_Y] with a ring of accumulators, no all-reduce."""
+    _check_reducescatter_family(fn, "matmul_reducescatter", bidirectional=False)
+
+
+def check_matmul_reducescatter_bidir(fn: Callable) -> None:
+    """As Exercise 5.3, with accumulators travelling both ways round 'Y'."""
+    _check_reducescatter_family(fn, "matmul_reducescatter_bidir", bidirectional=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 5.6: transformer MLP block.
+# ----------------------------------------------------------------------------------------------
+
+MLP_SHAPES = [("B", "D"), ("D", "F"), ("F", "D")]
+MLP_SPECS = [P("X", "Y"), P(None, "Y"), P("Y", None)]
+MLP_BIG = {"B": 1024, "D": 2048, "F": 8192}
+
+
+def check_transformer_mlp(fn: Callable) -> None:
+    """In[B_X, D_Y] · Win[D, F_Y] · Wout[F_Y, D] → Out[B_X, D_Y], only permutes, overlapped."""
+    name = "transformer_mlp"
+    _check_values(
+        fn,
+        name,
+        MLP_SHAPES,
+        MLP_SPECS,
+        P("X", "Y"),
+        "the hidden activation H[B_X, F_Y] is exactly what the reduce-scatter ring takes as its T.",
+        ({"B": 16, "D": 32, "F": 64}, {"B": 8, "D": 64, "F": 32}),
+    )
+    _check_no_communication_without_y(fn, name, [(64, 128), (128, 256), (256, 128)], MLP_SPECS)
+    hint = (
+        "chain the two rings: permute blocks of x while multiplying by w_in, then pass accumulators of "
+        "the output round 'Y' while multiplying by w_out; never gather x or reduce the whole output."
+    )
+    for mesh, dims in _structure_cases({"B": 64, "D": 256, "F": 512}, MLP_BIG):
+        shape = tuple(mesh.devices.shape)
+        args = tuple(
+            _struct(tuple(dims[k] for k in s), mesh, p) for s, p in zip(MLP_SHAPES, MLP_SPECS, strict=True)
+        )
+        n_x, n_y = shape
+        block = dims["B"] // n_x * dims["D"] // n_y * BYTES_F32  # x block = output block
+        report = _analyze(fn, name, args, mesh)
+        call = _call_text(name, args + (mesh,))
+        _check_kinds_and_bytes(
+            report,
+            call,
+            ("collective-permute",),
+            2 * (n_y - 1) * block,
+            "(nY - 1) blocks of x plus (nY - 1) output blocks, what plain jit sends",
+            hint,
+        )
+    plain = analyze(plain_jit(mesh, P("X", "Y")), *args)
+    _check_faster_than(
+        report, plain, _call_text(name, args + (mesh,)), "plain jit (all-gather, then reduce-scatter)", hint
+    )
