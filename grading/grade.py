@@ -37,6 +37,8 @@ from pathlib import Path
 
 import nbformat
 
+from grading.repair import repair
+
 ROOT = Path(__file__).resolve().parents[1]
 MAX_KERNEL_DEATHS = 6
 
@@ -93,9 +95,25 @@ def _env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _nbgrader(args: list[str], root: Path, timeout: float, extra_env: dict[str, str] | None = None):
+# Caps the address space, then becomes the real command: the kernel nbgrader starts inherits the cap.
+# (A trampoline rather than preexec_fn, which forks a process that may have JAX's threads running.)
+_WITH_MEMORY_CAP = (
+    "import os, resource, sys; cap = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_AS, (cap, cap)); os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
+def _nbgrader(
+    args: list[str],
+    root: Path,
+    timeout: float,
+    extra_env: dict[str, str] | None = None,
+    memory_bytes: int | None = None,
+):
     """Runs one nbgrader command in its own process group; returns (returncode or None on timeout, log)."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
+    if memory_bytes:
+        cmd = [sys.executable, "-c", _WITH_MEMORY_CAP, str(memory_bytes), *cmd]
     proc = subprocess.Popen(
         cmd,
         cwd=root,
@@ -135,7 +153,13 @@ def _read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str | No
 
 
 def grade_one(
-    assignment: str, path: Path, root: Path, *, notebook_timeout: float, cell_timeout: int
+    assignment: str,
+    path: Path,
+    root: Path,
+    *,
+    notebook_timeout: float,
+    cell_timeout: int,
+    memory_gb: float = 6.0,
 ) -> Outcome:
     """Autogrades one learner's notebook; never raises for anything the learner did."""
     start = time.monotonic()
@@ -144,6 +168,15 @@ def grade_one(
     if problem:
         outcome.notes.append(problem + "; scored 0.")
         return outcome
+    try:
+        repaired = repair(nb, nbformat.read(release_notebook(assignment, root), as_version=4))
+    except Exception as e:  # a notebook too strange to map: say so, grade nothing
+        outcome.notes.append(
+            f"the notebook could not be matched to the assignment ({type(e).__name__}: {e}); scored 0."
+        )
+        return outcome
+    nb = repaired.notebook
+    outcome.notes += ["repaired: " + r for r in repaired.repairs]
     target_dir = root / "grading" / "submitted" / outcome.learner / assignment
     if target_dir.exists():
         shutil.rmtree(target_dir)
@@ -165,6 +198,7 @@ def grade_one(
                     "SHARDBOOK_DEATH_FILE": str(death_file),
                     "SHARDBOOK_CELL_TIMEOUT": str(cell_timeout),
                 },
+                memory_bytes=int(memory_gb * 2**30),
             )
             if code is None:
                 outcome.notes.append(
@@ -191,10 +225,7 @@ def grade_one(
 
     if outcome.graded:
         outcome.scores = read_scores(assignment, outcome.learner, root)
-        timeouts = _timed_out_cells(root, assignment, outcome.learner)
-        outcome.notes += [
-            f"{gid} ran past the {cell_timeout} s cell limit and was interrupted." for gid in timeouts
-        ]
+        outcome.notes += _error_notes(root, assignment, outcome.learner, cell_timeout, memory_gb)
         code, log = _nbgrader(
             ["generate_feedback", assignment, "--student", outcome.learner, "--force"], root, timeout=300
         )
@@ -204,15 +235,27 @@ def grade_one(
     return outcome
 
 
-def _timed_out_cells(root: Path, assignment: str, learner: str) -> list[str]:
+def _error_notes(root: Path, assignment: str, learner: str, cell_timeout: int, memory_gb: float) -> list[str]:
+    """Plain-words notes for errors an instructor should know about: timeouts, memory, tampering."""
     folder = root / "grading" / "autograded" / learner / assignment
-    found = []
+    notes = []
+    tampered = None
     for path in folder.glob("*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
+            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "a cell")
             for output in cell.get("outputs", []):
-                if output.get("output_type") == "error" and output.get("ename") == "CellTimeoutError":
-                    found.append(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "a cell"))
-    return found
+                if output.get("output_type") != "error":
+                    continue
+                name, value = output.get("ename"), output.get("evalue", "")
+                if name == "CellTimeoutError":
+                    notes.append(f"{gid} ran past the {cell_timeout} s cell limit and was interrupted.")
+                elif name == "MemoryError":
+                    notes.append(f"{gid} ran out of memory (the cap is {memory_gb:g} GiB per notebook).")
+                elif "replaced tools the tests rely on" in value and tampered is None:
+                    tampered = value.split(": ", 1)[-1].split(". Tests cannot pass")[0]
+    if tampered:
+        notes.append(f"the notebook replaced checking tools ({tampered}); every test after that failed.")
+    return notes
 
 
 def read_scores(assignment: str, learner: str, root: Path) -> dict[str, float]:
@@ -229,29 +272,40 @@ def read_scores(assignment: str, learner: str, root: Path) -> dict[str, float]:
 
 
 def write_reports(assignment: str, outcomes: list[Outcome], root: Path) -> Path:
-    """Writes scores.csv, report.txt and feedback/<learner>.html; returns the report folder."""
+    """Records this batch's outcomes, then writes the class files from every learner graded so far.
+
+    Each learner's outcome is kept in ``learners/<learner>.json``, so re-grading one learner rewrites
+    only that file and that learner's row: scores.csv and report.txt always cover the whole class.
+    Feedback pages are copied to ``feedback/<learner>.html``. Returns the report folder.
+    """
     cells = graded_cells(assignment, root)
     folder = root / "grading" / "reports" / assignment
     (folder / "feedback").mkdir(parents=True, exist_ok=True)
+    (folder / "learners").mkdir(parents=True, exist_ok=True)
+    for o in outcomes:
+        record = {"learner": o.learner, "source": o.source.name, "scores": o.scores, "notes": o.notes}
+        record["seconds"] = round(o.seconds, 1)
+        (folder / "learners" / f"{o.learner}.json").write_text(json.dumps(record, indent=1))
+        page = folder / "feedback" / f"{o.learner}.html"
+        page.unlink(missing_ok=True)
+        for html in (root / "grading" / "feedback" / o.learner / assignment).glob("*.html"):
+            shutil.copyfile(html, page)
+    records = [json.loads(p.read_text()) for p in sorted((folder / "learners").glob("*.json"))]
     max_score = sum(points for _, points in cells)
     with open(folder / "scores.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["learner", "total", "max", *[gid for gid, _ in cells]])
-        for o in sorted(outcomes, key=lambda o: o.learner):
-            row = [o.scores.get(gid, 0.0) for gid, _ in cells]
-            writer.writerow([o.learner, _fmt(sum(row)), _fmt(max_score), *map(_fmt, row)])
+        for r in records:
+            row = [r["scores"].get(gid, 0.0) for gid, _ in cells]
+            writer.writerow([r["learner"], _fmt(sum(row)), _fmt(max_score), *map(_fmt, row)])
     with open(folder / "report.txt", "w") as f:
-        for o in sorted(outcomes, key=lambda o: o.learner):
-            total = sum(o.scores.get(gid, 0.0) for gid, _ in cells)
+        for r in records:
+            total = sum(r["scores"].get(gid, 0.0) for gid, _ in cells)
             f.write(
-                f"{o.learner}: {_fmt(total)}/{_fmt(max_score)} from {o.source.name} in {o.seconds:.1f} s\n"
+                f"{r['learner']}: {_fmt(total)}/{_fmt(max_score)} from {r['source']} in {r['seconds']} s\n"
             )
-            for note in o.notes:
+            for note in r["notes"]:
                 f.write("  - " + note.replace("\n", "\n    ") + "\n")
-    for o in outcomes:
-        html = root / "grading" / "feedback" / o.learner / assignment
-        for page in html.glob("*.html"):
-            shutil.copyfile(page, folder / "feedback" / f"{o.learner}.html")
     return folder
 
 
@@ -266,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help="course root (the repository)")
     parser.add_argument("--notebook-timeout", type=float, default=1200, help="seconds for one notebook")
     parser.add_argument("--cell-timeout", type=int, default=120, help="seconds for one cell")
+    parser.add_argument(
+        "--memory-gb", type=float, default=6.0, help="address-space cap for one notebook's kernel, GiB"
+    )
     args = parser.parse_args(argv)
 
     root = args.root.resolve()

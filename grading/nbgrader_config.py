@@ -50,11 +50,18 @@ from nbgrader.preprocessors import (  # noqa: E402
     SaveAutoGrades,
 )
 
-from grading.preprocessors import ExecuteRecordingDeaths, HideHiddenTests, SkipCells  # noqa: E402
+from grading.preprocessors import (  # noqa: E402
+    ExecuteRecordingDeaths,
+    HardenTests,
+    HideHiddenTests,
+    SkipCells,
+)
 
-# nbgrader's autograde steps, with two additions for cells that kill the kernel (see grading/grade.py).
+# nbgrader's autograde steps, with additions: skip cells that killed the kernel (see grading/grade.py)
+# and harden test cells against a notebook that redefined or patched the checking tools.
 c.Autograde.autograde_preprocessors = [
     SkipCells,
+    HardenTests,
     ExecuteRecordingDeaths,
     IgnorePattern,
     ClearMetadataPreprocessor,

@@ -37,6 +37,11 @@ def is_test_cell(cell) -> bool:
     return bool(meta.get("grade")) and not meta.get("solution")
 
 
+PROLOGUE_BEGIN = "# >>> added when graded: fresh checking tools, whatever the notebook redefined"
+PROLOGUE_END = "# <<< end of what grading added"
+PROLOGUE_BLOCK = re.compile(rf"^{re.escape(PROLOGUE_BEGIN)}\n.*?^{re.escape(PROLOGUE_END)}\n", re.S | re.M)
+
+
 class HideHiddenTests(Preprocessor):
     """Removes hidden-test source and test-cell tracebacks from a notebook before it becomes feedback."""
 
@@ -44,7 +49,7 @@ class HideHiddenTests(Preprocessor):
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "code" and is_test_cell(cell):
-            cell.source = hide_hidden_tests(cell.source)
+            cell.source = hide_hidden_tests(PROLOGUE_BLOCK.sub("", cell.source))
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
                     message = _ANSI.sub("", f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
@@ -94,3 +99,43 @@ class ExecuteRecordingDeaths(Execute):
                 with open(path, "w") as f:
                     json.dump({"index": index, "grade_id": grade_id}, f)
             raise
+
+
+class HardenTests(Preprocessor):
+    """Before each test cell, re-imports the checking tools fresh and checks nothing was replaced.
+
+    The prologue drops every cached ``grading`` and ``shardbook`` module (so a patched grader or check
+    is thrown away), runs :func:`grading.tamper.assert_untampered`, then re-runs the released imports
+    cell, so names the learner redefined (``expect_equal``, ``np``, ``P`` …) mean what the test
+    expects. Feedback pages do not show the prologue.
+    """
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        imports = next(
+            (
+                c.source
+                for c in nb.cells
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "imports"
+            ),
+            "",
+        )
+        prologue = "\n".join(
+            [
+                PROLOGUE_BEGIN,
+                "import sys as _grading_sys",
+                "for _grading_name in [m for m in list(_grading_sys.modules) if m.split('.')[0] in "
+                "('grading', 'shardbook')]:",
+                "    del _grading_sys.modules[_grading_name]",
+                "from grading.tamper import assert_untampered as _grading_assert_untampered",
+                "_grading_assert_untampered()",
+                imports,
+                PROLOGUE_END,
+                "",
+            ]
+        )
+        for cell in nb.cells:
+            if cell.cell_type == "code" and is_test_cell(cell) and cell.source != SKIPPED_CELL_SOURCE:
+                cell.source = prologue + cell.source
+        return nb, resources

@@ -62,7 +62,11 @@ def describe_array(x: Any) -> str:
     if x is None:
         return "None (did the function forget to return?)"
     text = repr(x)
-    return f"{type(x).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+    text = text if len(text) <= 60 else text[:57] + "..."
+    kind = type(x).__name__
+    if type(x).__name__ == "P" or kind == "PartitionSpec":
+        return f"the PartitionSpec {text}"
+    return text if text.startswith(kind) else f"{kind} {text}"
 
 
 def expect_equal(got: Any, expected: Any, what: str = "the result", hint: str | None = None) -> None:

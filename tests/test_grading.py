@@ -7,9 +7,12 @@ unusual; no learner may stop the batch.
 """
 
 import csv
+import html as htmllib
 import json
+import re
 import shutil
 
+import nbformat
 import pytest
 
 from grading import grade
@@ -85,15 +88,28 @@ def test_each_submission_loses_exactly_the_intended_points(graded):
         assert float(rows[learner]["total"]) == sum(p for g, p in cells.items() if g not in lost), learner
 
 
+def hidden_lines(assignment: str) -> set[str]:
+    """The code lines of the hidden tests of an assignment's instructor notebook."""
+    notebook = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
+    lines = set()
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S):
+            lines |= {line.strip() for line in block.splitlines() if line.strip()}
+    return lines
+
+
 def test_feedback_explains_and_hides_hidden_tests(graded):
-    _, _, reports, rows, expected = graded
+    assignment, _, reports, rows, expected = graded
     for learner in rows:
         page = reports / "feedback" / f"{learner}.html"
-        if expected.get(learner, {}).get("lost") == "all":
+        if expected.get(learner, {}).get("unreadable"):
             assert not page.exists()  # nothing could be run, so the report note is the feedback
             continue
         html = page.read_text()
-        assert "BEGIN HIDDEN TESTS" not in html and "graders" not in html, learner
+        text = htmllib.unescape(re.sub(r"<[^>]+>", "", html))
+        assert "BEGIN HIDDEN TESTS" not in text, learner
+        for line in hidden_lines(assignment):
+            assert line not in text, (learner, line)
         for text in expected.get(learner, {}).get("feedback", []):
             assert text in html, (learner, text)
 
@@ -123,3 +139,18 @@ def test_report_notes_every_unusual_notebook(graded):
 def test_learner_id_comes_from_the_file_name(tmp_path):
     assert grade.learner_id(tmp_path / "ada_lovelace.ipynb") == "ada_lovelace"
     assert grade.learner_id(tmp_path / "Ada Lovelace (1).ipynb") == "Ada_Lovelace__1_"
+
+
+def test_regrading_is_idempotent_and_touches_only_that_learner(graded, tmp_path):
+    # Grading one learner again leaves every other row of the class files as it was, and the same
+    # notebook gets the same scores.
+    assignment, course, reports, rows, expected = graded
+    before = (reports / "scores.csv").read_text()
+    again = tmp_path / "again"
+    again.mkdir()
+    learner = sorted(n for n in expected if n.startswith("wrong_"))[0]
+    shutil.copy(ROOT / "tests" / "submissions" / assignment / f"{learner}.ipynb", again)
+    assert (
+        grade.main([assignment, str(again), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]) == 0
+    )
+    assert (reports / "scores.csv").read_text() == before

@@ -184,9 +184,14 @@ def check_per_device_shape(fn: Callable) -> None:
             )
         got = _call(fn, "per_device_shape", shape, axes, spec)
         if not isinstance(got, tuple) or tuple(got) != expected:
-            hint = "a tuple entry like ('X', 'Y') splits a dimension over both axes (4×2 = 8 ways)."
-            if len(spec) < len(shape):
+            if isinstance(got, (list, np.ndarray)) and tuple(int(g) for g in got) == expected:
+                hint = "the values are right; return them as a tuple, not a list."
+            elif any(isinstance(e, tuple) for e in spec):
+                hint = "a tuple entry like ('X', 'Y') splits a dimension over both axes (4×2 = 8 ways)."
+            elif len(spec) < len(shape):
                 hint = "a spec shorter than the shape leaves the remaining dimensions whole."
+            else:
+                hint = "each dimension is divided by the size of the mesh axis named for it."
             raise CheckFailed(f"{call}: expected {expected!r}, got {got!r}. Hint: {hint}")
 
 
@@ -211,13 +216,21 @@ def check_devices_holding(fn: Callable) -> None:
                                 f"{describe_array(got)}."
                             ) from None
                         if got_set != expected:
-                            hint = (
-                                "the device at mesh position (i, j) is mesh.devices[i, j]; its id need not "
-                                "be i * columns + j."
-                                if shuffle is not None
-                                else "an element is on every device whose block contains it; mesh axes "
-                                "not named in the spec replicate."
-                            )
+                            if shuffle is not None:
+                                hint = (
+                                    "the device at mesh position (i, j) is mesh.devices[i, j]; its id need "
+                                    "not be i * columns + j."
+                                )
+                            elif any(isinstance(e, tuple) for e in spec):
+                                hint = (
+                                    "in a tuple entry the first axis is the major one, like the tens digit "
+                                    "of a number."
+                                )
+                            else:
+                                hint = (
+                                    "an element is on every device whose block contains it; mesh axes not "
+                                    "named in the spec replicate."
+                                )
                             raise CheckFailed(
                                 f"devices_holding({_show(mesh)}, {spec}, {shape}, {index}): expected "
                                 f"{sorted(expected)}, got {sorted(got_set)}. Hint: {hint}"
