@@ -26,3 +26,15 @@ def answers(path: Path) -> SimpleNamespace:
             source = re.sub(r"^\s*### (BEGIN|END) SOLUTION\s*$", "", cell.source, flags=re.M)
             exec(compile(source, f"{path.name}:{meta.get('grade_id')}", "exec"), namespace)
     return SimpleNamespace(**namespace)
+
+
+def answer_sources(path: Path) -> dict[str, str]:
+    """grade_id -> source of each answer cell, without nbgrader's solution markers."""
+    nb = nbformat.read(path, as_version=4)
+    return {
+        nbgrader_meta(c)["grade_id"]: re.sub(
+            r"^\s*### (BEGIN|END) SOLUTION\s*$\n?", "", c.source, flags=re.M
+        ).strip()
+        for c in nb.cells
+        if nbgrader_meta(c).get("solution")
+    }

@@ -1,7 +1,5 @@
 """The graders of assignment 01_meshes: the solution passes, each typical mistake fails with its hint."""
 
-import json
-
 import jax
 import numpy as np
 import pytest
@@ -9,37 +7,6 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from grading.graders import a01_meshes as graders
-from shardbook.checks import CheckFailed
-from tests.notebooks import ROOT, answers
-
-SOLUTION = answers(ROOT / "solutions" / "01_meshes" / "01_meshes.ipynb")
-SUBMISSIONS = ROOT / "tests" / "submissions" / "01_meshes"
-EXPECTED = json.loads((SUBMISSIONS / "expected.json").read_text())
-FUNCTIONS = ["per_device_shape", "devices_holding", "sharding_for_layout", "shard_sums"]
-
-
-@pytest.mark.parametrize("name", FUNCTIONS)
-def test_solution_passes_every_grader(name):
-    # The reference answer scores full marks on every hidden case.
-    getattr(graders, f"check_{name}")(getattr(SOLUTION, name))
-
-
-@pytest.mark.parametrize("name", [n for n in EXPECTED if n.startswith("wrong_")])
-def test_wrong_submission_fails_exactly_the_intended_graders(name):
-    # Each committed wrong answer fails the hidden grader of the function it gets wrong, and only that.
-    learner = answers(SUBMISSIONS / f"{name}.ipynb")
-    lost = {
-        gid.removeprefix("test_").removesuffix("_hidden") for gid in EXPECTED[name]["lost"] if "hidden" in gid
-    }
-    for fn in FUNCTIONS:
-        check = getattr(graders, f"check_{fn}")
-        if fn in lost:
-            with pytest.raises(CheckFailed) as failure:
-                check(getattr(learner, fn))
-            message = str(failure.value)
-            assert "expected" in message and "got" in message and "Hint:" in message, message
-        else:
-            check(getattr(learner, fn))
 
 
 def test_per_device_shape_oracle_agrees_with_jax():
@@ -66,20 +33,3 @@ def test_shuffled_mesh_really_changes_device_order():
     # The hidden tests' shuffled meshes must not be in id order, or they would test nothing.
     mesh = graders.make_mesh((4, 2), ("X", "Y"), shuffle=101)
     assert [d.id for d in mesh.devices.flat] != list(range(8))
-
-
-def test_grader_reports_a_crash_in_words():
-    # A learner function that raises gets one sentence naming the call and the error.
-    def broken(*args):
-        raise KeyError("Z")
-
-    with pytest.raises(CheckFailed, match=r"per_device_shape\(.*\) raised KeyError"):
-        graders.check_per_device_shape(broken)
-
-
-def test_grader_says_not_attempted():
-    def stub(*args):
-        raise NotImplementedError("Exercise not attempted yet")
-
-    with pytest.raises(CheckFailed, match="not written yet"):
-        graders.check_shard_sums(stub)

@@ -1,7 +1,5 @@
 """The graders of assignment 02_auto_sharding: the solution passes, each typical mistake fails with a hint."""
 
-import json
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,33 +13,6 @@ from shardbook.checks import CheckFailed
 from tests.notebooks import ROOT, answers
 
 SOLUTION = answers(ROOT / "solutions" / "02_auto_sharding" / "02_auto_sharding.ipynb")
-SUBMISSIONS = ROOT / "tests" / "submissions" / "02_auto_sharding"
-EXPECTED = json.loads((SUBMISSIONS / "expected.json").read_text())
-FUNCTIONS = ["block_means_jit", "reduce_scatter_matmul", "entry_block_shapes", "constrained_mlp"]
-
-
-@pytest.mark.parametrize("name", FUNCTIONS)
-def test_solution_passes_every_grader(name):
-    # The reference answer scores full marks on every hidden case.
-    getattr(graders, f"check_{name}")(getattr(SOLUTION, name))
-
-
-@pytest.mark.parametrize("name", [n for n in EXPECTED if n.startswith("wrong_")])
-def test_wrong_submission_fails_exactly_the_intended_graders(name):
-    # Each committed wrong answer fails the hidden grader of the function it gets wrong, and only that.
-    learner = answers(SUBMISSIONS / f"{name}.ipynb")
-    lost = {
-        gid.removeprefix("test_").removesuffix("_hidden") for gid in EXPECTED[name]["lost"] if "hidden" in gid
-    }
-    for fn in FUNCTIONS:
-        check = getattr(graders, f"check_{fn}")
-        if fn in lost:
-            with pytest.raises(CheckFailed) as failure:
-                check(getattr(learner, fn))
-            message = str(failure.value)
-            assert "expected" in message and "got" in message and "Hint:" in message, message
-        else:
-            check(getattr(learner, fn))
 
 
 def test_block_means_oracle_agrees_with_jax():
@@ -110,22 +81,6 @@ def test_shard_map_is_refused():
 
     with pytest.raises(CheckFailed, match="shard_map"):
         graders.check_block_means_jit(with_shard_map)
-
-
-def test_grader_reports_a_crash_in_words():
-    def broken(*args):
-        raise KeyError("Z")
-
-    with pytest.raises(CheckFailed, match=r"block_means_jit.* raised KeyError"):
-        graders.check_block_means_jit(broken)
-
-
-def test_grader_says_not_attempted():
-    def stub(*args):
-        raise NotImplementedError("Exercise not attempted yet")
-
-    with pytest.raises(CheckFailed, match="not written yet"):
-        graders.check_constrained_mlp(stub)
 
 
 def test_shuffled_mesh_really_changes_device_order():

@@ -1,47 +1,15 @@
 """The graders of assignment 04_shard_map: the solution passes, each typical mistake fails with its hint."""
 
-import json
-
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax.sharding import PartitionSpec as P
 
 from grading.graders import a04_shard_map as graders
 from shardbook import analyze
-from shardbook.checks import CheckFailed
 from tests.notebooks import ROOT, answers
 
 SOLUTION = answers(ROOT / "solutions" / "04_shard_map" / "04_shard_map.ipynb")
-SUBMISSIONS = ROOT / "tests" / "submissions" / "04_shard_map"
-EXPECTED = json.loads((SUBMISSIONS / "expected.json").read_text())
-FUNCTIONS = ["block_means_shmap", "roll_within_shards", "center_rows", "rows_to_columns"]
-
-
-@pytest.mark.parametrize("name", FUNCTIONS)
-def test_solution_passes_every_grader(name):
-    # The reference answer scores full marks on every hidden case.
-    getattr(graders, f"check_{name}")(getattr(SOLUTION, name))
-
-
-@pytest.mark.parametrize("name", [n for n in EXPECTED if n.startswith("wrong_")])
-def test_wrong_submission_fails_exactly_the_intended_graders(name):
-    # Each committed wrong answer fails the hidden grader of the function it gets wrong, and only that.
-    learner = answers(SUBMISSIONS / f"{name}.ipynb")
-    lost = {
-        gid.removeprefix("test_").removesuffix("_hidden") for gid in EXPECTED[name]["lost"] if "hidden" in gid
-    }
-    assert lost, name
-    for fn in FUNCTIONS:
-        check = getattr(graders, f"check_{fn}")
-        if fn in lost:
-            with pytest.raises(CheckFailed) as failure:
-                check(getattr(learner, fn))
-            message = str(failure.value)
-            assert "expected" in message and "got" in message and "Hint:" in message, message
-        else:
-            check(getattr(learner, fn))
 
 
 def test_cases_cover_every_layout_and_axis_type():
@@ -80,20 +48,3 @@ def test_byte_budgets_match_the_analyzer():
     x = graders.place(np.ones((8, 8), np.float32), mesh, P("X", None))
     report = analyze(lambda a: SOLUTION.rows_to_columns(a, mesh), x)
     assert report.count("all-to-all") == 1 and report.total_bytes == graders.bytes_all_to_all(2 * 8, 4)
-
-
-def test_grader_reports_a_crash_in_words():
-    # A learner function that raises gets one sentence naming the call, the error and a hint.
-    def broken(x, mesh):
-        raise KeyError("Z")
-
-    with pytest.raises(CheckFailed, match=r"block_means_shmap\(.*\): expected a result, got KeyError.*Hint:"):
-        graders.check_block_means_shmap(broken)
-
-
-def test_grader_says_not_attempted():
-    def stub(*args):
-        raise NotImplementedError("Exercise not attempted yet")
-
-    with pytest.raises(CheckFailed, match="not written yet"):
-        graders.check_rows_to_columns(stub)

@@ -21,6 +21,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from grading.graders.common import call_learner
 from shardbook.checks import (
     CheckFailed,
     describe_array,
@@ -62,15 +63,7 @@ def show_mesh(mesh: Mesh) -> str:
 
 def _call(fn: Callable, name: str, where: str, *args: Any) -> Any:
     """Calls ``fn(*args)``; an exception becomes one sentence naming the call."""
-    try:
-        return fn(*args)
-    except NotImplementedError as e:
-        raise CheckFailed(f"{name} is not written yet (it raised NotImplementedError: {e}).") from None
-    except CheckFailed:
-        raise
-    except Exception as e:
-        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise CheckFailed(f"{where} raised {type(e).__name__}: {message[:300]}") from None
+    return call_learner(fn, name, *args, where=where)
 
 
 def _put(host: np.ndarray, mesh: Mesh, spec: P) -> jax.Array:

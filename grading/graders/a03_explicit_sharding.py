@@ -19,6 +19,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from grading.graders.common import call_learner
 from shardbook.checks import CheckFailed, describe_array, expect_allclose, expect_collectives
 
 # Mesh layouts the hidden tests use: axis sizes of ('X', 'Y'), 8 devices each.
@@ -108,21 +109,14 @@ def _show(a: Any) -> str:
 
 def _call(fn: Callable, name: str, mesh: Mesh, *args: Any) -> Any:
     """Calls fn(*args) inside ``with jax.set_mesh(mesh)``; an exception becomes a sentence."""
-    shown = ", ".join(_show(a) for a in args)
-    try:
-        with jax.set_mesh(mesh):
-            return fn(*args)
-    except NotImplementedError as e:
-        raise CheckFailed(f"{name} is not written yet (it raised NotImplementedError: {e}).") from None
-    except CheckFailed:
-        raise
-    except Exception as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise CheckFailed(
-            f"{name}({shown}) on a mesh {dict(mesh.shape)}: expected a result, got "
-            f"{type(e).__name__}: {first[:300]}. Hint: read the error's types; the chapter's "
-            "section on it shows the fix."
-        ) from None
+    return call_learner(
+        fn,
+        name,
+        *args,
+        where=_where(name, mesh, *args),
+        hint="read the error's types; the chapter's section on it shows the fix.",
+        mesh=mesh,
+    )
 
 
 def _where(name: str, mesh: Mesh, *args: Any) -> str:

@@ -19,8 +19,8 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from grading.graders.common import call_learner
 from shardbook.checks import (
-    CheckFailed,
     describe_array,
     expect_allclose,
     expect_collectives,
@@ -120,19 +120,14 @@ def _where(name: str, *args: Any) -> str:
 
 def _call(fn: Callable, name: str, *args: Any) -> Any:
     """Calls fn(*args); an exception becomes a sentence with expected, got and a hint."""
-    try:
-        return fn(*args)
-    except NotImplementedError as e:
-        raise CheckFailed(f"{name} is not written yet (it raised NotImplementedError: {e}).") from None
-    except CheckFailed:
-        raise
-    except Exception as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise CheckFailed(
-            f"{_where(name, *args)}: expected a result, got {type(e).__name__}: {first[:300]}. Hint: "
-            "the input already has the layout the contract names, on an Auto or an Explicit mesh; "
-            "write the per-device code with jax.shard_map(..., mesh=mesh, in_specs=..., out_specs=...)."
-        ) from None
+    return call_learner(
+        fn,
+        name,
+        *args,
+        where=_where(name, *args),
+        hint="the input already has the layout the contract names, on an Auto or an Explicit mesh; "
+        "write the per-device code with jax.shard_map(..., mesh=mesh, in_specs=..., out_specs=...).",
+    )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from grading.graders.common import call_learner
 from shardbook.checks import CheckFailed, describe_array, expect_allclose, expect_sharding
 from shardbook.comms import Report, analyze, format_bytes
 from shardbook.cost import estimate
@@ -172,18 +173,13 @@ def _jitted(fn: Callable, mesh: Mesh) -> Callable:
 
 
 def _call(fn: Callable, name: str, *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except NotImplementedError as e:
-        raise CheckFailed(f"{name} is not written yet (it raised NotImplementedError: {e}).") from None
-    except CheckFailed:
-        raise
-    except Exception as e:
-        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise CheckFailed(
-            f"{_call_text(name, args)} raised {type(e).__name__}: {message[:300]}. Hint: read the "
-            "error from the top; inside shard_map every array is one device's block."
-        ) from None
+    return call_learner(
+        fn,
+        name,
+        *args,
+        where=_call_text(name, args),
+        hint="read the error from the top; inside shard_map every array is one device's block.",
+    )
 
 
 def _analyze(fn: Callable, name: str, args: tuple, mesh: Mesh) -> Report:

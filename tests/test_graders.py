@@ -1,0 +1,100 @@
+"""Every assignment's graders, held to the same contract.
+
+For each assignment in solutions/: the instructor's answers pass every ``check_<function>``; each
+committed ``wrong_*`` submission fails exactly the graders its expected.json names, with a message
+holding what was expected, what came back and a hint; a function not yet written, or one that
+crashes, gets one sentence instead of a traceback. Assignment-specific properties (oracles agreeing
+with JAX, byte budgets, case coverage) live in tests/test_graders_<module>.py.
+"""
+
+import importlib
+import json
+
+import nbformat
+import pytest
+
+from shardbook.checks import CheckFailed
+from tests.notebooks import ASSIGNMENTS, ROOT, answer_sources, answers, nbgrader_meta
+
+
+def grader_module(assignment: str):
+    return importlib.import_module(f"grading.graders.a{assignment}")
+
+
+def functions(assignment: str) -> list[str]:
+    notebook = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
+    cells = nbformat.read(notebook, as_version=4).cells
+    return [nbgrader_meta(c)["grade_id"] for c in cells if nbgrader_meta(c).get("solution")]
+
+
+def expected(assignment: str) -> dict:
+    path = ROOT / "tests" / "submissions" / assignment / "expected.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+SOLUTION_CASES = [(a, f) for a in ASSIGNMENTS for f in functions(a)]
+WRONG_CASES = [(a, name) for a in ASSIGNMENTS for name in expected(a) if name.startswith("wrong_")]
+
+
+@pytest.fixture(scope="module")
+def solutions():
+    return {a: answers(next((ROOT / "solutions" / a).glob("*.ipynb"))) for a in ASSIGNMENTS}
+
+
+def test_every_assignment_has_graders_and_wrong_submissions():
+    # An assignment without a grader for each answer, or without committed mistakes, is untested.
+    for assignment in ASSIGNMENTS:
+        module = grader_module(assignment)
+        for fn in functions(assignment):
+            assert callable(getattr(module, f"check_{fn}", None)), (assignment, fn)
+        assert any(n.startswith("wrong_") for n in expected(assignment)), assignment
+
+
+@pytest.mark.parametrize(("assignment", "fn"), SOLUTION_CASES)
+def test_solution_passes_every_grader(solutions, assignment, fn):
+    getattr(grader_module(assignment), f"check_{fn}")(getattr(solutions[assignment], fn))
+
+
+@pytest.mark.parametrize(("assignment", "name"), WRONG_CASES)
+def test_wrong_submission_fails_exactly_the_intended_graders(assignment, name):
+    # Each committed mistake fails the hidden grader of the function it gets wrong, and only that.
+    path = ROOT / "tests" / "submissions" / assignment / f"{name}.ipynb"
+    learner = answers(path)
+    theirs, ours = (
+        answer_sources(path),
+        answer_sources(next((ROOT / "solutions" / assignment).glob("*.ipynb"))),
+    )
+    lost = {
+        gid.removeprefix("test_").removesuffix("_hidden")
+        for gid in expected(assignment)[name]["lost"]
+        if gid.endswith("_hidden")
+    }
+    assert lost, f"{name} must lose at least one hidden test"
+    module = grader_module(assignment)
+    for fn in functions(assignment):
+        check = getattr(module, f"check_{fn}")
+        if fn in lost:
+            with pytest.raises(CheckFailed) as failure:
+                check(getattr(learner, fn))
+            message = str(failure.value)
+            assert "expected" in message and "got" in message and "Hint:" in message, message
+        elif theirs[fn] != ours[fn]:  # an answer identical to the solution's passed above already
+            check(getattr(learner, fn))
+
+
+@pytest.mark.parametrize(("assignment", "fn"), SOLUTION_CASES)
+def test_grader_says_not_attempted(assignment, fn):
+    def stub(*args, **kwargs):
+        raise NotImplementedError("Exercise not attempted yet")
+
+    with pytest.raises(CheckFailed, match=f"{fn} is not written yet"):
+        getattr(grader_module(assignment), f"check_{fn}")(stub)
+
+
+@pytest.mark.parametrize(("assignment", "fn"), SOLUTION_CASES)
+def test_grader_reports_a_crash_in_words(assignment, fn):
+    def broken(*args, **kwargs):
+        raise KeyError("Z")
+
+    with pytest.raises(CheckFailed, match=r"expected a result, got KeyError: 'Z'\. Hint: "):
+        getattr(grader_module(assignment), f"check_{fn}")(broken)
