@@ -3,7 +3,7 @@
 #   make test       everything CI checks
 #   make exercises  regenerate exercises/ from solutions/
 #   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads
-#   make bench      cost-model estimates next to published TPU measurements
+#   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -19,7 +19,7 @@ export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 export MPLBACKEND := Agg
 
-.PHONY: help venv book test lint unit notebooks exercises check-exercises leaks grade bench clean
+.PHONY: help venv book test lint unit notebooks exercises check-exercises leaks grade bench bench-grading clean
 
 help:
 	@sed -n '2,7p' Makefile | sed 's/^# *//'
@@ -74,6 +74,9 @@ grade: venv
 
 bench: venv
 	$(PY) -m benchmarks.collective_matmul
+
+bench-grading: venv
+	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30)
 
 clean:
 	rm -rf _build grading/submitted grading/autograded grading/feedback grading/reports grading/gradebook.db
