@@ -1,0 +1,241 @@
+"""Graders for assignment 07_autodiff_sharding (gradients with unreduced and reduced types).
+
+Each ``check_<function>(fn)`` builds meshes of 8 devices with Explicit axes — ``('X',)`` of 8 in the
+usual and in a shuffled device order, and ``('X', 'Y')`` laid out (4, 2) and (2, 4), where the batch is
+split over ``'X'`` and everything is replicated over ``'Y'`` — places the inputs as the contract says
+and calls ``fn`` inside ``with jax.set_mesh(mesh)``. Values are compared with a plain ``jax.grad``
+oracle computed on one device without any mesh; types with ``jax.typeof``; communication with
+:func:`shardbook.analyze` (kinds of collectives and how many times each runs, loop trip counts
+included). The first wrong answer raises :class:`shardbook.checks.CheckFailed` with the call, what was
+expected, what came back, and a hint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from grading.graders.common import call_learner
+from shardbook.checks import CheckFailed, _analyze_for_check, describe_array, expect_allclose, expect_shape
+
+# Mesh layouts of 8 devices: (axis sizes, axis names, shuffled device order?).
+MESHES: list[tuple[tuple[int, ...], tuple[str, ...], bool]] = [
+    ((8,), ("X",), False),
+    ((8,), ("X",), True),
+    ((4, 2), ("X", "Y"), False),
+    ((2, 4), ("X", "Y"), False),
+]
+# (L, H, N per 'X' device): layers, width, rows of a microbatch per device along 'X'.
+GRAD_SHAPES: list[tuple[int, int, int]] = [(2, 8, 2), (3, 16, 1), (1, 4, 3), (4, 8, 2)]
+# (L, H, M, N per 'X' device): M microbatches.
+STEP_SHAPES: list[tuple[int, int, int, int]] = [(3, 8, 4, 2), (2, 16, 3, 1), (1, 8, 1, 2), (4, 4, 5, 1)]
+LEARNING_RATES = [0.05, 0.1, 0.01, 0.2]
+RTOL, ATOL = 1e-4, 2e-5
+
+
+# ----------------------------------------------------------------------------------------------
+# Oracles: the model of the assignment, differentiated on one device, without any mesh.
+# ----------------------------------------------------------------------------------------------
+
+
+def predict(ws: Any, x: Any) -> jax.Array:
+    """x -> tanh(x @ w) for each layer w of ws, as a scan (the assignment's model)."""
+
+    def layer(h, w):
+        return jnp.tanh(h @ w), None
+
+    return jax.lax.scan(layer, x, ws)[0]
+
+
+def microbatch_loss(ws: Any, x: Any) -> jax.Array:
+    """Sum of squared predictions of one microbatch (the assignment's loss)."""
+    return jnp.sum(predict(ws, x) ** 2)
+
+
+_grad_one_device = jax.jit(jax.grad(microbatch_loss))
+
+
+def oracle_grad(ws_host: np.ndarray, x_host: np.ndarray) -> np.ndarray:
+    """d microbatch_loss / d ws for one microbatch, with plain jax.grad on one device, no mesh."""
+    device = jax.devices()[0]
+    return np.asarray(_grad_one_device(jax.device_put(ws_host, device), jax.device_put(x_host, device)))
+
+
+def oracle_step(ws_host: np.ndarray, xs_host: np.ndarray, lr: float) -> np.ndarray:
+    """ws - lr * (sum over microbatches of the gradient), microbatch by microbatch."""
+    g = sum(oracle_grad(ws_host, x).astype(np.float64) for x in xs_host)
+    return ws_host.astype(np.float64) - lr * g
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers.
+# ----------------------------------------------------------------------------------------------
+
+
+def make_mesh(sizes: tuple[int, ...], names: tuple[str, ...], shuffled: bool) -> Mesh:
+    """An Explicit mesh of all 8 devices; ``shuffled`` reverses the device order."""
+    devices = list(jax.devices()[:8])
+    if shuffled:
+        devices = devices[::-1]
+    return Mesh(np.array(devices).reshape(sizes), names, axis_types=(AxisType.Explicit,) * len(sizes))
+
+
+def place(host: np.ndarray, mesh: Mesh, spec: P) -> jax.Array:
+    return jax.device_put(host, NamedSharding(mesh, spec))
+
+
+# Which layouts of MESHES each grader uses (three each, to keep a hidden-test cell short).
+GRAD_MESHES = (1, 2, 3)
+STEP_MESHES = (0, 1, 3)
+
+
+def cases(which: tuple[int, ...]) -> Iterator[tuple[Mesh, int, int]]:
+    """(mesh, size of 'X', case index) for the layouts of MESHES named by ``which``."""
+    for k in which:
+        sizes, names, shuffled = MESHES[k]
+        mesh = make_mesh(sizes, names, shuffled)
+        yield mesh, mesh.shape["X"], k
+
+
+def _show_mesh(mesh: Mesh) -> str:
+    ids = [d.id for d in mesh.devices.flat]
+    return f"mesh {dict(mesh.shape)}" + ("" if ids == sorted(ids) else ", shuffled")
+
+
+def type_text(x: Any) -> str:
+    """What jax.typeof prints for x, or a description when it is not an array."""
+    if isinstance(x, jax.Array):
+        return str(jax.typeof(x))
+    return describe_array(x)
+
+
+def runs_of(report: Any) -> list[tuple[str, int]]:
+    """(kind, executions) of every collective of a report, in program order."""
+    return [(c.kind, c.executions) for c in report.collectives]
+
+
+def _describe_runs(report: Any) -> str:
+    if not report.collectives:
+        return "no collectives"
+    return "; ".join(c.describe() for c in report.collectives[:3]) + (
+        f"; and {len(report.collectives) - 3} more" if len(report.collectives) > 3 else ""
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 7.1 — grad_unreduced
+# ----------------------------------------------------------------------------------------------
+
+
+def check_grad_unreduced(fn: Callable) -> None:
+    """d loss / d ws as f32[L,H,H]{U:X}: right type, right values once reduced, no collectives."""
+    rng = np.random.default_rng(71)
+    for mesh, n_x, k in cases(GRAD_MESHES):
+        layers, width, rows = GRAD_SHAPES[k % len(GRAD_SHAPES)]
+        ws_host = (rng.normal(size=(layers, width, width)) / np.sqrt(width)).astype(np.float32)
+        x_host = rng.normal(size=(rows * n_x, width)).astype(np.float32)
+        ws = place(ws_host, mesh, P(None, None, None))
+        x = place(x_host, mesh, P("X", None))
+        where = f"grad_unreduced({type_text(ws)}, {type_text(x)}) on {_show_mesh(mesh)}"
+        got = call_learner(
+            fn,
+            "grad_unreduced",
+            ws,
+            x,
+            mesh=mesh,
+            where=where,
+            hint="make the weights reduced over 'X' with jax.reshard before differentiating.",
+        )
+        expect_shape(got, ws_host.shape, where, hint="the gradient has the weights' shape [L, H, H].")
+        expected_type = f"float32[{layers},{width},{width}]{{U:X}}"
+        if type_text(got) != expected_type:
+            raise CheckFailed(
+                f"{where}: expected type {expected_type}, got {type_text(got)}. Hint: the cotangent's type "
+                "follows the primal's: a replicated ws gives a replicated (already all-reduced) gradient, "
+                "a ws reduced over 'X' (jax.reshard(ws, P(None, None, None, reduced={'X'}))) gives an "
+                "unreduced one."
+            )
+        with jax.set_mesh(mesh):
+            total = jax.reshard(got, P(None, None, None))
+        expect_allclose(
+            total,
+            oracle_grad(ws_host, x_host),
+            f"{where}, once reduced with jax.reshard(result, P())",
+            rtol=RTOL,
+            atol=ATOL,
+            hint="differentiate microbatch_loss(ws, x) with respect to ws; the partial sums of all devices "
+            "must add up to the full gradient.",
+        )
+        with jax.set_mesh(mesh):
+            report = _analyze_for_check(fn, (ws, x), f"the compiled program of {where}")
+        if report.collectives:
+            raise CheckFailed(
+                f"the compiled program of {where}: expected no collectives (each device keeps its partial "
+                f"sum), got {_describe_runs(report)}. Hint: reduce the gradient and it has to be "
+                "all-reduced first; differentiate with respect to reduced weights instead, so the "
+                "gradient comes out unreduced without any communication."
+            )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 7.2 — sgd_step_accumulated
+# ----------------------------------------------------------------------------------------------
+
+
+def check_sgd_step_accumulated(fn: Callable) -> None:
+    """ws - lr * sum_m grad_m, replicated; exactly one all-reduce, executed once, no other collective."""
+    rng = np.random.default_rng(72)
+    for mesh, n_x, k in cases(STEP_MESHES):
+        layers, width, micro, rows = STEP_SHAPES[k % len(STEP_SHAPES)]
+        lr = LEARNING_RATES[k % len(LEARNING_RATES)]
+        ws_host = (rng.normal(size=(layers, width, width)) / np.sqrt(width)).astype(np.float32)
+        xs_host = rng.normal(size=(micro, rows * n_x, width)).astype(np.float32)
+        ws = place(ws_host, mesh, P(None, None, None))
+        xs = place(xs_host, mesh, P(None, "X", None))
+        where = f"sgd_step_accumulated({type_text(ws)}, {type_text(xs)}, {lr}) on {_show_mesh(mesh)}"
+        got = call_learner(
+            fn,
+            "sgd_step_accumulated",
+            ws,
+            xs,
+            lr,
+            mesh=mesh,
+            where=where,
+            hint="loop over the microbatches with jax.lax.scan, summing gradients taken with respect to "
+            "reduced weights, and reshard the sum to P() once at the end.",
+        )
+        expect_allclose(
+            got,
+            oracle_step(ws_host, xs_host, lr),
+            where,
+            rtol=RTOL,
+            atol=ATOL,
+            hint="g is the SUM (not the mean) over microbatches of jax.grad(microbatch_loss)(ws, xs[m]); "
+            "the result is ws - lr * g.",
+        )
+        if type_text(got) != f"float32[{layers},{width},{width}]":
+            raise CheckFailed(
+                f"{where}: expected the new weights replicated, float32[{layers},{width},{width}], got "
+                f"{type_text(got)}. Hint: reshard the summed gradient to P(None, None, None) before the "
+                "update."
+            )
+        with jax.set_mesh(mesh):
+            report = _analyze_for_check(fn, (ws, xs, lr), f"the compiled program of {where}")
+        runs = runs_of(report)
+        if runs != [("all-reduce", 1)]:
+            executions = sum(e for _, e in runs)
+            raise CheckFailed(
+                f"the compiled program of {where}: expected exactly one all-reduce, executed once per call, "
+                f"got {len(runs)} collective(s) executed {executions} time(s) in all: "
+                f"{_describe_runs(report)}. Hint: a collective inside a loop runs once per iteration: with "
+                "replicated weights every layer of every microbatch all-reduces its gradient, and a reshard "
+                "to P() inside the microbatch loop all-reduces once per microbatch. Take gradients with "
+                "respect to weights reduced over 'X', add up the unreduced sums in the loop, and reshard "
+                "the sum to P() once, after it."
+            )
