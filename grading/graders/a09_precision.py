@@ -1,0 +1,323 @@
+"""Graders for assignment 09_precision (matmul precision presets).
+
+Each ``check_<function>(fn)`` calls a learner's function on many cases and compares every answer
+with a naive oracle: a float64 NumPy matmul for the emulated three-pass bf16 product, a plain sort of
+the table for the preset chooser, and a hand-written float64 backward pass for the model's gradients.
+Where the exercise is about *how* a result is computed, the check also reads the program
+(``jax.make_jaxpr``): the dtypes of every ``dot_general``'s operands, or the algorithm each one names.
+The first wrong answer raises :class:`shardbook.checks.CheckFailed` with the call, what was expected,
+what came back, and a hint.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from grading.graders.common import call_learner
+from shardbook.checks import CheckFailed, describe_array
+
+# (M, K, N) of the hidden products A[M, K] · B[K, N], with N(0, 1) entries.
+MATMUL_SIZES: list[tuple[int, int, int]] = [(16, 64, 8), (64, 256, 32), (33, 517, 65), (128, 1024, 96)]
+# The emulated three-pass product must be at least this many times more accurate than one bf16 pass.
+MIN_GAIN = 50
+# (batch, d_in, hidden, d_out) of the hidden two-layer models.
+MODEL_SIZES: list[tuple[int, int, int, int]] = [(8, 4, 16, 3), (32, 24, 40, 8), (64, 128, 96, 16)]
+# Presets whose name the program must carry; all of them compile on a CPU.
+STRUCTURE_PRESETS: list[Any] = [
+    "BF16_BF16_F32_X3",
+    "BF16_BF16_F32",
+    "F32_F32_F32",
+    jax.lax.DotAlgorithmPreset.BF16_BF16_F32_X6,
+]
+# Presets whose values are compared with the float64 oracle (f32-accurate on every backend).
+VALUE_PRESETS: list[str] = ["F32_F32_F32", "BF16_BF16_F32_X6"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Oracles: the plainest possible computations of the right answer.
+# ----------------------------------------------------------------------------------------------
+
+
+def oracle_matmul(a: Any, b: Any) -> np.ndarray:
+    """A · B in float64."""
+    return np.asarray(a, np.float64) @ np.asarray(b, np.float64)
+
+
+def relative_error(got: Any, ref: np.ndarray) -> float:
+    """Frobenius norm of the difference over the Frobenius norm of the reference."""
+    return float(np.linalg.norm(np.asarray(got, np.float64) - ref) / np.linalg.norm(ref))
+
+
+def one_bf16_pass(a: jax.Array, b: jax.Array) -> jax.Array:
+    """One bf16 pass: both operands rounded to bf16, products accumulated in f32."""
+    return jnp.dot(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+
+
+def oracle_cheapest(errors: dict[str, float], costs: dict[str, float], tol: float) -> str | None:
+    """The qualifying preset (error <= tol; NaN never qualifies) of least (cost, error, name)."""
+    ok = [name for name in errors if errors[name] <= tol]
+    if not ok:
+        return None
+    return min(ok, key=lambda name: (costs[name], errors[name], name))
+
+
+def oracle_mlp(w1: Any, w2: Any, x: Any, y: Any) -> tuple[float, np.ndarray, np.ndarray]:
+    """Loss mean((tanh(x·w1)·w2 − y)²) and its gradients in w1 and w2, by hand in float64."""
+    w1, w2, x, y = (np.asarray(v, np.float64) for v in (w1, w2, x, y))
+    h = np.tanh(x @ w1)
+    r = h @ w2 - y
+    loss = float(np.mean(r**2))
+    g_out = 2 * r / r.size
+    g_w2 = h.T @ g_out
+    g_h = g_out @ w2.T
+    g_w1 = x.T @ (g_h * (1 - h**2))
+    return loss, g_w1, g_w2
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading a program.
+# ----------------------------------------------------------------------------------------------
+
+
+def dot_generals(jaxpr: Any) -> list[Any]:
+    """Every dot_general equation of a (closed) jaxpr, including those inside jit, scan, cond, calls."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            found.append(eqn)
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    found += dot_generals(inner)
+    return found
+
+
+def describe_dot(eqn: Any) -> str:
+    """'dot_general(f32[64,256], bf16[256,32]) -> f32[64,32], precision=BF16_BF16_F32'."""
+    ins = ", ".join(str(v.aval.str_short()) for v in eqn.invars)
+    out = eqn.outvars[0].aval.str_short()
+    return f"dot_general({ins}) -> {out}, precision={eqn.params.get('precision')}"
+
+
+def preset_name(preset: Any) -> str:
+    """The name of a preset given as a string or a DotAlgorithmPreset."""
+    return preset if isinstance(preset, str) else preset.name
+
+
+def _fail(where: str, expected: str, got: str, hint: str) -> None:
+    raise CheckFailed(f"{where}: expected {expected}, got {got}. Hint: {hint}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 9.1 — three bf16 passes.
+# ----------------------------------------------------------------------------------------------
+
+
+def normal_pair(m: int, k: int, n: int, seed: int) -> tuple[jax.Array, jax.Array]:
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    return jnp.asarray(a), jnp.asarray(b)
+
+
+def check_bf16x3_matmul(fn: Callable) -> None:
+    """Only bf16 × bf16 → f32 dot_generals in the program, and 50× the accuracy of one bf16 pass."""
+    name = "bf16x3_matmul"
+    for seed, (m, k, n) in enumerate(MATMUL_SIZES):
+        a, b = normal_pair(m, k, n, seed)
+        where = f"{name}(f32[{m},{k}], f32[{k},{n}])"
+        jaxpr = call_learner(jax.make_jaxpr(fn), name, a, b, where=f"jax.make_jaxpr({name})(a, b)")
+        dots = dot_generals(jaxpr)
+        if not dots:
+            _fail(
+                f"the program of {where}",
+                "bf16 × bf16 dot_generals with preferred_element_type=float32",
+                "no dot_general at all",
+                "the products must be real matmuls (jnp.dot, @, jnp.einsum, lax.dot_general) on bf16 "
+                "operands; elementwise multiply-and-sum does not count.",
+            )
+        for eqn in dots:
+            dtypes = [v.aval.dtype for v in eqn.invars]
+            accum = eqn.params.get("preferred_element_type")
+            if any(d != jnp.bfloat16 for d in dtypes) or accum != jnp.float32:
+                _fail(
+                    f"the program of {where}",
+                    "every dot_general to take bf16 operands with preferred_element_type=float32",
+                    describe_dot(eqn) + f", preferred_element_type={accum}",
+                    "round each piece to jnp.bfloat16 *before* the matmul and pass "
+                    "preferred_element_type=jnp.float32; a precision= preset leaves the operands f32 in "
+                    "the program, and on a CPU it computes in f32 anyway.",
+                )
+        out = call_learner(jax.jit(fn), name, a, b, where=where)
+        if getattr(out, "shape", None) != (m, n) or getattr(out, "dtype", None) != jnp.float32:
+            _fail(where, f"f32[{m},{n}]", describe_array(out), "return the f32 sum of the bf16 products.")
+        ref = oracle_matmul(a, b)
+        err = relative_error(out, ref)
+        base = relative_error(one_bf16_pass(a, b), ref)
+        if not err * MIN_GAIN <= base:
+            _fail(
+                where,
+                f"a relative error (Frobenius, against float64) of at most {base / MIN_GAIN:.2e} — "
+                f"{MIN_GAIN}× below one bf16 pass ({base:.2e})",
+                f"{err:.2e}, {base / err:.1f}× below one pass" if err > 0 else "0",
+                "split each operand into a bf16 high part and a bf16 low part (what the high part "
+                "missed); the three largest products are high·high, high·low and low·high — "
+                "low·low is the one that is too small to matter.",
+            )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 9.2 — the cheapest preset within tolerance.
+# ----------------------------------------------------------------------------------------------
+
+PRESETS = ["BF16_BF16_F32", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6", "BF16_BF16_F32_X9", "TF32_TF32_F32",
+           "TF32_TF32_F32_X3", "F32_F32_F32", "ANY_F8_ANY_F8_F32"]  # fmt: skip
+
+
+def cheapest_cases(seed: int = 0) -> list[tuple[dict[str, float], dict[str, float], float]]:
+    """Hand-made tables (ties, a tolerance met exactly, NaN, none qualifies) plus random ones."""
+    table_err = {"BF16_BF16_F32": 2.3e-3, "BF16_BF16_F32_X3": 4.4e-6, "BF16_BF16_F32_X6": 6e-7,
+                 "BF16_BF16_F32_X9": 4e-7, "F32_F32_F32": 4e-7}  # fmt: skip
+    table_cost = {"BF16_BF16_F32": 1, "BF16_BF16_F32_X3": 3, "BF16_BF16_F32_X6": 6,
+                  "BF16_BF16_F32_X9": 9, "F32_F32_F32": 9}  # fmt: skip
+    cases = [(table_err, table_cost, tol) for tol in (1e-2, 1e-4, 1e-6, 4e-7, 1e-9)]
+    # Same cost: the smaller error wins even when it comes later in the dict.
+    cases.append(({"B": 1e-3, "A": 1e-3, "C": 1e-4}, {"B": 2, "A": 2, "C": 2}, 1e-2))
+    cases.append(
+        ({"TF32_TF32_F32": 5e-4, "BF16_BF16_F32_X3": 4e-6}, {"TF32_TF32_F32": 3, "BF16_BF16_F32_X3": 3}, 1e-3)
+    )
+    # Same cost and same error: the name decides.
+    cases.append(({"Z": 1e-5, "M": 1e-5, "Q": 1e-3}, {"Z": 1.5, "M": 1.5, "Q": 1.5}, 1e-4))
+    # A NaN error never qualifies; an empty table has no answer.
+    cases.append(
+        ({"F16_F16_F32": float("nan"), "F32_F32_F32": 1e-7}, {"F16_F16_F32": 1, "F32_F32_F32": 6}, 1e-3)
+    )
+    cases.append(({}, {}, 1.0))
+    rng = random.Random(seed)
+    for _ in range(40):
+        names = rng.sample(PRESETS, rng.randint(1, len(PRESETS)))
+        errors = {n: rng.choice([1e-2, 2e-3, 5e-4, 4e-6, 1e-7]) for n in names}
+        costs = {n: rng.choice([1, 2, 3, 3.0, 6]) for n in names}
+        cases.append((errors, costs, rng.choice([1e-1, 1e-3, 1e-5, 4e-6, 1e-8])))
+    return cases
+
+
+def check_cheapest_accurate_preset(fn: Callable) -> None:
+    """The oracle's answer on every hand-made and random table."""
+    name = "cheapest_accurate_preset"
+    for errors, costs, tol in cheapest_cases():
+        where = f"{name}(errors={errors}, costs={costs}, tol={tol})"
+        got = call_learner(fn, name, dict(errors), dict(costs), tol, where=where)
+        expected = oracle_cheapest(errors, costs, tol)
+        if got == expected and (got is None) == (expected is None):
+            continue
+        if expected is None:
+            hint = "no preset's error is within tol here: return None."
+        elif got in errors and errors[got] > tol:
+            hint = f"{got!r} has error {errors[got]:g} > tol: a preset qualifies when its error <= tol."
+        elif got in costs and costs[got] == costs[expected]:
+            hint = (
+                "several qualifying presets cost the same: break the tie by the smaller error, then by name."
+            )
+        else:
+            hint = "among the presets whose error is <= tol, take the one of smallest cost."
+        _fail(where, repr(expected), repr(got), hint)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 9.3 — one preset through a model's forward and backward pass.
+# ----------------------------------------------------------------------------------------------
+
+
+def model_case(batch: int, d_in: int, hidden: int, d_out: int, seed: int) -> tuple[jax.Array, ...]:
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((d_in, hidden)) / math.sqrt(d_in)
+    w2 = rng.standard_normal((hidden, d_out)) / math.sqrt(hidden)
+    x = rng.standard_normal((batch, d_in))
+    y = rng.standard_normal((batch, d_out))
+    return tuple(jnp.asarray(v, jnp.float32) for v in (w1, w2, x, y))
+
+
+def _signature(w1: jax.Array, w2: jax.Array, x: jax.Array, preset: Any) -> str:
+    shapes = ", ".join(f"f32[{','.join(map(str, v.shape))}]" for v in (w1, w2, x))
+    return f"mlp_value_and_grads({shapes}, y, preset={preset_name(preset)!r})"
+
+
+def check_mlp_value_and_grads(fn: Callable) -> None:
+    """Every dot_general, forward and backward, names the preset; loss and grads match float64."""
+    name = "mlp_value_and_grads"
+    for seed, sizes in enumerate(MODEL_SIZES):
+        w1, w2, x, y = model_case(*sizes, seed=seed)
+        # every preset on the first model, one each on the others (tracing takes time)
+        for preset in STRUCTURE_PRESETS if seed == 0 else STRUCTURE_PRESETS[seed : seed + 1]:
+            where = _signature(w1, w2, x, preset)
+            jaxpr = call_learner(
+                jax.make_jaxpr(lambda w1, w2, x, y, p=preset: fn(w1, w2, x, y, p)),
+                name, w1, w2, x, y, where=f"jax.make_jaxpr of {where}",
+            )  # fmt: skip
+            dots = dot_generals(jaxpr)
+            wanted = preset_name(preset)
+            wrong = [e for e in dots if str(e.params.get("precision")) != wanted]
+            if len(dots) < 5 or wrong:
+                got = f"{len(dots)} dot_generals" + (
+                    f", {len(wrong)} of them not {wanted}, e.g. {describe_dot(wrong[0])}" if wrong else ""
+                )
+                _fail(
+                    f"the program of {where}",
+                    f"at least 5 dot_generals (2 forward, 3 backward), every one with precision={wanted}",
+                    got,
+                    "pass precision=preset to every matmul of the loss (or wrap the *call* of "
+                    "jax.value_and_grad in jax.default_matmul_precision): autodiff copies a forward "
+                    "matmul's algorithm into its backward matmuls, but a setting is read when the "
+                    "function is traced, not where it is defined.",
+                )
+        # Batches that divide by 8 also arrive split over 8 devices (Auto axes), as data would in training.
+        mesh = jax.make_mesh((8,), ("X",), axis_types=(AxisType.Auto,))
+        place = NamedSharding(mesh, P("X")) if sizes[0] % 8 == 0 else None
+        for preset in VALUE_PRESETS[seed % 2 :: 1 if seed == 0 else 2]:
+            where = _signature(w1, w2, x, preset)
+            xs, ys = (x, y) if place is None else (jax.device_put(x, place), jax.device_put(y, place))
+            got = call_learner(jax.jit(lambda *a, p=preset: fn(*a, p)), name, w1, w2, xs, ys, where=where)
+            try:
+                loss, (g_w1, g_w2) = got
+            except (TypeError, ValueError):
+                _fail(
+                    where,
+                    "(loss, (grad_w1, grad_w2))",
+                    repr(type(got).__name__),
+                    "return exactly that nesting.",
+                )
+            ref_loss, ref_g1, ref_g2 = oracle_mlp(w1, w2, x, y)
+            for what, value, ref in [
+                ("loss", loss, ref_loss),
+                ("grad_w1", g_w1, ref_g1),
+                ("grad_w2", g_w2, ref_g2),
+            ]:
+                value_np = np.asarray(value, np.float64)
+                ref_np = np.asarray(ref, np.float64)
+                if value_np.shape != ref_np.shape:
+                    _fail(f"{where}, {what}", f"shape {ref_np.shape}", f"shape {value_np.shape}",
+                          "grads have the shapes of w1 and w2; the loss is a scalar mean.")  # fmt: skip
+                scale = max(float(np.abs(ref_np).max()), 1e-6)
+                worst = float(np.abs(value_np - ref_np).max())
+                if not worst <= 1e-4 * scale:
+                    _fail(
+                        f"{where}, {what}",
+                        f"values within 1e-4 × {scale:.3g} of the float64 reference (first entries "
+                        f"{np.ravel(ref_np)[:3].round(5).tolist()})",
+                        f"a largest difference of {worst:.3g} (first entries "
+                        f"{np.ravel(value_np)[:3].round(5).tolist()})",
+                        "the loss is mean((tanh(x @ w1) @ w2 - y) ** 2) over every entry; differentiate "
+                        "it with jax.value_and_grad in (w1, w2).",
+                    )

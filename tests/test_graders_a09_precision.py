@@ -1,0 +1,89 @@
+"""The graders of assignment 09_precision: oracles agree with JAX, and the cases test what they claim."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from grading.graders import a09_precision as graders
+
+
+def test_matmul_oracle_agrees_with_jax_in_f32():
+    # The float64 oracle and an f32 matmul differ only by f32 rounding.
+    a, b = graders.normal_pair(33, 517, 65, seed=1)
+    ref = graders.oracle_matmul(a, b)
+    assert graders.relative_error(jnp.dot(a, b, precision="F32_F32_F32"), ref) < 1e-6
+
+
+def test_one_bf16_pass_is_the_baseline_the_target_divides():
+    # One bf16 pass loses about 2^-9 per operand: 1e-3 to 5e-3 on every hidden size, so 50x means < 1e-4.
+    for seed, (m, k, n) in enumerate(graders.MATMUL_SIZES):
+        a, b = graders.normal_pair(m, k, n, seed)
+        base = graders.relative_error(graders.one_bf16_pass(a, b), graders.oracle_matmul(a, b))
+        assert 1e-3 < base < 5e-3, (m, k, n, base)
+
+
+def test_cpu_runs_the_bf16_presets_in_f32():
+    # What the chapter shows and why 9.1 reads the program: on CPU a BF16 preset is as exact as f32.
+    if jax.default_backend() != "cpu":
+        pytest.skip("a CPU property")
+    a, b = graders.normal_pair(64, 256, 32, seed=0)
+    f32 = jnp.dot(a, b, precision="F32_F32_F32")
+    for preset in ("BF16_BF16_F32", "BF16_BF16_F32_X3"):
+        np.testing.assert_array_equal(np.asarray(jnp.dot(a, b, precision=preset)), np.asarray(f32))
+
+
+def test_dot_generals_looks_inside_nested_programs():
+    # A dot_general inside jit or scan is still a matmul of the answer.
+    def f(a, b):
+        inner = jax.jit(lambda a, b: a @ b)(a, b)
+        total, _ = jax.lax.scan(lambda c, _: (c + a @ b, None), inner, length=2)
+        return total
+
+    a = jnp.ones((4, 4), jnp.bfloat16)
+    assert len(graders.dot_generals(jax.make_jaxpr(f)(a, a))) == 2
+
+
+def test_cheapest_oracle_on_the_contract_rules():
+    # Ties in cost by error, then by name; tol inclusive; NaN and empty give no answer.
+    assert graders.oracle_cheapest({"B": 1e-3, "A": 1e-3, "C": 1e-4}, {"B": 2, "A": 2, "C": 2}, 1e-2) == "C"
+    assert graders.oracle_cheapest({"Z": 1e-5, "M": 1e-5}, {"Z": 1, "M": 1}, 1e-4) == "M"
+    assert graders.oracle_cheapest({"X": 1e-4}, {"X": 3}, 1e-4) == "X"
+    assert graders.oracle_cheapest({"X": math.nan}, {"X": 1}, 1.0) is None
+    assert graders.oracle_cheapest({}, {}, 1.0) is None
+
+
+def test_cheapest_cases_cover_ties_and_none():
+    # The hidden tables hold ties the first-in-dict answer gets wrong, and tables where nothing qualifies.
+    cases = graders.cheapest_cases()
+    first_min = [min((n for n in e if e[n] <= t), key=lambda n: c[n], default=None) for e, c, t in cases]
+    oracle = [graders.oracle_cheapest(e, c, t) for e, c, t in cases]
+    assert sum(f != o for f, o in zip(first_min, oracle, strict=True)) >= 3
+    assert sum(o is None for o in oracle) >= 3
+
+
+def test_mlp_oracle_agrees_with_jax_autodiff():
+    # The hand-written float64 backward pass and jax.value_and_grad agree.
+    w1, w2, x, y = graders.model_case(32, 24, 40, 8, seed=3)
+    loss_fn = lambda w1, w2: jnp.mean((jnp.tanh(x @ w1) @ w2 - y) ** 2)  # noqa: E731
+    loss, (g1, g2) = jax.value_and_grad(loss_fn, argnums=(0, 1))(w1, w2)
+    ref_loss, ref_g1, ref_g2 = graders.oracle_mlp(w1, w2, x, y)
+    np.testing.assert_allclose(float(loss), ref_loss, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(g1), ref_g1, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(g2), ref_g2, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("preset", graders.STRUCTURE_PRESETS)
+def test_a_call_time_setting_reaches_all_five_matmuls(preset):
+    # The hint's claim: jax.default_matmul_precision around the *call* tags forward and backward matmuls.
+    w1, w2, x, y = graders.model_case(8, 4, 16, 3, seed=0)
+    name = graders.preset_name(preset)
+
+    def grads(w1, w2):
+        with jax.default_matmul_precision(name):
+            return jax.grad(lambda w1, w2: jnp.mean((jnp.tanh(x @ w1) @ w2 - y) ** 2), argnums=(0, 1))(w1, w2)
+
+    dots = graders.dot_generals(jax.make_jaxpr(grads)(w1, w2))
+    assert len(dots) == 5 and {str(e.params["precision"]) for e in dots} == {name}
