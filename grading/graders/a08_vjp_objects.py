@@ -1,0 +1,304 @@
+"""Graders for assignment 08_vjp_objects (first-class VJP objects and split forward/backward passes).
+
+``check_light_vjp`` differentiates several functions (a tanh layer, a linear map, an elementwise
+product, a dict of weights, a function that never needs ``w``) and checks that the saved state holds
+no copy of ``w`` and, once ``w`` is put back, gives ``jax.vjp``'s cotangents. ``check_pipeline_grads``
+compares with ``jax.grad`` and watches every XLA compilation (see :class:`CompileLog`).
+``check_one_f_one_b`` compares gradients with ``jax.grad`` and the reported peak of saved bytes with
+what the schedule must hold. The first wrong answer raises :class:`shardbook.checks.CheckFailed` with
+the call, what was expected, what came back, and a hint.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from grading.graders.common import call_learner
+from shardbook.checks import CheckFailed, describe_array, expect_allclose
+
+# ----------------------------------------------------------------------------------------------
+# Oracles and helpers.
+# ----------------------------------------------------------------------------------------------
+
+
+def layer(w: jax.Array, x: jax.Array) -> jax.Array:
+    """One layer of the assignment's model: tanh(x @ w)."""
+    return jnp.tanh(x @ w)
+
+
+def predict(ws: list[jax.Array], x: jax.Array) -> jax.Array:
+    for w in ws:
+        x = layer(w, x)
+    return x
+
+
+def loss_ref(ws: list[jax.Array], x: jax.Array, n_micro: int) -> jax.Array:
+    """The sum over microbatches of sum(predict(ws, x_m) ** 2), written the plainest way."""
+    return sum(jnp.sum(predict(ws, x_m) ** 2) for x_m in jnp.split(x, n_micro))
+
+
+@jax.jit(static_argnums=2)
+def _grads_ref(ws: list[jax.Array], x: jax.Array, n_micro: int) -> list[jax.Array]:
+    return jax.grad(loss_ref)(ws, x, n_micro)
+
+
+def grads_ref(ws: list[jax.Array], x: jax.Array, n_micro: int) -> list[jax.Array]:
+    """jax.grad of :func:`loss_ref` with respect to every weight matrix (one compiled program)."""
+    return list(_grads_ref(list(ws), x, n_micro))
+
+
+def state_bytes(tree: Any) -> int:
+    """Bytes held by the array leaves of a pytree (a VJP object's leaves are its saved state)."""
+    return sum(int(leaf.nbytes) for leaf in jax.tree.leaves(tree) if hasattr(leaf, "nbytes"))
+
+
+def light_state_bytes(n_rows: int, h: int) -> int:
+    """Bytes of one layer's saved state on one microbatch of n_rows rows, weights kept out."""
+    w = jax.ShapeDtypeStruct((h, h), jnp.float32)
+    x = jax.ShapeDtypeStruct((n_rows, h), jnp.float32)
+    _, f_vjp = jax.eval_shape(lambda w, x: jax.vjp(layer, w, x, saveable_args=(False, True)), w, x)
+    return sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in jax.tree.leaves(f_vjp))
+
+
+def _normal(seed: int, shape: tuple[int, ...], scale: float = 1.0) -> jax.Array:
+    return jnp.asarray(np.random.default_rng(seed).normal(size=shape).astype(np.float32) * scale)
+
+
+def make_weights(seed: int, n_layers: int, h: int) -> list[jax.Array]:
+    return [_normal(seed * 100 + i, (h, h), 1 / np.sqrt(h)) for i in range(n_layers)]
+
+
+def make_input(seed: int, n: int, h: int) -> jax.Array:
+    return _normal(seed + 1000, (n, h))
+
+
+class CompileLog(logging.Handler):
+    """Records every program JAX lowers for compilation while active, with its input types.
+
+    JAX logs "Compiling <name> with global shapes and types <avals>" (at DEBUG level, from
+    ``jax._src.interpreters.pxla``) once per XLA compilation, eager operations included; this
+    handler lowers that logger's level while it is active and keeps ``(name, avals)`` per record.
+    """
+
+    LOGGER = "jax._src.interpreters.pxla"
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.programs: list[tuple[str, tuple]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("Compiling ") and isinstance(record.args, tuple) and len(record.args) >= 2:
+            self.programs.append((str(record.args[0]), tuple(record.args[1])))
+
+    def __enter__(self) -> CompileLog:
+        self._logger = logging.getLogger(self.LOGGER)
+        self._level, self._propagate = self._logger.level, self._logger.propagate
+        self._logger.setLevel(logging.DEBUG)
+        self._logger.propagate = False  # keep the notebook quiet
+        self._logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._level)
+        self._logger.propagate = self._propagate
+
+
+def _elements(aval: Any) -> int:
+    return int(np.prod(getattr(aval, "shape", ())))
+
+
+def weight_elements(avals: tuple, h: int) -> int:
+    """Elements in a program's inputs that are as large as one weight matrix (H·H) or larger."""
+    return sum(n for n in map(_elements, avals) if n >= h * h)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 8.1 — light_vjp.
+# ----------------------------------------------------------------------------------------------
+
+
+def _light_cases() -> list[tuple[str, Callable, Any, jax.Array]]:
+    return [
+        ("tanh(x @ w)", layer, _normal(1, (16, 16), 0.25), _normal(2, (4, 16))),
+        ("x @ w", lambda w, x: x @ w, _normal(3, (8, 24)), _normal(4, (6, 8))),
+        ("sin(w) * x", lambda w, x: jnp.sin(w) * x, _normal(5, (5, 7)), _normal(6, (5, 7))),
+        (
+            "tanh(x @ w['a']) @ w['b']",
+            lambda w, x: jnp.tanh(x @ w["a"]) @ w["b"],
+            {"a": _normal(7, (8, 12), 0.3), "b": _normal(8, (12, 4), 0.3)},
+            _normal(9, (3, 8)),
+        ),
+        ("sum(w) * x", lambda w, x: jnp.sum(w) * x, _normal(10, (6, 6)), _normal(11, (4, 6))),
+    ]
+
+
+@jax.jit
+def _apply(f_vjp: Any, ct: Any) -> Any:
+    return f_vjp(ct)
+
+
+def _restore(f_vjp: Any, w: Any) -> Any:
+    """Puts w back the way the contract says the hidden tests do."""
+    return f_vjp.replace(args_res=[w, *f_vjp.args_res[1:]])
+
+
+def check_light_vjp(fn: Callable) -> None:
+    for text, f, w, x in _light_cases():
+        call = f"light_vjp(f, w, x) with f(w, x) = {text}"
+        got = call_learner(fn, "light_vjp", f, w, x, where=call)
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise CheckFailed(
+                f"{call}: expected a pair (y, f_vjp), got {type(got).__name__}. "
+                "Hint: return exactly what jax.vjp returns."
+            )
+        y, f_vjp = got
+        y_ref, vjp_ref = jax.vjp(f, w, x)
+        expect_allclose(y, y_ref, f"{call}: y", hint="y is f(w, x), the first thing jax.vjp returns.")
+        if not (hasattr(f_vjp, "args_res") and hasattr(f_vjp, "replace")):
+            raise CheckFailed(
+                f"{call}: expected f_vjp to be the VJP object jax.vjp returns (it has args_res and "
+                f"replace), got {type(f_vjp).__name__}. Hint: return jax.vjp's second result itself."
+            )
+        for w_leaf in jax.tree.leaves(w):
+            for leaf in jax.tree.leaves(f_vjp):
+                same = (
+                    getattr(leaf, "shape", None) == w_leaf.shape
+                    and getattr(leaf, "dtype", None) == w_leaf.dtype
+                    and np.array_equal(np.asarray(leaf), np.asarray(w_leaf))
+                )
+                if same:
+                    raise CheckFailed(
+                        f"{call}: expected no copy of w ({describe_array(w_leaf)}) among f_vjp's leaves, "
+                        f"got one among {[describe_array(a) for a in jax.tree.leaves(f_vjp)]}. Hint: "
+                        "jax.vjp saves arguments verbatim unless saveable_args marks them False."
+                    )
+        ct = _normal(12, jnp.shape(y_ref))
+        expected = vjp_ref(ct)
+        restored = _restore(f_vjp, w)
+        got_ct = call_learner(
+            lambda: restored(ct),
+            "light_vjp",
+            where=f"{call}, then f_vjp.replace(args_res=[w, *f_vjp.args_res[1:]])(ct)",
+            hint="the hidden tests put w back into args_res[0]; f_vjp must come from jax.vjp(f, w, x, …) "
+            "with w first.",
+        )
+        got_jit = call_learner(
+            lambda: _apply(restored, ct),
+            "light_vjp",
+            where=f"{call}, restored, then applied under jax.jit",
+            hint="f_vjp is a pytree of arrays: it should pass through jax.jit unchanged.",
+        )
+        for label, cts in (("f_vjp(ct)", got_ct), ("jax.jit(f_vjp)(ct)", got_jit)):
+            if jax.tree.structure(cts) != jax.tree.structure(expected):
+                raise CheckFailed(
+                    f"{call}: expected {label} to return cotangents for (w, x) like jax.vjp(f, w, x), got "
+                    f"the structure {jax.tree.structure(cts)}. Hint: differentiate f with respect to both "
+                    "w and x, in that order."
+                )
+            for a, b in zip(jax.tree.leaves(cts), jax.tree.leaves(expected), strict=True):
+                expect_allclose(a, b, f"{call}: {label} after restoring w", rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 8.2 — pipeline_grads.
+# ----------------------------------------------------------------------------------------------
+
+# (H, N, n_micro, layer counts): the first shape is called twice, L=2 then L=6, to count compilations.
+PIPELINE_CASES = [(24, 12, 2, (2, 6)), (40, 16, 4, (3,))]
+MAX_RECOMPILES = 2
+
+
+def _expect_grads(got: Any, ws: list[jax.Array], x: jax.Array, n_micro: int, call: str, hint: str) -> None:
+    expected = grads_ref(ws, x, n_micro)
+    if not isinstance(got, (list, tuple)) or len(got) != len(ws):
+        raise CheckFailed(
+            f"{call}: expected a list of {len(ws)} gradients, one per weight matrix, got "
+            f"{describe_array(got) if hasattr(got, 'shape') else type(got).__name__}. Hint: {hint}"
+        )
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        expect_allclose(g, e, f"{call}: gradient of ws[{i}]", rtol=2e-4, atol=2e-5, hint=hint)
+
+
+def check_pipeline_grads(fn: Callable) -> None:
+    hint = "run the layers forward keeping each layer's VJP object, then apply them in reverse order."
+    for h, n, n_micro, layer_counts in PIPELINE_CASES:
+        x = make_input(h, n, h)
+        for n_layers in layer_counts:
+            ws = make_weights(h + n_layers, n_layers, h)
+            call = f"pipeline_grads(ws (L={n_layers} of f32[{h},{h}]), x f32[{n},{h}], n_micro={n_micro})"
+            with CompileLog() as log:
+                got = call_learner(fn, "pipeline_grads", ws, x, n_micro, where=call)
+            for name, avals in log.programs:
+                big = weight_elements(avals, h)
+                if big > 2 * h * h:
+                    raise CheckFailed(
+                        f"{call}: expected every compiled program to take at most one layer's weights "
+                        f"(inputs of H·H = {h * h} elements or more totalling at most {2 * h * h}), got "
+                        f"{name} taking {big} such elements. Hint: compile one layer's forward and one "
+                        "layer's backward, and call them once per layer and microbatch."
+                    )
+            if n_layers == 6 and len(log.programs) > MAX_RECOMPILES:
+                names = ", ".join(name for name, _ in log.programs[:4])
+                raise CheckFailed(
+                    f"{call}: expected at most {MAX_RECOMPILES} compilations on a second call with shapes "
+                    f"already seen (more layers only), got {len(log.programs)} ({names}, …). Hint: build "
+                    "the jitted forward and backward once, outside the loop over layers; a new jax.jit "
+                    "(or a new closure) per layer compiles again."
+                )
+            _expect_grads(got, ws, x, n_micro, call, hint)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 8.3 — one_f_one_b.
+# ----------------------------------------------------------------------------------------------
+
+SCHEDULE_CASES = [  # (H, N, n_micro, in_flight, L)
+    (16, 8, 4, 1, 3),
+    (16, 8, 4, 2, 3),
+    (8, 12, 3, 3, 2),
+]
+
+
+def check_one_f_one_b(fn: Callable) -> None:
+    for h, n, n_micro, in_flight, n_layers in SCHEDULE_CASES:
+        ws = make_weights(7 * h + n_layers, n_layers, h)
+        x = make_input(3 * h, n, h)
+        call = (
+            f"one_f_one_b(ws (L={n_layers} of f32[{h},{h}]), x f32[{n},{h}], n_micro={n_micro}, "
+            f"in_flight={in_flight})"
+        )
+        got = call_learner(fn, "one_f_one_b", ws, x, n_micro, in_flight, where=call)
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise CheckFailed(
+                f"{call}: expected a pair (grads, peak_bytes), got {type(got).__name__}. "
+                "Hint: return the list of gradients and the largest number of saved bytes you held."
+            )
+        grads, peak = got
+        _expect_grads(
+            grads, ws, x, n_micro, call, "each microbatch's backward runs the layers' VJP objects in reverse."
+        )
+        per_state = light_state_bytes(n // n_micro, h)
+        expected = in_flight * n_layers * per_state
+        if not isinstance(peak, (int, np.integer)) or int(peak) != expected:
+            afab = n_micro * n_layers * per_state
+            heavy = in_flight * n_layers * (per_state + h * h * 4)
+            why = (
+                "that is what running every forward first holds — start a microbatch's backward before "
+                "more than in_flight microbatches are in flight"
+                if peak == afab
+                else "that counts the weights too — keep them out of the saved state with saveable_args"
+                if peak == heavy
+                else "add up leaf.nbytes over jax.tree.leaves of every VJP object you hold, right after "
+                "each forward, and keep the largest total"
+            )
+            raise CheckFailed(
+                f"{call}: expected peak_bytes = {expected} (in_flight={in_flight} microbatches × L={n_layers} "
+                f"layers × {per_state} bytes of light saved state each), got {peak!r}. Hint: {why}."
+            )
