@@ -183,15 +183,18 @@ def check_light_vjp(fn: Callable) -> None:
         expected = vjp_ref(ct)
         restored = _restore(f_vjp, w)
         got_ct = call_learner(
-            lambda: restored(ct),
+            restored,
             "light_vjp",
+            ct,
             where=f"{call}, then f_vjp.replace(args_res=[w, *f_vjp.args_res[1:]])(ct)",
             hint="the hidden tests put w back into args_res[0]; f_vjp must come from jax.vjp(f, w, x, …) "
             "with w first.",
         )
         got_jit = call_learner(
-            lambda: _apply(restored, ct),
+            _apply,
             "light_vjp",
+            restored,
+            ct,
             where=f"{call}, restored, then applied under jax.jit",
             hint="f_vjp is a pytree of arrays: it should pass through jax.jit unchanged.",
         )
@@ -299,6 +302,7 @@ def check_one_f_one_b(fn: Callable) -> None:
                 "each forward, and keep the largest total"
             )
             raise CheckFailed(
-                f"{call}: expected peak_bytes = {expected} (in_flight={in_flight} microbatches × L={n_layers} "
-                f"layers × {per_state} bytes of light saved state each), got {peak!r}. Hint: {why}."
+                f"{call}: expected peak_bytes = {expected} (in_flight={in_flight} microbatches × "
+                f"L={n_layers} layers × {per_state} bytes of light saved state each), got {peak!r}. "
+                f"Hint: {why}."
             )
