@@ -1,0 +1,385 @@
+"""Graders for assignment 06_moe (mixture-of-experts routing, from one device to all_to_all).
+
+Each ``check_<function>(fn)`` compares the learner's answer with a float64 NumPy oracle on small
+integer-valued f32 inputs (every sum is exact), for several sizes (E, S, D, F) with E a multiple of 8
+and F > E, and for routings chosen to break shortcuts:
+
+* ``uniform``: each token picks an expert at random;
+* ``all_to_first`` / ``all_to_last``: every token goes to one expert (one device receives everything);
+* ``even_only``: only even experts are used, so half the experts are empty;
+* ``skewed``: three quarters of the tokens go to expert 1, the rest at random.
+
+The sharded functions run under ``jax.jit`` on 1-D meshes of 8 devices with axis 'X' (Explicit axes,
+JAX 0.12's default, and Auto axes with the devices shuffled), with w placed
+``P('X', None, None)``, a ``P('X', None)`` and b ``P('X')`` (``P('X', None)`` for top-k). What they
+send is read from the compiled program with :func:`shardbook.analyze` and compared with the bounds
+the exercises state. The first wrong answer raises :class:`shardbook.checks.CheckFailed` with the
+call, what was expected, what came back, and a hint.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from grading.graders.common import call_learner
+from shardbook.checks import (
+    CheckFailed,
+    describe_array,
+    expect_allclose,
+    expect_no_intermediate_larger_than,
+    expect_sharding,
+)
+from shardbook.comms import Report, analyze, format_bytes, ring_bytes
+
+BYTES = 4  # f32 and int32
+N = 8  # devices on the mesh axis 'X'
+# (E, S, D, F): E a multiple of 8, S a multiple of 8, F > E (see check_moe_local).
+SIZES: list[tuple[int, int, int, int]] = [(8, 64, 16, 32), (16, 128, 8, 40), (8, 32, 12, 24)]
+ROUTINGS = ("uniform", "all_to_first", "all_to_last", "even_only", "skewed")
+# Each value mesh uses one size for every routing (one compilation per mesh).
+# Compile-only size for the byte bounds: W (E·D·F) is far larger than the tokens (S·(D+F)).
+STRUCTURE_SIZE = (16, 128, 32, 64)
+
+
+# ----------------------------------------------------------------------------------------------
+# Oracles.
+# ----------------------------------------------------------------------------------------------
+
+
+def oracle_moe(w: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Out[i] = A[i] @ W[B[i]] token by token, in float64."""
+    w64, a64 = np.asarray(w, np.float64), np.asarray(a, np.float64)
+    return np.stack([a64[i] @ w64[int(b[i])] for i in range(a64.shape[0])])
+
+
+def oracle_topk(w: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Out[i] = mean over j of A[i] @ W[B[i, j]], in float64."""
+    return np.mean([oracle_moe(w, a, b[:, j]) for j in range(b.shape[1])], axis=0)
+
+
+def routing(kind: str, rng: np.random.Generator, s: int, e: int) -> np.ndarray:
+    """int32[S] expert ids for one of ROUTINGS."""
+    if kind == "uniform":
+        b = rng.integers(0, e, s)
+    elif kind == "all_to_first":
+        b = np.zeros(s)
+    elif kind == "all_to_last":
+        b = np.full(s, e - 1)
+    elif kind == "even_only":
+        b = 2 * rng.integers(0, e // 2, s)
+    elif kind == "skewed":
+        b = np.where(rng.random(s) < 0.75, 1, rng.integers(0, e, s))
+    else:
+        raise ValueError(f"unknown routing {kind!r}: expected one of {ROUTINGS}")
+    return np.asarray(b, np.int32)
+
+
+def routing_topk(kind: str, rng: np.random.Generator, s: int, e: int, k: int) -> np.ndarray:
+    """int32[S, k]: column 0 follows ``kind``, the others are uniform (repeats allowed)."""
+    cols = [routing(kind, rng, s, e)] + [routing("uniform", rng, s, e) for _ in range(k - 1)]
+    return np.stack(cols, axis=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Bounds the exercises state (bytes one device sends).
+# ----------------------------------------------------------------------------------------------
+
+
+def allgather_bound(e: int, s: int, d: int, f: int) -> int:
+    """Gather the tokens and their ids, reduce-scatter the outputs: (n-1)/n · S·(D + 1 + F) · 4 bytes."""
+    return (N - 1) * s * (d + 1 + f) * BYTES // N
+
+
+def all_to_all_bound(e: int, s: int, d: int, f: int, k: int = 1) -> int:
+    """Buffers of C = k·S/n rows per device pair: (n-1)·C·(D + F + 2)·4 bytes.
+
+    Tokens out (n-1)·C·D, results back (n-1)·C·F, and up to two int32 per row for expert ids or
+    sizes. C = k·S/n is what one device must be able to send to one other device so that no token is
+    ever dropped (all its token copies may pick the same device).
+    """
+    c = k * s // N
+    return (N - 1) * c * (d + f + 2) * BYTES
+
+
+def bytes_sent(report: Report) -> int:
+    """Bytes one device sends, by the ring formulas of shardbook.comms, read from result shapes.
+
+    An all-to-all is counted from what it delivers (as many bytes as it takes), so the count does not
+    depend on how the program text lists the operands.
+    """
+    total = 0
+    for c in report.collectives:
+        if c.kind == "all-to-all":
+            delivered = sum(int(np.prod(s)) for s in c.result_shapes) * BYTES
+            total += ring_bytes(c.kind, c.group_size, delivered, delivered) * c.executions
+        else:
+            total += c.bytes
+    return total
+
+
+# ----------------------------------------------------------------------------------------------
+# Meshes, inputs and calls.
+# ----------------------------------------------------------------------------------------------
+
+
+def make_mesh(axis_type: AxisType = AxisType.Explicit, *, shuffle: int | None = None) -> Mesh:
+    """A 1-D mesh ('X',) of the 8 devices; with ``shuffle`` the devices are in a random order."""
+    devices = list(jax.devices()[:N])
+    if shuffle is not None:
+        random.Random(shuffle).shuffle(devices)
+    return Mesh(np.array(devices), ("X",), axis_types=(axis_type,))
+
+
+def value_meshes() -> list[Mesh]:
+    """Explicit axes, and Auto axes with the devices shuffled (each mesh costs one compilation)."""
+    return [make_mesh(), make_mesh(AxisType.Auto, shuffle=6)]
+
+
+def _ints(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.integers(-3, 4, size=shape).astype(np.float32)
+
+
+def _put(x: np.ndarray, mesh: Mesh, spec: P) -> jax.Array:
+    return jax.device_put(x, NamedSharding(mesh, spec))
+
+
+def _struct(shape: tuple[int, ...], mesh: Mesh, spec: P, dtype=jnp.float32) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
+
+
+def _show(a: Any) -> str:
+    if isinstance(a, Mesh):
+        kind = "Explicit" if all(t == AxisType.Explicit for t in a.axis_types) else "Auto"
+        order = [d.id for d in a.devices.flat]
+        shuffled = "" if order == sorted(order) else f", device ids {order}"
+        return f"Mesh({dict(a.shape)}, {kind} axes{shuffled})"
+    if isinstance(a, (jax.Array, jax.ShapeDtypeStruct)):
+        shape = ",".join(map(str, a.shape))
+        spec = getattr(getattr(a, "sharding", None), "spec", None)
+        return f"{a.dtype}[{shape}] {spec}" if spec is not None else describe_array(a)
+    return repr(a)
+
+
+def _call_text(name: str, args: tuple, routing_kind: str | None = None) -> str:
+    text = f"{name}({', '.join(_show(a) for a in args)})"
+    return f"{text} with the {routing_kind!r} routing" if routing_kind else text
+
+
+def _call(fn: Callable, name: str, args: tuple, where: str) -> Any:
+    return call_learner(
+        fn,
+        name,
+        *args,
+        where=where,
+        hint="read the error from the top; inside shard_map every array is one device's block, and "
+        "shapes must not depend on the routing's values.",
+    )
+
+
+def _analyze(fn: Callable, name: str, args: tuple) -> Report:
+    try:
+        return analyze(fn, *args)
+    except NotImplementedError as e:
+        raise CheckFailed(f"{name} is not written yet (it raised NotImplementedError: {e}).") from None
+    except Exception as e:
+        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CheckFailed(
+            f"{_call_text(name, args)}: expected a function that compiles for these shapes, got "
+            f"{type(e).__name__}: {message[:300]}. Hint: the hidden tests use other sizes than the "
+            "self-check; do not hard-code them."
+        ) from None
+
+
+def _collectives_text(report: Report, limit: int = 3) -> str:
+    found = [c.describe() for c in report.collectives[:limit]]
+    if len(report.collectives) > limit:
+        found.append(f"and {len(report.collectives) - limit} more")
+    return "; ".join(found) or "no collectives"
+
+
+def _check_kinds_and_bytes(
+    report: Report, call: str, allowed: tuple[str, ...], bound: int, bound_text: str, hint: str
+) -> None:
+    bad = [c for c in report.collectives if c.kind not in allowed]
+    if bad:
+        raise CheckFailed(
+            f"{call}: expected only {' / '.join(allowed)} in the compiled program, got "
+            f"{'; '.join(c.describe() for c in bad[:3])}. Hint: {hint}"
+        )
+    sent = bytes_sent(report)
+    if sent > bound:
+        raise CheckFailed(
+            f"{call}: expected at most {format_bytes(bound)} sent per device ({bound_text}), got "
+            f"{format_bytes(sent)} ({_collectives_text(report)}). Hint: {hint}"
+        )
+
+
+VALUES_HINT = (
+    "compare with Out[i] = A[i] @ W[B[i]] token by token; on a skewed routing check that no token is "
+    "left out (a zero row is a dropped token) and that each result goes back to its token's row."
+)
+
+
+def _check_sharded_values(
+    fn: Callable, name: str, *, topk: tuple[int, ...] = (), hint: str = VALUES_HINT
+) -> None:
+    """Each value mesh with one size, every routing, compared with the oracle and P('X', None).
+
+    One jitted function per mesh serves all routings (same shapes, other values), so each mesh
+    compiles once. ``topk`` gives k per mesh for the top-k exercise.
+    """
+    rng = np.random.default_rng(6 + sum(topk))
+    for i, mesh in enumerate(value_meshes()):
+        e, s, d, f = SIZES[i % len(SIZES)]
+        k = topk[i % len(topk)] if topk else None
+        jitted = jax.jit(lambda w, a, b, mesh=mesh: fn(w, a, b, mesh))
+        for kind in ROUTINGS:
+            w_np, a_np = _ints(rng, (e, d, f)), _ints(rng, (s, d))
+            if k is None:
+                b_np, b_spec = routing(kind, rng, s, e), P("X")
+                expected = oracle_moe(w_np, a_np, b_np)
+            else:
+                b_np, b_spec = routing_topk(kind, rng, s, e, k), P("X", None)
+                expected = oracle_topk(w_np, a_np, b_np)
+            args = (
+                _put(w_np, mesh, P("X", None, None)),
+                _put(a_np, mesh, P("X", None)),
+                _put(b_np, mesh, b_spec),
+            )
+            where = _call_text(name, args + (mesh,), kind)
+            got = _call(jitted, name, args, where)
+            expect_allclose(got, expected, where, rtol=1e-6, atol=1e-6, hint=hint)
+            expect_sharding(
+                got,
+                NamedSharding(mesh, P("X", None)),
+                where,
+                hint="each device returns the rows of its own tokens: out_specs=P('X', None).",
+            )
+
+
+def _structure_args(mesh: Mesh, k: int | None = None) -> tuple:
+    e, s, d, f = STRUCTURE_SIZE
+    b = (
+        _struct((s,), mesh, P("X"), jnp.int32)
+        if k is None
+        else _struct((s, k), mesh, P("X", None), jnp.int32)
+    )
+    return (_struct((e, d, f), mesh, P("X", None, None)), _struct((s, d), mesh, P("X", None)), b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 6.1 — moe_local
+# ----------------------------------------------------------------------------------------------
+
+
+def check_moe_local(fn: Callable) -> None:
+    """Values on one device for every routing and size; no intermediate with S·D·F or more elements."""
+    rng = np.random.default_rng(61)
+    for case, kind in enumerate(ROUTINGS):
+        e, s, d, f = SIZES[case % len(SIZES)]
+        w_np, a_np, b_np = _ints(rng, (e, d, f)), _ints(rng, (s, d)), routing(kind, rng, s, e)
+        args = (jnp.asarray(w_np), jnp.asarray(a_np), jnp.asarray(b_np))
+        where = _call_text("moe_local", args, kind)
+        got = _call(jax.jit(fn), "moe_local", args, where)
+        expect_allclose(got, oracle_moe(w_np, a_np, b_np), where, rtol=1e-6, atol=1e-6, hint=VALUES_HINT)
+    e, s, d, f = 8, 128, 32, 64
+    structs = (
+        jax.ShapeDtypeStruct((e, d, f), jnp.float32),
+        jax.ShapeDtypeStruct((s, d), jnp.float32),
+        jax.ShapeDtypeStruct((s,), jnp.int32),
+    )
+    try:
+        expect_no_intermediate_larger_than(
+            jax.jit(fn),
+            *structs,
+            elements=s * d * f,
+            what=f"the compiled program of {_call_text('moe_local', structs)}",
+            hint="w[b] makes one [D, F] matrix per token, an [S, D, F] array; multiply each token by its "
+            "expert's matrix without copying it: mask over experts, or sort by expert and ragged_dot.",
+        )
+    except NotImplementedError as e:
+        raise CheckFailed(f"moe_local is not written yet (it raised NotImplementedError: {e}).") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 6.2 — moe_allgather
+# ----------------------------------------------------------------------------------------------
+
+
+def check_moe_allgather(fn: Callable) -> None:
+    """Values on every mesh and routing; the tokens travel, not the experts (bytes bound)."""
+    _check_sharded_values(fn, "moe_allgather")
+    mesh = make_mesh()
+    args = _structure_args(mesh)
+    report = _analyze(lambda w, a, b: fn(w, a, b, mesh), "moe_allgather", args)
+    e, s, d, f = STRUCTURE_SIZE
+    _check_kinds_and_bytes(
+        report,
+        _call_text("moe_allgather", args + (mesh,)),
+        ("all-gather", "reduce-scatter", "all-reduce"),
+        allgather_bound(e, s, d, f),
+        "(n-1)/n · S·(D + 1 + F) · 4: gather the tokens and their ids, reduce-scatter the outputs",
+        "gather the tokens (they are smaller than the experts here), let each device apply its own "
+        "experts, and psum_scatter the [S, F] partial outputs back over 'X'; never gather w.",
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 6.3 — moe_all_to_all
+# ----------------------------------------------------------------------------------------------
+
+A2A_HINT = (
+    "send each token only to its expert's device with jax.lax.all_to_all and bring the result back the "
+    "same way; no all_gather or psum of the tokens, and buffers of S/n rows per device pair."
+)
+
+
+def check_moe_all_to_all(fn: Callable) -> None:
+    """Values on every routing (skewed ones: no drops); only all-to-all, within the stated bound."""
+    _check_sharded_values(fn, "moe_all_to_all")
+    mesh = make_mesh()
+    args = _structure_args(mesh)
+    report = _analyze(lambda w, a, b: fn(w, a, b, mesh), "moe_all_to_all", args)
+    _check_kinds_and_bytes(
+        report,
+        _call_text("moe_all_to_all", args + (mesh,)),
+        ("all-to-all",),
+        all_to_all_bound(*STRUCTURE_SIZE),
+        "(n-1)·C·(D + F + 2)·4 with C = S/n",
+        A2A_HINT,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 6.4 — moe_topk
+# ----------------------------------------------------------------------------------------------
+
+TOPK_HINT = (
+    "each token's output is the mean over its k experts, A[i] @ W[B[i, j]] summed over j and divided "
+    "by k; treat the k copies of a token as k rows of the all_to_all and combine them when they return."
+)
+
+
+def check_moe_topk(fn: Callable) -> None:
+    """Top-2 and top-3 values on every routing; only all-to-all, within the stated bound for k."""
+    _check_sharded_values(fn, "moe_topk", topk=(2, 3), hint=TOPK_HINT)
+    mesh = make_mesh()
+    k = 2
+    args = _structure_args(mesh, k)
+    report = _analyze(lambda w, a, b: fn(w, a, b, mesh), "moe_topk", args)
+    _check_kinds_and_bytes(
+        report,
+        _call_text("moe_topk", args + (mesh,)),
+        ("all-to-all",),
+        all_to_all_bound(*STRUCTURE_SIZE, k=k),
+        "(n-1)·C·(D + F + 2)·4 with C = k·S/n",
+        A2A_HINT,
+    )
