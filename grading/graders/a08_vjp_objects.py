@@ -181,7 +181,14 @@ def check_light_vjp(fn: Callable) -> None:
                     )
         ct = _normal(12, jnp.shape(y_ref))
         expected = vjp_ref(ct)
-        restored = _restore(f_vjp, w)
+        restored = call_learner(
+            _restore,
+            "light_vjp",
+            f_vjp,
+            w,
+            where=f"{call}, then f_vjp.replace(args_res=[w, *f_vjp.args_res[1:]])",
+            hint="f_vjp must be jax.vjp's VJP object, whose args_res has one entry per argument (w, x).",
+        )
         got_ct = call_learner(
             restored,
             "light_vjp",
@@ -206,7 +213,14 @@ def check_light_vjp(fn: Callable) -> None:
                     "w and x, in that order."
                 )
             for a, b in zip(jax.tree.leaves(cts), jax.tree.leaves(expected), strict=True):
-                expect_allclose(a, b, f"{call}: {label} after restoring w", rtol=1e-5, atol=1e-5)
+                expect_allclose(
+                    a,
+                    b,
+                    f"{call}: {label} after restoring w",
+                    rtol=1e-5,
+                    atol=1e-5,
+                    hint="differentiate f itself at (w, x), with w first; only what is saved changes.",
+                )
 
 
 # ----------------------------------------------------------------------------------------------
