@@ -10,7 +10,7 @@ and F > E, and for routings chosen to break shortcuts:
 * ``skewed``: three quarters of the tokens go to expert 1, the rest at random.
 
 The sharded functions run under ``jax.jit`` on 1-D meshes of 8 devices with axis 'X' (Explicit axes,
-JAX 0.12's default, and Auto axes with the devices shuffled), with w placed
+JAX 0.12's default, and Auto axes, with devices in id order and shuffled), with w placed
 ``P('X', None, None)``, a ``P('X', None)`` and b ``P('X')`` (``P('X', None)`` for top-k). What they
 send is read from the compiled program with :func:`shardbook.analyze` and compared with the bounds
 the exercises state. The first wrong answer raises :class:`shardbook.checks.CheckFailed` with the
@@ -44,8 +44,9 @@ N = 8  # devices on the mesh axis 'X'
 # (E, S, D, F): E a multiple of 8, S a multiple of 8, F > E (see check_moe_local).
 SIZES: list[tuple[int, int, int, int]] = [(8, 64, 16, 32), (16, 128, 8, 40), (8, 32, 12, 24)]
 ROUTINGS = ("uniform", "all_to_first", "all_to_last", "even_only", "skewed")
-# Each value mesh uses one size for every routing (one compilation per mesh).
-# Compile-only size for the byte bounds: W (E·D·F) is far larger than the tokens (S·(D+F)).
+# Each value mesh uses one size for every routing (one compilation per mesh); the all_to_all
+# exercises use SIZES[0] on one mesh and read their bytes from that program.
+# Compile-only size for moe_allgather's bound: W (E·D·F) is far larger than the tokens (S·(D+F)).
 STRUCTURE_SIZE = (16, 128, 32, 64)
 
 
@@ -229,15 +230,21 @@ VALUES_HINT = (
 
 
 def _check_sharded_values(
-    fn: Callable, name: str, *, topk: tuple[int, ...] = (), hint: str = VALUES_HINT
-) -> None:
+    fn: Callable,
+    name: str,
+    *,
+    meshes: list[Mesh] | None = None,
+    topk: tuple[int, ...] = (),
+    hint: str = VALUES_HINT,
+) -> tuple[Callable, tuple]:
     """Each value mesh with one size, every routing, compared with the oracle and P('X', None).
 
     One jitted function per mesh serves all routings (same shapes, other values), so each mesh
-    compiles once. ``topk`` gives k per mesh for the top-k exercise.
+    compiles once. ``topk`` gives k per mesh for the top-k exercise. Returns the last mesh's jitted
+    function and arguments, so that the analysis of the same program can reuse its compilation.
     """
     rng = np.random.default_rng(6 + sum(topk))
-    for i, mesh in enumerate(value_meshes()):
+    for i, mesh in enumerate(meshes or value_meshes()):
         e, s, d, f = SIZES[i % len(SIZES)]
         k = topk[i % len(topk)] if topk else None
         jitted = jax.jit(lambda w, a, b, mesh=mesh: fn(w, a, b, mesh))
@@ -263,16 +270,16 @@ def _check_sharded_values(
                 where,
                 hint="each device returns the rows of its own tokens: out_specs=P('X', None).",
             )
+    return jitted, args
 
 
-def _structure_args(mesh: Mesh, k: int | None = None) -> tuple:
+def _structure_args(mesh: Mesh) -> tuple:
     e, s, d, f = STRUCTURE_SIZE
-    b = (
-        _struct((s,), mesh, P("X"), jnp.int32)
-        if k is None
-        else _struct((s, k), mesh, P("X", None), jnp.int32)
+    return (
+        _struct((e, d, f), mesh, P("X", None, None)),
+        _struct((s, d), mesh, P("X", None)),
+        _struct((s,), mesh, P("X"), jnp.int32),
     )
-    return (_struct((e, d, f), mesh, P("X", None, None)), _struct((s, d), mesh, P("X", None)), b)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -343,16 +350,19 @@ A2A_HINT = (
 
 
 def check_moe_all_to_all(fn: Callable) -> None:
-    """Values on every routing (skewed ones: no drops); only all-to-all, within the stated bound."""
-    _check_sharded_values(fn, "moe_all_to_all")
-    mesh = make_mesh()
-    args = _structure_args(mesh)
-    report = _analyze(lambda w, a, b: fn(w, a, b, mesh), "moe_all_to_all", args)
+    """Values on every routing (skewed ones: no drops); only all-to-all, within the stated bound.
+
+    All-to-all programs take the longest to compile, so one mesh (Auto axes, shuffled devices; the
+    self-check uses Explicit axes) serves every routing, and the analysis reads that same program.
+    """
+    mesh = make_mesh(AxisType.Auto, shuffle=6)
+    jitted, args = _check_sharded_values(fn, "moe_all_to_all", meshes=[mesh])
+    report = _analyze(jitted, "moe_all_to_all", args)
     _check_kinds_and_bytes(
         report,
         _call_text("moe_all_to_all", args + (mesh,)),
         ("all-to-all",),
-        all_to_all_bound(*STRUCTURE_SIZE),
+        all_to_all_bound(*SIZES[0]),
         "(n-1)·C·(D + F + 2)·4 with C = S/n",
         A2A_HINT,
     )
@@ -369,17 +379,20 @@ TOPK_HINT = (
 
 
 def check_moe_topk(fn: Callable) -> None:
-    """Top-2 and top-3 values on every routing; only all-to-all, within the stated bound for k."""
-    _check_sharded_values(fn, "moe_topk", topk=(2, 3), hint=TOPK_HINT)
-    mesh = make_mesh()
-    k = 2
-    args = _structure_args(mesh, k)
-    report = _analyze(lambda w, a, b: fn(w, a, b, mesh), "moe_topk", args)
+    """Top-3 values on every routing; only all-to-all, within the stated bound for k.
+
+    One mesh (Explicit axes, shuffled devices; the self-check uses k = 2 on an unshuffled mesh), and the
+    analysis reads that same program.
+    """
+    mesh = make_mesh(shuffle=7)
+    k = 3
+    jitted, args = _check_sharded_values(fn, "moe_topk", meshes=[mesh], topk=(k,), hint=TOPK_HINT)
+    report = _analyze(jitted, "moe_topk", args)
     _check_kinds_and_bytes(
         report,
         _call_text("moe_topk", args + (mesh,)),
         ("all-to-all",),
-        all_to_all_bound(*STRUCTURE_SIZE, k=k),
+        all_to_all_bound(*SIZES[0], k=k),
         "(n-1)·C·(D + F + 2)·4 with C = k·S/n",
         A2A_HINT,
     )
