@@ -70,7 +70,7 @@ test: venv
 grade: venv
 	@if [ -z "$(ASSIGNMENT)" ] || [ -z "$(SUBMISSIONS)" ]; then \
 		echo "usage: make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/folder/of/ipynb"; exit 2; fi
-	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS)
+	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS))
 
 bench: venv
 	$(PY) -m benchmarks.collective_matmul

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,9 +186,10 @@ def grade_one(
     (target_dir / "timestamp.txt").write_text(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
 
     skipped: list[int] = []
+    lock_retries = 0
     with tempfile.TemporaryDirectory() as scratch:
         death_file = Path(scratch) / "death.json"
-        for _attempt in range(MAX_KERNEL_DEATHS + 1):
+        for _attempt in range(MAX_KERNEL_DEATHS + 4):  # deaths, plus a few retries on a busy gradebook
             death_file.unlink(missing_ok=True)
             code, log = _nbgrader(
                 ["autograde", assignment, "--student", outcome.learner, "--force"],
@@ -208,6 +210,10 @@ def grade_one(
             if code == 0:
                 outcome.graded = True
                 break
+            if "database is locked" in log and lock_retries < 3:  # another learner's grading was writing
+                lock_retries += 1
+                time.sleep(1 + lock_retries)
+                continue
             if death_file.exists():
                 death = json.loads(death_file.read_text())
                 skipped.append(int(death["index"]))
@@ -321,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebook-timeout", type=float, default=1200, help="seconds for one notebook")
     parser.add_argument("--cell-timeout", type=int, default=120, help="seconds for one cell")
     parser.add_argument(
+        "--jobs", type=int, default=1, help="notebooks graded at the same time (one per core)"
+    )
+    parser.add_argument(
         "--memory-gb", type=float, default=6.0, help="address-space cap for one notebook's kernel, GiB"
     )
     args = parser.parse_args(argv)
@@ -344,19 +353,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     prepare_gradebook(args.assignment, root)
-    outcomes = []
-    for path in files:
-        outcome = grade_one(
+
+    def grade_file(path: Path) -> Outcome:
+        return grade_one(
             args.assignment,
             path,
             root,
             notebook_timeout=args.notebook_timeout,
             cell_timeout=args.cell_timeout,
+            memory_gb=args.memory_gb,
         )
-        total = sum(outcome.scores.values())
-        flag = "" if not outcome.notes else f"  ({len(outcome.notes)} note(s))"
-        print(f"{outcome.learner:>24}: {total:g} points in {outcome.seconds:.1f} s{flag}", flush=True)
-        outcomes.append(outcome)
+
+    outcomes = []
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:  # each notebook is its own process
+        for outcome in pool.map(grade_file, files):
+            total = sum(outcome.scores.values())
+            flag = "" if not outcome.notes else f"  ({len(outcome.notes)} note(s))"
+            print(f"{outcome.learner:>24}: {total:g} points in {outcome.seconds:.1f} s{flag}", flush=True)
+            outcomes.append(outcome)
     folder = write_reports(args.assignment, outcomes, root)
     print(f"scores: {folder / 'scores.csv'}\nfeedback: {folder / 'feedback'}\nnotes: {folder / 'report.txt'}")
     return 0

@@ -18,7 +18,7 @@ import pytest
 from grading import grade
 from tests.notebooks import ASSIGNMENTS, ROOT
 
-CELL_TIMEOUT = 15
+CELL_TIMEOUT = 30  # generous: two notebooks are graded at once on a 2-core machine
 
 
 def make_course(tmp_path):
@@ -51,7 +51,16 @@ def graded(request, tmp_path_factory):
     solution = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
     shutil.copy(solution, submissions / "reference_solution.ipynb")
     code = grade.main(
-        [assignment, str(submissions), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
+        [
+            assignment,
+            str(submissions),
+            "--root",
+            str(course),
+            "--cell-timeout",
+            str(CELL_TIMEOUT),
+            "--jobs",
+            "2",
+        ]
     )
     assert code == 0
     reports = course / "grading" / "reports" / assignment
