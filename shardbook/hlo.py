@@ -238,6 +238,7 @@ def _find_attr(attrs: str, key: str) -> str | None:
 
 
 _HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*.*\{\s*$")
+_COMMENT_RE = re.compile(r"/\*.*?\*/")
 _INST_RE = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 
 
@@ -257,7 +258,8 @@ def _parse_instruction(line: str) -> Instruction | None:
         raise HloParseError(f"no operand list in {line.strip()[:120]!r}")
     opcode = rest[:paren].strip()
     close = _balanced_end(rest, paren)
-    operand_text = rest[paren + 1 : close - 1]
+    # XLA numbers long operand lists with comments: (%a, %b, %c, %d, %e, /*index=5*/%f, ...).
+    operand_text = _COMMENT_RE.sub("", rest[paren + 1 : close - 1])
     operands = [
         p.strip().split()[-1].lstrip("%")
         for p in _split_top(operand_text)

@@ -331,3 +331,22 @@ def test_expect_no_intermediate_larger_than(mesh24):
     message = str(info.value)
     assert "expected no array with 12,288 or more elements on a device" in message
     assert "got f32[32,32,12] (12,288 elements)" in message
+
+
+def test_parser_reads_operands_behind_index_comments():
+    # XLA writes /*index=5*/ before the sixth operand of a long list; that operand must not be lost.
+    text = """HloModule m
+
+ENTRY %main (p0: f32[4], p1: f32[4], p2: f32[4], p3: f32[4], p4: f32[4], p5: f32[4]) -> f32[4] {
+  %p0 = f32[4]{0} parameter(0)
+  %p1 = f32[4]{0} parameter(1)
+  %p2 = f32[4]{0} parameter(2)
+  %p3 = f32[4]{0} parameter(3)
+  %p4 = f32[4]{0} parameter(4)
+  %p5 = f32[4]{0} parameter(5)
+  ROOT %t = (f32[4]{0}, f32[4]{0}, f32[4]{0}, f32[4]{0}, f32[4]{0}, /*index=5*/f32[4]{0}) TUPLE
+}
+""".replace("TUPLE", "tuple(%p0, %p1, %p2, %p3, %p4, /*index=5*/%p5)")
+    module = hlo.parse_module(text)
+    root = module.entry.instructions[-1]
+    assert root.operands == ["p0", "p1", "p2", "p3", "p4", "p5"]
