@@ -49,6 +49,7 @@ unit: venv
 notebooks: venv
 	$(PY) tools/notebooks.py hygiene
 	$(PY) tools/notebooks.py run
+	$(PY) tools/notebooks.py prose
 
 exercises: venv
 	rm -rf exercises.new && mkdir exercises.new

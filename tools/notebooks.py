@@ -53,6 +53,13 @@ def fail(message: str) -> None:
     sys.exit(1)
 
 
+def _executed_path(out_dir: Path, path: Path) -> Path:
+    """Where the executed copy of a notebook goes: book/x.ipynb -> _build/executed/book/x.ipynb."""
+    target = out_dir / path.relative_to(ROOT)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target
+
+
 def cmd_run(args) -> None:
     """Executes every book and solution notebook; fails on the first error, prints each one's time."""
     import papermill
@@ -67,7 +74,7 @@ def cmd_run(args) -> None:
         try:
             papermill.execute_notebook(
                 str(path),
-                str(out_dir / path.name),
+                str(_executed_path(out_dir, path)),
                 cwd=str(path.parent),
                 kernel_name="python3",
                 progress_bar=False,
@@ -80,6 +87,40 @@ def cmd_run(args) -> None:
         total += seconds
         print(f"{seconds:7.1f} s  {path.relative_to(ROOT)}", flush=True)
     print(f"{total:7.1f} s  in all ({len(paths)} notebooks)")
+
+
+QUOTED_FIGURE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s?(KiB|MiB|GiB|µs|ms|bytes|B)\b")
+
+
+def cmd_prose(args) -> None:
+    """Each figure with a unit in a chapter's prose appears in that chapter's executed outputs.
+
+    Reads the copies `run` wrote to _build/executed/book/. Collapsed quiz answers (admonitions) are
+    skipped: they derive figures step by step, and their cell prints the result.
+    """
+    problems = []
+    for path in book_notebooks():
+        executed = ROOT / "_build" / "executed" / "book" / path.name
+        if not executed.exists():
+            fail(f"{executed.relative_to(ROOT)} is missing: run `tools/notebooks.py run` first")
+        nb = nbformat.read(executed, as_version=4)
+        printed = []
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                text = output.get("text") or output.get("data", {}).get("text/plain", "") or ""
+                printed.append("".join(text) if isinstance(text, list) else text)
+        printed_text = "\n".join(printed)
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "markdown" or "{admonition}" in cell.source:
+                continue
+            for number, unit in QUOTED_FIGURE.findall(cell.source):
+                if number not in printed_text and number.replace(",", "") not in printed_text:
+                    problems.append(
+                        f"{path.name}, cell {index}: prose says {number} {unit}, no output prints it"
+                    )
+    if problems:
+        fail("figures in prose that no cell prints:\n  " + "\n  ".join(problems))
+    print("every figure quoted in the chapters' prose is printed: ok")
 
 
 def cmd_hygiene(args) -> None:
@@ -247,6 +288,7 @@ def main() -> None:
     run.add_argument("--cell-timeout", type=int, default=600)
     run.set_defaults(func=cmd_run)
     sub.add_parser("hygiene").set_defaults(func=cmd_hygiene)
+    sub.add_parser("prose").set_defaults(func=cmd_prose)
     sub.add_parser("exercises").set_defaults(func=cmd_exercises)
     leaks = sub.add_parser("leaks")
     leaks.add_argument("--require-html", action="store_true")
