@@ -22,22 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SLOW = ("broken_infinite_loop", "broken_kills_kernel")
 
 
-def make_course(scratch: Path) -> Path:
-    course = scratch / "course"
-    course.mkdir()
-    for name in ("solutions", "exercises"):
-        shutil.copytree(ROOT / name, course / name)
-    shutil.copytree(
-        ROOT / "grading",
-        course / "grading",
-        ignore=shutil.ignore_patterns(
-            "gradebook.db", "submitted", "autograded", "feedback", "reports", "__pycache__"
-        ),
-    )
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    return course
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--assignment", default="01_meshes")
@@ -48,7 +32,7 @@ def main() -> None:
     sources = [next((ROOT / "solutions" / args.assignment).glob("*.ipynb"))]
     sources += sorted(p for p in corpus.glob("*.ipynb") if p.stem not in SLOW)
     with tempfile.TemporaryDirectory() as scratch:
-        course = make_course(Path(scratch))
+        course = grade.copy_course(Path(scratch))
         batch = Path(scratch) / "downloads"
         batch.mkdir()
         for k in range(args.count):

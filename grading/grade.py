@@ -56,6 +56,21 @@ class Outcome:
     seconds: float = 0.0
 
 
+def copy_course(into: Path, root: Path = ROOT) -> Path:
+    """A fresh course in ``into/course``: solutions, exercises and grading code, no grading state.
+
+    For dry runs and tests, so that nothing touches the real gradebook.
+    """
+    course = into / "course"
+    course.mkdir(parents=True)
+    for name in ("solutions", "exercises"):
+        shutil.copytree(root / name, course / name)
+    state = ("gradebook.db", "submitted", "autograded", "feedback", "reports", "__pycache__")
+    shutil.copytree(root / "grading", course / "grading", ignore=shutil.ignore_patterns(*state))
+    shutil.copy(root / "nbgrader_config.py", course)
+    return course
+
+
 def learner_id(path: Path) -> str:
     """The learner id of a submitted file: its name without .ipynb, made safe for a folder name."""
     stem = path.name[: -len(".ipynb")] if path.name.endswith(".ipynb") else path.stem

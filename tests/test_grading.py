@@ -21,29 +21,13 @@ from tests.notebooks import ASSIGNMENTS, ROOT
 CELL_TIMEOUT = 30  # generous: two notebooks are graded at once on a 2-core machine
 
 
-def make_course(tmp_path):
-    course = tmp_path / "course"
-    course.mkdir()
-    for name in ("solutions", "exercises"):
-        shutil.copytree(ROOT / name, course / name)
-    shutil.copytree(
-        ROOT / "grading",
-        course / "grading",
-        ignore=shutil.ignore_patterns(
-            "gradebook.db", "submitted", "autograded", "feedback", "reports", "__pycache__"
-        ),
-    )
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    return course
-
-
 @pytest.fixture(
     scope="module", params=[a for a in ASSIGNMENTS if (ROOT / "tests" / "submissions" / a).is_dir()]
 )
 def graded(request, tmp_path_factory):
     assignment = request.param
     tmp = tmp_path_factory.mktemp(assignment)
-    course = make_course(tmp)
+    course = grade.copy_course(tmp)
     submissions = tmp / "downloads"
     shutil.copytree(
         ROOT / "tests" / "submissions" / assignment, submissions, ignore=shutil.ignore_patterns("*.json")

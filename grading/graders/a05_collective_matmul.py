@@ -40,8 +40,8 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from grading.graders.common import call_learner
-from shardbook.checks import CheckFailed, describe_array, expect_allclose, expect_sharding
+from grading.graders.common import call_learner, place, show, small_ints, struct
+from shardbook.checks import CheckFailed, expect_allclose, expect_sharding
 from shardbook.comms import Report, analyze, format_bytes
 from shardbook.cost import estimate
 
@@ -137,30 +137,7 @@ def value_meshes() -> list[Mesh]:
     return meshes
 
 
-def _ints(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """Small integers stored as f32: every sum is exact, whatever order the devices add in."""
-    return rng.integers(-3, 4, size=shape).astype(np.float32)
-
-
-def _put(x: np.ndarray, mesh: Mesh, spec: P) -> jax.Array:
-    return jax.device_put(x, NamedSharding(mesh, spec))
-
-
-def _struct(shape: tuple[int, ...], mesh: Mesh, spec: P, dtype=jnp.float32) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
-
-
-def _show(a: Any) -> str:
-    if isinstance(a, Mesh):
-        kind = "Explicit" if all(t == AxisType.Explicit for t in a.axis_types) else "Auto"
-        order = [d.id for d in a.devices.flat]
-        shuffled = "" if order == sorted(order) else f", device ids {order}"
-        return f"Mesh({dict(a.shape)}, {kind} axes{shuffled})"
-    if isinstance(a, (jax.Array, jax.ShapeDtypeStruct)):
-        shape = ",".join(map(str, a.shape))
-        spec = getattr(getattr(a, "sharding", None), "spec", None)
-        return f"{a.dtype}[{shape}] {spec}" if spec is not None else describe_array(a)
-    return repr(a)
+_ints, _put, _struct, _show = small_ints, place, struct, show
 
 
 def _call_text(name: str, args: tuple) -> str:

@@ -6,7 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-from jax.sharding import Mesh
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from shardbook.checks import CheckFailed, describe_array
 
@@ -16,14 +19,31 @@ DEFAULT_HINT = "read the error from its first line; the exercise's contract says
 def show(a: Any) -> str:
     """A short description of an argument for a failure message: meshes by layout, arrays by type."""
     if isinstance(a, Mesh):
+        kind = "Explicit" if all(t == AxisType.Explicit for t in a.axis_types) else "Auto"
         order = [d.id for d in a.devices.flat]
-        return f"Mesh({dict(a.shape)}, device ids {order})"
-    if isinstance(a, jax.Array):
-        return describe_array(a)
-    if isinstance(a, jax.ShapeDtypeStruct):
-        return f"{a.dtype}[{','.join(map(str, a.shape))}]"
+        shuffled = "" if order == sorted(order) else f", device ids {order}"
+        return f"Mesh({dict(a.shape)}, {kind} axes{shuffled})"
+    if isinstance(a, (jax.Array, jax.ShapeDtypeStruct)):
+        shape = ",".join(map(str, a.shape))
+        spec = getattr(getattr(a, "sharding", None), "spec", None)
+        return f"{a.dtype}[{shape}] {spec}" if spec is not None else describe_array(a)
     text = repr(a)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def small_ints(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Small integers stored as f32: every sum is exact, whatever order the devices add in."""
+    return rng.integers(-3, 4, size=shape).astype(np.float32)
+
+
+def place(x: np.ndarray, mesh: Mesh, spec: P) -> jax.Array:
+    """``x`` laid out over ``mesh`` by ``spec``."""
+    return jax.device_put(x, NamedSharding(mesh, spec))
+
+
+def struct(shape: tuple[int, ...], mesh: Mesh, spec: P, dtype=jnp.float32) -> jax.ShapeDtypeStruct:
+    """A shape-only argument with a sharding: analyse a large program without allocating it."""
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
 
 
 def call_learner(
