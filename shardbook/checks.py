@@ -190,7 +190,8 @@ def _analyze_for_check(fn: Any, args: tuple, what: str) -> Any:
         _fail(what, "a function that compiles for these arguments", f"{type(e).__name__}: {message[:200]}")
 
 
-def _list_collectives(collectives: Sequence[Any], limit: int = 3) -> str:
+def list_collectives(collectives: Sequence[Any], limit: int = 3) -> str:
+    """The first ``limit`` collectives described in words, joined by '; ' (empty if there are none)."""
     texts = [c.describe() for c in collectives[:limit]]
     if len(collectives) > limit:
         texts.append(f"and {len(collectives) - limit} more")
@@ -214,7 +215,7 @@ def expect_no_collectives(
         _fail(
             what,
             "no collectives (each device works on its own block)",
-            f"{n} collective{'s' if n > 1 else ''}: {_list_collectives(report.collectives)}",
+            f"{n} collective{'s' if n > 1 else ''}: {list_collectives(report.collectives)}",
             hint
             or "look at the source line named: a reduction or a reshape across a sharded dimension needs "
             "data from other devices; keep it inside the block, or reshard the input first.",
@@ -258,7 +259,7 @@ def expect_collectives(
             _fail(
                 what,
                 "only " + " or ".join(allowed),
-                _list_collectives(bad),
+                list_collectives(bad),
                 hint
                 or f"XLA inserted {bad[0].kind} because a sharding did not line up; write the communication "
                 f"yourself with {' / '.join(allowed)} inside shard_map, or change the in/out shardings.",
@@ -267,7 +268,7 @@ def expect_collectives(
         _fail(
             what,
             f"at most {format_bytes(max_bytes)} sent per device",
-            f"{format_bytes(report.total_bytes)} ({_list_collectives(report.collectives)})",
+            f"{format_bytes(report.total_bytes)} ({list_collectives(report.collectives)})",
             hint or "move the smaller operand, not the larger one, or avoid gathering a full array.",
         )
     return report

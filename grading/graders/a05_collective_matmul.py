@@ -40,7 +40,15 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from grading.graders.common import call_learner, place, show, small_ints, struct
+from grading.graders.common import (
+    analyze_learner,
+    call_learner,
+    collectives_text,
+    place,
+    show,
+    small_ints,
+    struct,
+)
 from shardbook.checks import CheckFailed, expect_allclose, expect_sharding
 from shardbook.comms import Report, analyze, format_bytes
 from shardbook.cost import estimate
@@ -137,7 +145,18 @@ def value_meshes() -> list[Mesh]:
     return meshes
 
 
-_ints, _put, _struct, _show = small_ints, place, struct, show
+_ints, _put, _struct, _show, _collectives_text = small_ints, place, struct, show, collectives_text
+
+
+def _analyze(fn: Callable, name: str, args: tuple, mesh: Mesh) -> Report:
+    """Compiles fn(*args, mesh) for ShapeDtypeStructs (nothing runs) and reads its collectives."""
+    return analyze_learner(
+        _jitted(fn, mesh),
+        name,
+        *args,
+        where=f"{_call_text(name, args + (mesh,))} compiled for these shapes",
+        hint="the hidden tests use larger shapes than the self-check; do not hard-code sizes.",
+    )
 
 
 def _call_text(name: str, args: tuple) -> str:
@@ -157,28 +176,6 @@ def _call(fn: Callable, name: str, *args: Any) -> Any:
         where=_call_text(name, args),
         hint="read the error from the top; inside shard_map every array is one device's block.",
     )
-
-
-def _analyze(fn: Callable, name: str, args: tuple, mesh: Mesh) -> Report:
-    """Compiles fn(*args, mesh) for ShapeDtypeStructs (nothing runs) and reads its collectives."""
-    try:
-        return analyze(_jitted(fn, mesh), *args)
-    except NotImplementedError as e:
-        raise CheckFailed(f"{name} is not written yet (it raised NotImplementedError: {e}).") from None
-    except Exception as e:
-        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise CheckFailed(
-            f"{_call_text(name, args + (mesh,))}: expected a function that compiles for these shapes, "
-            f"got {type(e).__name__}: {message[:300]}. Hint: the hidden tests use larger shapes than the "
-            "self-check; do not hard-code sizes."
-        ) from None
-
-
-def _collectives_text(report: Report, limit: int = 3) -> str:
-    found = [c.describe() for c in report.collectives[:limit]]
-    if len(report.collectives) > limit:
-        found.append(f"and {len(report.collectives) - limit} more")
-    return "; ".join(found) or "no collectives"
 
 
 # ----------------------------------------------------------------------------------------------

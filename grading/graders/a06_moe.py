@@ -29,14 +29,22 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from grading.graders.common import call_learner, place, show, small_ints, struct
+from grading.graders.common import (
+    analyze_learner,
+    call_learner,
+    collectives_text,
+    place,
+    show,
+    small_ints,
+    struct,
+)
 from shardbook.checks import (
     CheckFailed,
     expect_allclose,
     expect_no_intermediate_larger_than,
     expect_sharding,
 )
-from shardbook.comms import Report, analyze, format_bytes, ring_bytes
+from shardbook.comms import Report, format_bytes, ring_bytes
 
 BYTES = 4  # f32 and int32
 N = 8  # devices on the mesh axis 'X'
@@ -143,7 +151,17 @@ def value_meshes() -> list[Mesh]:
     return [make_mesh(), make_mesh(AxisType.Auto, shuffle=6)]
 
 
-_ints, _put, _struct, _show = small_ints, place, struct, show
+_ints, _put, _struct, _show, _collectives_text = small_ints, place, struct, show, collectives_text
+
+
+def _analyze(fn: Callable, name: str, args: tuple) -> Report:
+    return analyze_learner(
+        fn,
+        name,
+        *args,
+        where=f"{_call_text(name, args)} compiled for these shapes",
+        hint="the hidden tests use other sizes than the self-check; do not hard-code them.",
+    )
 
 
 def _call_text(name: str, args: tuple, routing_kind: str | None = None) -> str:
@@ -160,27 +178,6 @@ def _call(fn: Callable, name: str, args: tuple, where: str) -> Any:
         hint="read the error from the top; inside shard_map every array is one device's block, and "
         "shapes must not depend on the routing's values.",
     )
-
-
-def _analyze(fn: Callable, name: str, args: tuple) -> Report:
-    try:
-        return analyze(fn, *args)
-    except NotImplementedError as e:
-        raise CheckFailed(f"{name} is not written yet (it raised NotImplementedError: {e}).") from None
-    except Exception as e:
-        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise CheckFailed(
-            f"{_call_text(name, args)}: expected a function that compiles for these shapes, got "
-            f"{type(e).__name__}: {message[:300]}. Hint: the hidden tests use other sizes than the "
-            "self-check; do not hard-code them."
-        ) from None
-
-
-def _collectives_text(report: Report, limit: int = 3) -> str:
-    found = [c.describe() for c in report.collectives[:limit]]
-    if len(report.collectives) > limit:
-        found.append(f"and {len(report.collectives) - limit} more")
-    return "; ".join(found) or "no collectives"
 
 
 def _check_kinds_and_bytes(

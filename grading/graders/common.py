@@ -11,7 +11,8 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from shardbook.checks import CheckFailed, describe_array
+from shardbook.checks import CheckFailed, describe_array, list_collectives
+from shardbook.comms import Report, analyze
 
 DEFAULT_HINT = "read the error from its first line; the exercise's contract says what each argument holds."
 
@@ -84,3 +85,13 @@ def call_learner(
         raise CheckFailed(
             f"{where}: expected a result, got {type(e).__name__}: {first}. Hint: {hint or DEFAULT_HINT}"
         ) from None
+
+
+def analyze_learner(fn: Callable, name: str, *args: Any, where: str, hint: str) -> Report:
+    """Compiles a learner's (jitted) ``fn`` for ``args`` and reads its collectives; errors become words."""
+    return call_learner(analyze, name, fn, *args, where=where, hint=hint)
+
+
+def collectives_text(report: Report, limit: int = 3) -> str:
+    """The report's collectives in words, for a failure message."""
+    return list_collectives(report.collectives, limit) or "no collectives"
