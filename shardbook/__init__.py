@@ -27,6 +27,7 @@ _EXPORTS = {
     "draw_communication": "viz",
     "draw_ring_steps": "viz",
     "animate_ring_steps": "viz",
+    "animation_html": "viz",
     "CheckFailed": "checks",
     "expect_equal": "checks",
     "expect_allclose": "checks",

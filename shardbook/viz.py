@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # matplotlib and jax are imported on first use: shardbook.set
 
 __all__ = [
     "animate_ring_steps",
+    "animation_html",
     "describe_sharding",
     "draw_collective",
     "draw_communication",
@@ -919,8 +920,8 @@ def animate_ring_steps(
     """The picture of :func:`draw_ring_steps`, one step at a time, as a matplotlib animation.
 
     In a notebook (and on a static web page) show it with
-    ``IPython.display.HTML(animate_ring_steps(mesh, 'Y').to_jshtml())``: frame s shows steps 0 … s,
-    the later steps faded.
+    ``animation_html(animate_ring_steps(mesh, 'Y'))``: frame s shows steps 0 … s, the later steps
+    faded.
 
     Returns:
       A ``matplotlib.animation.FuncAnimation`` with one frame per step.
@@ -940,6 +941,22 @@ def animate_ring_steps(
         return changed
 
     return FuncAnimation(fig, show, frames=len(columns), interval=interval_ms, blit=False)
+
+
+def animation_html(animation: Any) -> Any:
+    """Wraps ``animation.to_jshtml()`` for a notebook or a static web page, its frames shrunk to fit
+    a narrow screen (a phone) instead of running off its edge.
+
+    Returns:
+      An ``IPython.display.HTML`` object; make it the last line of a cell.
+
+    Example:
+      >>> animation_html(animate_ring_steps(mesh, 'Y'))  # doctest: +SKIP
+    """
+    from IPython.display import HTML
+
+    style = "<style>.shardbook-animation img { max-width: 100%; height: auto; }</style>"
+    return HTML(f'<div class="shardbook-animation">{style}{animation.to_jshtml()}</div>')
 
 
 def _ring_figure(

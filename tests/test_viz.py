@@ -18,6 +18,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from shardbook import (  # noqa: E402
     analyze,
     animate_ring_steps,
+    animation_html,
     describe_sharding,
     draw_collective,
     draw_communication,
@@ -295,5 +296,6 @@ def test_draw_ring_steps_follows_the_permutation():
     right = held(draw_ring_steps(ring_mesh, "Y", perm=[(y, (y + 1) % 4) for y in range(4)]))
     assert right == {f"step{s}:d{ids[y]}:holds{(y - s) % 4}" for s in range(4) for y in range(4)}
     animation = animate_ring_steps(ring_mesh, "Y")
-    html = animation.to_jshtml()
+    html = animation_html(animation).data
     assert html.count("data:image/png;base64") == 4  # one frame per step
+    assert "max-width: 100%" in html  # frames shrink to a phone's width
