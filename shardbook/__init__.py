@@ -23,6 +23,11 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "draw_sharding": "viz",
     "describe_sharding": "viz",
+    "draw_collective": "viz",
+    "draw_communication": "viz",
+    "draw_ring_steps": "viz",
+    "animate_ring_steps": "viz",
+    "animation_html": "viz",
     "CheckFailed": "checks",
     "expect_equal": "checks",
     "expect_allclose": "checks",

@@ -30,7 +30,15 @@ if TYPE_CHECKING:  # matplotlib and jax are imported on first use: shardbook.set
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["describe_sharding", "draw_sharding"]
+__all__ = [
+    "animate_ring_steps",
+    "animation_html",
+    "describe_sharding",
+    "draw_collective",
+    "draw_communication",
+    "draw_ring_steps",
+    "draw_sharding",
+]
 
 # Light colours (matplotlib's Set3 and Pastel1) so black labels stay readable; indexed by device id.
 _PALETTE = (
@@ -384,3 +392,630 @@ def _prod(xs: Sequence[int]) -> int:
     for x in xs:
         out *= x
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Collectives: every device's block before and after one collective, computed by running it.
+
+# name -> (the collective on a block, the same on the provenance bits, what a cell after it holds)
+_REDUCTIONS = {"psum": "sum", "pmean": "mean", "pmax": "max", "pmin": "min", "psum_scatter": "sum"}
+_MOVES = ("all_gather", "all_to_all", "ppermute")
+COLLECTIVES = (*_REDUCTIONS, *_MOVES)
+_SUM_COLOUR = "#cfcfcf"  # a cell that combines several devices' values
+_EMPTY_COLOUR = "#ffffff"  # a cell no device sent anything to (ppermute: zeros)
+
+
+def _collective_fn(collective: str, axis_name: Any, params: dict[str, Any]) -> tuple[Any, Any]:
+    """(function applied to the block, function applied to the provenance bits)."""
+    from jax import lax
+
+    def bits_of(fn):
+        return fn
+
+    if collective in ("psum", "pmean", "pmax", "pmin"):
+        op = getattr(lax, collective)
+        return (lambda b: op(b, axis_name, **params)), (lambda b: lax.psum(b, axis_name))
+    if collective == "psum_scatter":
+        fn = lambda b: lax.psum_scatter(b, axis_name, **params)  # noqa: E731
+        return fn, bits_of(fn)
+    if collective == "all_gather":
+        fn = lambda b: lax.all_gather(b, axis_name, **params)  # noqa: E731
+        return fn, fn
+    if collective == "all_to_all":
+        fn = lambda b: lax.all_to_all(b, axis_name, **params)  # noqa: E731
+        return fn, fn
+    if collective == "ppermute":
+        fn = lambda b: lax.ppermute(b, axis_name, **params)  # noqa: E731
+        return fn, fn
+    raise ValueError(f"draw_collective: unknown collective {collective!r}; expected one of {COLLECTIVES}")
+
+
+@dataclass(frozen=True)
+class _DeviceBlocks:
+    """One device's block before and after, with the set of mesh positions each after-cell came from."""
+
+    device_id: int
+    position: tuple[int, ...]  # its position on the mesh
+    before: Any  # np.ndarray, the block as stored
+    after: Any  # np.ndarray
+    sources: Any  # np.ndarray of int bitmasks, same shape as after (bit p = mesh position p)
+
+
+def run_collective(
+    x: jax.Array, collective: str, axis_name: str | tuple[str, ...], **params: Any
+) -> list[_DeviceBlocks]:
+    """Runs ``collective`` on every device's block of ``x`` with ``jax.shard_map``; per device, returns
+    the block before, the block after, and which mesh positions each value after it came from.
+
+    The provenance is computed by running the same collective on a second array in which every element
+    of the block on mesh position ``p`` is ``2**p``: a sum of such numbers names its contributors.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    if not isinstance(x, jax.Array) or not isinstance(x.sharding, NamedSharding):
+        raise TypeError(
+            "draw_collective: expected a jax.Array laid out with a NamedSharding (jax.device_put(x, "
+            f"NamedSharding(mesh, spec))), got {type(x).__name__}"
+            + (f" with {type(x.sharding).__name__}" if isinstance(x, jax.Array) else "")
+        )
+    mesh = x.sharding.mesh
+    names = tuple(mesh.axis_names)
+    for name in (axis_name,) if isinstance(axis_name, str) else tuple(axis_name):
+        if name not in names:
+            raise ValueError(f"draw_collective: axis {name!r} is not on the mesh; its axes are {names}")
+    if mesh.size > 23:
+        raise ValueError(f"draw_collective: draws meshes of up to 23 devices, got {mesh.size}")
+    on_block, on_bits = _collective_fn(collective, axis_name, params)
+
+    def body(block):
+        pos = 0
+        for name in names:
+            pos = pos * mesh.shape[name] + jax.lax.axis_index(name)
+        bits = jnp.exp2(jnp.full(block.shape, pos, jnp.float32))
+        return on_block(block)[None], on_bits(bits)[None]
+
+    spec = x.sharding.spec
+    try:
+        after, bits = jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=(P(names), P(names)))(x)
+    except Exception as e:
+        raise ValueError(
+            f"draw_collective: {collective}({_spec_text(spec)} block, {axis_name!r}) failed: {e}"
+        ) from e
+    after, bits = np.asarray(after), np.rint(np.asarray(bits)).astype(np.int64)
+    by_device = {shard.device.id: np.asarray(shard.data) for shard in x.addressable_shards}
+    out = []
+    for p, device in enumerate(mesh.devices.flat):
+        position = tuple(int(i) for i in np.unravel_index(p, mesh.devices.shape))
+        out.append(_DeviceBlocks(device.id, position, by_device[device.id], after[p], bits[p]))
+    return out
+
+
+def _as_2d(a: Any) -> Any:
+    import numpy as np
+
+    a = np.asarray(a)
+    if a.ndim == 0:
+        return a.reshape(1, 1)
+    if a.ndim == 1:
+        return a.reshape(1, -1)
+    return a.reshape(a.shape[0], -1)
+
+
+def _value_text(v: Any) -> str:
+    v = float(v)
+    if v == int(v) and abs(v) < 1e6:
+        return str(int(v))
+    return f"{v:.3g}"
+
+
+def _cell_colour(mask: int, id_of_position: Sequence[int]) -> str:
+    if mask == 0:
+        return _EMPTY_COLOUR
+    if mask & (mask - 1):  # more than one bit: several devices contributed
+        return _SUM_COLOUR
+    return _PALETTE[id_of_position[mask.bit_length() - 1] % len(_PALETTE)]
+
+
+def _mask_devices(mask: int, id_of_position: Sequence[int]) -> list[int]:
+    return [id_of_position[p] for p in range(mask.bit_length()) if mask >> p & 1]
+
+
+def draw_collective(
+    x: jax.Array,
+    collective: str,
+    axis_name: str | tuple[str, ...],
+    *,
+    where: dict[str, int] | None = None,
+    title: str | None = None,
+    path: str | Path | None = None,
+    **params: Any,
+) -> Figure:
+    """Draws every device's block of ``x`` before and after one collective, run with real JAX.
+
+    The collective runs inside ``jax.shard_map`` on ``x``'s own mesh and layout, exactly as
+    ``jax.lax.<collective>(block, axis_name, **params)`` would in your code. Each device's block is
+    drawn as a grid of its values. A value that came from one device takes that device's colour (the
+    colours of :func:`draw_sharding`); a value combining several devices (a sum, mean, max) is grey;
+    a cell no device sent anything to (``ppermute`` without a source) is white.
+
+    Args:
+      x: a ``jax.Array`` laid out with a ``NamedSharding``.
+      collective: one of ``'psum'``, ``'pmean'``, ``'pmax'``, ``'pmin'``, ``'psum_scatter'``,
+        ``'all_gather'``, ``'all_to_all'``, ``'ppermute'``.
+      axis_name: the mesh axis (or tuple of axes) the collective runs over.
+      where: draw only the devices at these mesh positions, e.g. ``{'Y': 0}`` for one column of the
+        mesh; by default every device.
+      title: the figure's title; by default the call, e.g. ``psum over 'X'``.
+      path: if given, also save the figure there.
+      **params: the collective's own arguments: ``axis``/``tiled`` (all_gather),
+        ``scatter_dimension``/``tiled`` (psum_scatter), ``perm`` (ppermute),
+        ``split_axis``/``concat_axis``/``tiled`` (all_to_all).
+
+    Returns:
+      The matplotlib ``Figure`` (closed in pyplot, so a notebook shows it once, as the cell's value).
+
+    Raises:
+      TypeError: ``x`` is not an array with a ``NamedSharding``.
+      ValueError: an unknown collective or axis, or the collective refused these arguments (JAX's
+        message is quoted).
+
+    Example:
+      >>> x = jax.device_put(jnp.arange(16.0).reshape(4, 4), NamedSharding(mesh, P('X')))  # doctest: +SKIP
+      >>> draw_collective(x, 'ppermute', 'X', perm=[(i, (i + 1) % 4) for i in range(4)])  # doctest: +SKIP
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    if collective not in COLLECTIVES:
+        raise ValueError(f"draw_collective: unknown collective {collective!r}; expected one of {COLLECTIVES}")
+    blocks = run_collective(x, collective, axis_name, **params)
+    mesh = x.sharding.mesh
+    names = tuple(mesh.axis_names)
+    id_of_position = [d.id for d in mesh.devices.flat]
+    if where:
+        unknown = set(where) - set(names)
+        if unknown:
+            raise ValueError(f"draw_collective: where= names {sorted(unknown)}, not axes of the mesh {names}")
+        blocks = [b for b in blocks if all(b.position[names.index(a)] == i for a, i in where.items())]
+        if not blocks:
+            raise ValueError(f"draw_collective: no device of the mesh {dict(mesh.shape)} is at {where}")
+
+    panels = [
+        ("before", [_as_2d(b.before) for b in blocks], None),
+        ("after", [_as_2d(b.after) for b in blocks], [_as_2d(b.sources) for b in blocks]),
+    ]
+    rows = max(sum(a.shape[0] for a in arrays) + 0.6 * (len(arrays) - 1) for _, arrays, _ in panels)
+    cols = [max(a.shape[1] for a in arrays) for _, arrays, _ in panels]
+    cells = sum(a.size for _, arrays, _ in panels for a in arrays)
+    label_values = cells <= 400
+    cell = 0.42 if label_values else 0.22
+    fig, axes = plt.subplots(
+        1,
+        2,
+        figsize=(max(6.0, cell * (sum(cols) + 4) + 1.6), min(14.0, cell * rows + 1.4)),
+        gridspec_kw={"width_ratios": [max(c, 2) + 1.2 for c in cols]},
+    )
+    fontsize = 8 if label_values else 6
+    own_colour = [_PALETTE[b.device_id % len(_PALETTE)] for b in blocks]
+    for ax, (name, arrays, sources) in zip(axes, panels, strict=True):
+        top = 0.0
+        for k, (block, arr) in enumerate(zip(blocks, arrays, strict=True)):
+            for (r, c), value in _ndenumerate(arr):
+                if sources is None:
+                    colour = own_colour[k]
+                    origin = [block.device_id]
+                else:
+                    mask = int(sources[k][r, c])
+                    colour = _cell_colour(mask, id_of_position)
+                    origin = _mask_devices(mask, id_of_position)
+                rect = Rectangle((c, top + r), 1, 1, facecolor=colour, edgecolor="black", lw=0.6)
+                rect.set_gid(f"{name}:d{block.device_id}:{r},{c}:" + ",".join(f"d{i}" for i in origin))
+                ax.add_patch(rect)
+                if label_values:
+                    ax.text(
+                        c + 0.5,
+                        top + r + 0.5,
+                        _value_text(value),
+                        ha="center",
+                        va="center",
+                        fontsize=fontsize,
+                    )
+            where_text = ",".join(f"{a}={i}" for a, i in zip(names, block.position, strict=True))
+            ax.text(
+                -0.25,
+                top + arr.shape[0] / 2,
+                f"d{block.device_id}\n({where_text})",
+                ha="right",
+                va="center",
+                fontsize=fontsize,
+            )
+            top += arr.shape[0] + 0.6
+        ax.set_xlim(-2.6, max(cols) + 0.2)
+        ax.set_ylim(rows + 0.2, -0.2)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        shape = "×".join(map(str, arrays[0].shape)) if arrays else ""
+        ax.set_title(f"{name}: block {shape} per device", fontsize=9)
+    call = f"{collective} over {axis_name!r}" + "".join(
+        f", {k}={v!r}" for k, v in params.items() if k != "perm"
+    )
+    if "perm" in params:
+        call += ", perm " + " ".join(f"{s}→{t}" for s, t in params["perm"])
+    legend = "colour: the device a value came from; grey: combined from several; white: nothing arrived"
+    fig.suptitle(f"{title or call}\n{legend}", fontsize=9)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return fig
+
+
+def _ndenumerate(a: Any):
+    import numpy as np
+
+    return np.ndenumerate(a)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Communication: which collectives a compiled program runs, between which devices, and the bytes.
+
+_KIND_COLOURS = {
+    "all-gather": "#1f77b4", "all-reduce": "#d62728", "reduce-scatter": "#ff7f0e",
+    "all-to-all": "#9467bd", "collective-permute": "#2ca02c",
+}  # fmt: skip
+
+
+def _grid_positions(mesh_axes: dict[str, int], n: int) -> tuple[list[tuple[float, float]], str, str]:
+    """(x, y) of mesh positions 0..n-1 (row-major over the axes), and the row and column axis names."""
+    sizes = list(mesh_axes.values()) or [n]
+    names = list(mesh_axes) or ["devices"]
+    if len(sizes) == 1:
+        return [(float(p), 0.0) for p in range(n)], "", names[0]
+    rows = sizes[0]
+    cols = n // rows if rows else n  # further axes are folded into the columns
+    return [(float(p % cols), float(p // cols)) for p in range(n)], names[0], "×".join(names[1:])
+
+
+def draw_communication(
+    report: Any,
+    *,
+    mesh: Any = None,
+    title: str | None = None,
+    path: str | Path | None = None,
+) -> Figure:
+    """Draws the communication of a compiled program: one small mesh per collective, with its groups.
+
+    Each panel shows the devices as boxes laid out like the mesh (first axis down, the others across)
+    and links the devices of each group of one collective: a closed loop for all-gather, all-reduce,
+    reduce-scatter and all-to-all (the devices that exchange data), arrows for a collective-permute
+    (source → target). The panel's title gives the collective, its per-device result, the mesh axes,
+    how often it runs and the bytes each device sends, as ``shardbook.analyze`` reports them.
+
+    Args:
+      report: a :class:`shardbook.Report`, from ``shardbook.analyze(fn, *args)``.
+      mesh: the ``jax.sharding.Mesh`` the program ran on, to label boxes with device ids; without it
+        boxes are labelled by mesh position (the same on a ``jax.make_mesh`` mesh).
+      title: the figure's title; by default the report's summary of bytes.
+      path: if given, also save the figure there.
+
+    Returns:
+      The matplotlib ``Figure`` (closed in pyplot, so a notebook shows it once, as the cell's value).
+
+    Example:
+      >>> report = shardbook.analyze(jax.jit(f, out_shardings=out), a, w)  # doctest: +SKIP
+      >>> draw_communication(report)  # doctest: +SKIP
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    from .comms import Report, format_bytes
+
+    if not isinstance(report, Report):
+        raise TypeError(
+            "draw_communication: expected a shardbook.Report (from shardbook.analyze), "
+            f"got {type(report).__name__}"
+        )
+    mesh_axes = dict(report.mesh_axes)
+    n = 1
+    for size in mesh_axes.values():
+        n *= size
+    if mesh is not None:
+        mesh_axes = dict(mesh.shape)
+        n = mesh.size
+        labels = [f"d{d.id}" for d in mesh.devices.flat]
+    else:
+        n = max(n, 1 + max((i for c in report.collectives for g in c.groups for i in g), default=0))
+        labels = [f"d{p}" for p in range(n)]
+    xy, row_axis, col_axis = _grid_positions(mesh_axes, n)
+    width = max(x for x, _ in xy) + 1
+    height = max(y for _, y in xy) + 1
+
+    collectives = report.collectives or [None]
+    per_row = min(len(collectives), 3)
+    n_rows = -(-len(collectives) // per_row)
+    panel_w, panel_h = 1.0 * width + 1.2, 0.85 * height + 1.6
+    fig, axes = plt.subplots(
+        n_rows, per_row, figsize=(max(4.2, panel_w * per_row), panel_h * n_rows), squeeze=False
+    )
+    for ax in axes.flat[len(collectives) :]:
+        ax.axis("off")
+    for ax, c in zip(axes.flat, collectives, strict=False):
+        for p, (x, y) in enumerate(xy):
+            ax.add_patch(
+                Rectangle(
+                    (x - 0.3, y - 0.25),
+                    0.6,
+                    0.5,
+                    facecolor=_PALETTE[p % len(_PALETTE)],
+                    edgecolor="black",
+                    lw=0.8,
+                    zorder=3,
+                )
+            )
+            ax.text(x, y, labels[p], ha="center", va="center", fontsize=8, zorder=4)
+        if c is None:
+            ax.set_title("no collectives:\nevery device works on its own blocks", fontsize=9)
+        else:
+            colour = _KIND_COLOURS.get(c.kind, "#555555")
+            if c.kind == "collective-permute":
+                for k, (src, dst) in enumerate(c.groups):
+                    (x0, y0), (x1, y1) = xy[src], xy[dst]
+                    arrow = FancyArrowPatch(
+                        (x0, y0),
+                        (x1, y1),
+                        arrowstyle="-|>",
+                        mutation_scale=12,
+                        color=colour,
+                        lw=1.6,
+                        shrinkA=12,
+                        shrinkB=12,
+                        connectionstyle="arc3,rad=0.25",
+                        zorder=2,
+                    )
+                    arrow.set_gid(f"pair:{k}:{src}->{dst}")
+                    ax.add_patch(arrow)
+            else:
+                for k, group in enumerate(c.groups):
+                    pts = [xy[p] for p in group]
+                    if len(pts) > 2:
+                        pts = pts + pts[:1]
+                    (line,) = ax.plot(
+                        [x for x, _ in pts],
+                        [y for _, y in pts],
+                        "-",
+                        color=colour,
+                        lw=5,
+                        alpha=0.45,
+                        solid_capstyle="round",
+                        zorder=2,
+                    )
+                    line.set_gid(f"group:{k}:" + ",".join(map(str, group)))
+            axes_text = ",".join(repr(a) for a in c.axes) or "no mesh axis"
+            runs = f" ×{c.executions}" if c.executions != 1 else ""
+            ax.set_title(
+                f"{c.kind}{runs} over {axes_text}\n{c.result_text} per device · {format_bytes(c.bytes)} sent",
+                fontsize=9,
+                color=colour,
+            )
+        ax.set_xlim(-0.6, width - 0.4)
+        ax.set_ylim(height - 0.4, -0.6)
+        ax.set_aspect("equal")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_xlabel(f"→ {col_axis}" if col_axis else "", fontsize=8)
+        ax.set_ylabel(f"{row_axis} ↓" if row_axis else "", fontsize=8, rotation=0, labelpad=12)
+        for side in ax.spines.values():
+            side.set_visible(False)
+    total = format_bytes(report.total_bytes)
+    fig.suptitle(
+        title or f"communication per device: {total} in {len(report.collectives)} collective(s)", fontsize=10
+    )
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------
+# The ring collective matmul: which block of A each device holds, and multiplies, at each step.
+
+
+def ring_schedule(
+    mesh: Any,
+    axis_name: str,
+    *,
+    perm: Sequence[tuple[int, int]] | None = None,
+    where: dict[str, int] | None = None,
+) -> tuple[list[int], list[list[int]]]:
+    """Runs the ring's ``ppermute``\\ s with real JAX and returns (device ids along the ring,
+    ``held[s][y]``: the ring position whose block device ``y`` holds at step ``s``).
+
+    At step 0 every device holds its own block; between steps each block moves along ``perm``
+    (default: to the left neighbour, ``y → y - 1``). ``where`` fixes the position on the other mesh
+    axes (default 0).
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    names = tuple(mesh.axis_names)
+    if axis_name not in names:
+        raise ValueError(f"draw_ring_steps: axis {axis_name!r} is not on the mesh; its axes are {names}")
+    n = mesh.shape[axis_name]
+    perm = [(s, (s - 1) % n) for s in range(n)] if perm is None else [tuple(p) for p in perm]
+
+    def body():
+        tag = jax.lax.axis_index(axis_name).astype(jnp.float32).reshape(1)
+        tag = jax.lax.pcast(tag, tuple(a for a in names if a != axis_name), to="varying")
+        held = [tag]
+        for _ in range(n - 1):
+            tag = jax.lax.ppermute(tag, axis_name, perm)
+            held.append(tag)
+        return jnp.stack(held, axis=1)[None]  # (1, 1, n)
+
+    out = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(), out_specs=P(names)))()
+    out = np.asarray(out).reshape(*mesh.devices.shape, n)
+    index = tuple(slice(None) if a == axis_name else (where or {}).get(a, 0) for a in names)
+    held = out[index]  # (n, steps): position y, step s
+    ids = [int(d.id) for d in np.asarray(mesh.devices)[index]]
+    return ids, [[int(round(held[y, s])) for y in range(n)] for s in range(n)]
+
+
+def draw_ring_steps(
+    mesh: Any,
+    axis_name: str = "Y",
+    *,
+    perm: Sequence[tuple[int, int]] | None = None,
+    where: dict[str, int] | None = None,
+    title: str | None = None,
+    path: str | Path | None = None,
+) -> Figure:
+    """Draws the steps of the ring collective matmul ``A[B, D_axis] · W[D, F_axis]``.
+
+    One row per device along ``axis_name``, one column per step. A cell shows the block of A the device
+    holds at that step (coloured by the device it started on) and the partial product it adds:
+    ``A_k · W_k`` is A's columns of block k times the rows k of the device's own W block. Arrows show
+    where each block goes before the next step. Which block is where is computed by running the
+    ``ppermute``\\ s with real JAX, so a wrong ``perm`` shows up as a wrong picture.
+
+    Args:
+      mesh: the ``jax.sharding.Mesh``.
+      axis_name: the mesh axis the ring runs along (the axis A's contracting dimension is split over).
+      perm: the ``(source, target)`` pairs of the ``ppermute``, as positions along the axis; by default
+        every block moves to the left neighbour, ``(y, y - 1 mod n)``.
+      where: positions on the other mesh axes (default 0): which of the parallel rings to draw.
+      title: the figure's title.
+      path: if given, also save the figure there.
+
+    Returns:
+      The matplotlib ``Figure`` (closed in pyplot, so a notebook shows it once, as the cell's value).
+
+    Example:
+      >>> draw_ring_steps(jax.make_mesh((2, 4), ('X', 'Y')), 'Y')  # doctest: +SKIP
+    """
+    fig = _ring_figure(mesh, axis_name, perm, where, title)[0]
+    import matplotlib.pyplot as plt
+
+    if path is not None:
+        fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return fig
+
+
+def animate_ring_steps(
+    mesh: Any,
+    axis_name: str = "Y",
+    *,
+    perm: Sequence[tuple[int, int]] | None = None,
+    where: dict[str, int] | None = None,
+    title: str | None = None,
+    interval_ms: int = 1200,
+) -> Any:
+    """The picture of :func:`draw_ring_steps`, one step at a time, as a matplotlib animation.
+
+    In a notebook (and on a static web page) show it with
+    ``animation_html(animate_ring_steps(mesh, 'Y'))``: frame s shows steps 0 … s, the later steps
+    faded.
+
+    Returns:
+      A ``matplotlib.animation.FuncAnimation`` with one frame per step.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.animation import FuncAnimation
+
+    fig, columns = _ring_figure(mesh, axis_name, perm, where, title)
+    plt.close(fig)
+
+    def show(frame: int):
+        changed = []
+        for s, artists in enumerate(columns):
+            for artist in artists:
+                artist.set_alpha(1.0 if s <= frame else 0.12)
+                changed.append(artist)
+        return changed
+
+    return FuncAnimation(fig, show, frames=len(columns), interval=interval_ms, blit=False)
+
+
+def animation_html(animation: Any) -> Any:
+    """Wraps ``animation.to_jshtml()`` for a notebook or a static web page, its frames shrunk to fit
+    a narrow screen (a phone) instead of running off its edge.
+
+    Returns:
+      An ``IPython.display.HTML`` object; make it the last line of a cell.
+
+    Example:
+      >>> animation_html(animate_ring_steps(mesh, 'Y'))  # doctest: +SKIP
+    """
+    from IPython.display import HTML
+
+    style = "<style>.shardbook-animation img { max-width: 100%; height: auto; }</style>"
+    return HTML(f'<div class="shardbook-animation">{style}{animation.to_jshtml()}</div>')
+
+
+def _ring_figure(
+    mesh: Any, axis_name: str, perm: Any, where: Any, title: str | None
+) -> tuple[Any, list[list[Any]]]:
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    ids, held = ring_schedule(mesh, axis_name, perm=perm, where=where)
+    n = len(ids)
+    perm = [(s, (s - 1) % n) for s in range(n)] if perm is None else [tuple(p) for p in perm]
+    fig, ax = plt.subplots(figsize=(2.0 * n + 1.6, 0.95 * n + 1.5))
+    columns: list[list[Any]] = [[] for _ in range(n)]
+    w, h, gap = 1.5, 0.7, 0.5
+    for s in range(n):
+        x0 = s * (w + gap)
+        columns[s].append(ax.text(x0 + w / 2, -0.35, f"step {s}", ha="center", va="center", fontsize=9))
+        for y in range(n):
+            k = held[s][y]
+            rect = Rectangle(
+                (x0, y), w, h, facecolor=_PALETTE[ids[k] % len(_PALETTE)], edgecolor="black", lw=0.8
+            )
+            rect.set_gid(f"step{s}:d{ids[y]}:holds{k}")
+            ax.add_patch(rect)
+            columns[s].append(rect)
+            columns[s].append(
+                ax.text(
+                    x0 + w / 2,
+                    y + h / 2,
+                    f"holds A_{k} (from d{ids[k]})\nadds A_{k}·W_{k}",
+                    ha="center",
+                    va="center",
+                    fontsize=7.5,
+                )
+            )
+        if s + 1 < n:
+            for src, dst in perm:
+                arrow = FancyArrowPatch(
+                    (x0 + w, src + h / 2),
+                    (x0 + w + gap, dst + h / 2),
+                    arrowstyle="-|>",
+                    mutation_scale=9,
+                    lw=1.0,
+                    color="#444444",
+                )
+                ax.add_patch(arrow)
+                columns[s + 1].append(arrow)
+    for y in range(n):
+        ax.text(-0.15, y + h / 2, f"d{ids[y]}\n{axis_name}={y}", ha="right", va="center", fontsize=8)
+    ax.set_xlim(-1.0, n * (w + gap) - gap + 0.1)
+    ax.set_ylim(n + 0.1, -0.7)
+    ax.axis("off")
+    ax.set_title(
+        title
+        or f"ring collective matmul along {axis_name!r}: after {n} steps every device has added all blocks",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    return fig, columns
+
+
+# --- pictures for chapters 6-10 below ---

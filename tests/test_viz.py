@@ -9,12 +9,23 @@ matplotlib.use("Agg")  # no display in tests; set before pyplot is imported
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from shardbook import describe_sharding, draw_sharding  # noqa: E402
+from shardbook import (  # noqa: E402
+    analyze,
+    animate_ring_steps,
+    animation_html,
+    describe_sharding,
+    draw_collective,
+    draw_communication,
+    draw_ring_steps,
+    draw_sharding,
+)
+from shardbook.viz import _PALETTE  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +154,148 @@ def test_bad_input_messages_quote_the_value(mesh):
     x = jnp.zeros((8, 4))
     with pytest.raises(ValueError, match=r"shape=\(4, 8\) does not match the array's shape \(8, 4\)"):
         describe_sharding(x, (4, 8))
+
+
+# --- draw_collective, draw_communication, draw_ring_steps (chapters 1-5) ---
+
+
+@pytest.fixture(scope="module")
+def tags(mesh):
+    """A 4 x 4 array split P('X'): the device at X = i holds row i, whose entries are (k + 1) * 10**i."""
+    values = np.array([[(k + 1) * 10**i for k in range(4)] for i in range(4)], dtype=np.float32)
+    return jax.device_put(values, NamedSharding(mesh, P("X")))
+
+
+def _cells(fig: Figure, panel: str) -> dict[tuple[int, tuple[int, int]], tuple[str, list[str]]]:
+    """(device id, (row, col)) -> (face colour as hex, the devices the value came from), per panel."""
+    from matplotlib.colors import to_hex
+
+    out = {}
+    for ax in fig.axes:
+        for patch in ax.patches:
+            gid = patch.get_gid() or ""
+            if gid.startswith(panel + ":"):
+                _, device, rc, origin = gid.split(":")
+                r, c = map(int, rc.split(","))
+                out[(int(device[1:]), (r, c))] = (
+                    to_hex(patch.get_facecolor()),
+                    [o for o in origin.split(",") if o],
+                )
+    return out
+
+
+def _texts(fig: Figure) -> list[str]:
+    return [t.get_text() for ax in fig.axes for t in ax.texts] + [
+        fig._suptitle.get_text() if fig._suptitle else ""
+    ]
+
+
+def test_draw_collective_ppermute_moves_each_block_to_its_target(mesh, tags):
+    # Property: after ppermute i -> i+1 along 'X', device at X = i holds the block (and colour) of X = i-1.
+    shift = [(i, (i + 1) % 4) for i in range(4)]
+    fig = draw_collective(tags, "ppermute", "X", perm=shift, where={"Y": 0})
+    after, before = _cells(fig, "after"), _cells(fig, "before")
+    column = [int(d.id) for d in mesh.devices[:, 0]]
+    assert {d for d, _ in after} == set(column)  # where={'Y': 0}: only that column is drawn
+    for i, device in enumerate(column):
+        source = column[(i - 1) % 4]
+        assert after[(device, (0, 0))] == (_PALETTE[source], [f"d{source}"])
+        assert before[(device, (0, 0))][0] == _PALETTE[device]
+    # the values drawn are the values JAX computed: device X=1 now shows row 0's entries 1..4
+    assert {"1", "2", "3", "4", "1000"} <= set(_texts(fig))
+
+
+def test_draw_collective_psum_cells_are_grey_sums_of_the_group(mesh, tags):
+    # Property: every value after psum over 'X' combines the 4 devices of its 'X' group (grey).
+    fig = draw_collective(tags, "psum", "X")
+    after = _cells(fig, "after")
+    assert len(after) == 8 * 4  # every device, a 1 x 4 block each
+    for (device, _), (colour, origin) in after.items():
+        group = [int(d.id) for d in mesh.devices[:, [int(d.id) for d in mesh.devices.flat].index(device) % 2]]
+        assert colour == "#cfcfcf" and sorted(origin) == sorted(f"d{g}" for g in group)
+    assert "1111" in _texts(fig)  # 1 + 10 + 100 + 1000, computed by JAX
+
+
+def test_draw_collective_all_gather_and_scatter_shapes(mesh, tags):
+    # Property: all_gather gives every device all 4 rows, coloured by their source; psum_scatter keeps a
+    # 1 x 1 share, combined from the group; all_to_all hands device i chunk i of every block.
+    column = [int(d.id) for d in mesh.devices[:, 0]]
+    gathered = _cells(draw_collective(tags, "all_gather", "X", axis=0, tiled=True, where={"Y": 0}), "after")
+    for device in column:
+        assert [gathered[(device, (r, 0))][1] for r in range(4)] == [[f"d{c}"] for c in column]
+    scattered = _cells(draw_collective(tags, "psum_scatter", "X", scatter_dimension=1, tiled=True), "after")
+    assert {rc for _, rc in scattered} == {(0, 0)}
+    swapped = _cells(
+        draw_collective(tags, "all_to_all", "X", split_axis=1, concat_axis=0, tiled=True), "after"
+    )
+    assert [swapped[(column[1], (r, 0))][1] for r in range(4)] == [[f"d{c}"] for c in column]
+
+
+def test_draw_collective_errors_quote_the_input(mesh, tags):
+    # Property: a bad collective, axis or array is refused with a message naming it.
+    with pytest.raises(ValueError, match="unknown collective 'psum_all'"):
+        draw_collective(tags, "psum_all", "X")
+    with pytest.raises(ValueError, match="axis 'Z' is not on the mesh"):
+        draw_collective(tags, "psum", "Z")
+    with pytest.raises(TypeError, match="NamedSharding"):
+        draw_collective(np.ones(4), "psum", "X")
+    before = len(plt.get_fignums())
+    draw_collective(tags, "pmean", "X")
+    assert len(plt.get_fignums()) == before  # closed: a notebook shows it once
+
+
+def test_draw_communication_draws_the_groups_of_each_collective(mesh):
+    # Property: an all-reduce over 'Y' on the (4, 2) mesh links the pairs (0,1), (2,3), ...; a ppermute
+    # draws one arrow per (source, target) pair; the title carries kind, axes and bytes.
+    from jax.sharding import AxisType
+
+    auto = jax.make_mesh((4, 2), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
+    a = jax.device_put(jnp.ones((64, 32)), NamedSharding(auto, P("X", "Y")))
+    w = jax.device_put(jnp.ones((32, 16)), NamedSharding(auto, P("Y", None)))
+    report = analyze(jax.jit(jnp.matmul, out_shardings=NamedSharding(auto, P("X", None))), a, w)
+    fig = draw_communication(report, mesh=auto)
+    groups = sorted(
+        line.get_gid() for ax in fig.axes for line in ax.lines if (line.get_gid() or "").startswith("group")
+    )
+    (c,) = report.collectives
+    assert groups == sorted(f"group:{k}:" + ",".join(map(str, g)) for k, g in enumerate(c.groups))
+    assert {tuple(g) for g in c.groups} == {(0, 1), (2, 3), (4, 5), (6, 7)}
+    title = fig.axes[0].get_title()
+    assert "all-reduce over 'Y'" in title and "KiB sent" in title
+
+    shift = [(i, (i + 1) % 4) for i in range(4)]
+    permute = jax.shard_map(
+        lambda b: jax.lax.ppermute(b, "X", shift), mesh=mesh, in_specs=P("X"), out_specs=P("X")
+    )
+    x = jax.device_put(jnp.ones((4, 4)), NamedSharding(mesh, P("X")))
+    fig = draw_communication(analyze(permute, x))
+    arrows = [p.get_gid() for ax in fig.axes for p in ax.patches if (p.get_gid() or "").startswith("pair")]
+    assert len(arrows) == 8 and "pair:0:0->2" in arrows  # X = 0 -> X = 1 is device 0 -> device 2
+
+
+def test_draw_communication_without_collectives_says_so(mesh):
+    # Property: a program with no collectives gets one panel that says so.
+    x = jax.device_put(jnp.ones((8, 4)), NamedSharding(mesh, P("X", "Y")))
+    fig = draw_communication(analyze(jax.jit(jnp.sin), x))
+    assert "no collectives" in fig.axes[0].get_title()
+    with pytest.raises(TypeError, match="expected a shardbook.Report"):
+        draw_communication("all-reduce")
+
+
+def test_draw_ring_steps_follows_the_permutation():
+    # Property: with the default left shift, device y holds block (y + s) mod n at step s; a right
+    # shift gives (y - s) mod n. Both come from running ppermute, not from a formula in the drawing.
+    ring_mesh = jax.make_mesh((2, 4), ("X", "Y"))
+    ids = [int(d.id) for d in ring_mesh.devices[0]]
+
+    def held(fig):
+        return {p.get_gid() for ax in fig.axes for p in ax.patches if (p.get_gid() or "").startswith("step")}
+
+    left = held(draw_ring_steps(ring_mesh, "Y"))
+    assert left == {f"step{s}:d{ids[y]}:holds{(y + s) % 4}" for s in range(4) for y in range(4)}
+    right = held(draw_ring_steps(ring_mesh, "Y", perm=[(y, (y + 1) % 4) for y in range(4)]))
+    assert right == {f"step{s}:d{ids[y]}:holds{(y - s) % 4}" for s in range(4) for y in range(4)}
+    animation = animate_ring_steps(ring_mesh, "Y")
+    html = animation_html(animation).data
+    assert html.count("data:image/png;base64") == 4  # one frame per step
+    assert "max-width: 100%" in html  # frames shrink to a phone's width
