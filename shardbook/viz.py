@@ -608,7 +608,7 @@ def draw_gradient_reduction(
             )  # fmt: skip
             ticks.append(y + 0.3)
             backward = " (in the backward pass)" if "transpose(" in c.op_name else ""
-            where = f"\n{c.source}{backward}" if c.source else backward
+            where = f"\n{_source_text(c.source)}{backward}" if c.source else backward
             tick_labels.append(f"{c.kind} {c.result_text}\nsummed over {axes}{where}")
             y += 0.8
         y += 0.2
@@ -623,6 +623,14 @@ def draw_gradient_reduction(
     )
     ax.set_title(title or f"Where the gradient is summed — {totals}", fontsize=10, loc="left")
     return _finish(fig, created, path)
+
+
+def _source_text(source: str) -> str:
+    """'3418627298.py:4 (f)' (a notebook cell's temporary file) reads better as 'cell line 4 (f)'."""
+    import re
+
+    match = re.fullmatch(r"\d+\.py:(\d+)(.*)", source)
+    return f"cell line {match.group(1)}{match.group(2)}" if match else source
 
 
 def draw_residuals(
