@@ -584,39 +584,40 @@ def draw_gradient_reduction(
             )
     lanes = [(label, c) for label, report in reports.items() for c in report.collectives if c.kind in kinds]
     widest = max([c.bytes for _, c in lanes] or [1])
-    fig, ax, created = _fig_or_axes(None, (9.0, 0.62 * max(len(lanes), 1) + 1.6 + 0.3 * len(reports)))
+    fig, ax, created = _fig_or_axes(None, (9.0, 0.75 * max(len(lanes), 1) + 0.45 * len(reports) + 1.1))
     y = 0.0
-    ticks, tick_labels = [], []
     for label in reports:
         mine = [c for lab, c in lanes if lab == label]
         if label:
-            ax.text(0, y - 0.15, label, fontsize=9, fontweight="bold", va="bottom")
-            y += 0.35
+            ax.text(0, y, label, fontsize=10, fontweight="bold", va="top")
+            y += 0.5
         if not mine:
-            ax.text(0, y + 0.3, "no reduction in this program", fontsize=8, color="#555555", va="center")
+            ax.text(0, y + 0.25, "no reduction in this program", fontsize=8, color="#555555", va="center")
             y += 0.8
         for c in mine:
+            # What is summed, over which axes, from which line: written above the bar.
+            axes = ",".join(repr(a) for a in c.axes) or "no mesh axis"
+            backward = ", in the backward pass" if "transpose(" in c.op_name else ""
+            where = f" · {_source_text(c.source)}" if c.source else ""
+            ax.text(
+                0, y, f"{c.kind} {c.result_text} summed over {axes}{backward}{where}", fontsize=8, va="top"
+            )
+            y += 0.32
             step = c.bytes_per_execution
             for k in range(c.executions):
                 ax.add_patch(
-                    Rectangle((k * step, y), step, 0.6, facecolor="#80b1d3", edgecolor="black", lw=0.6)
+                    Rectangle((k * step, y), step, 0.4, facecolor="#80b1d3", edgecolor="black", lw=0.6)
                 )
-            axes = ",".join(repr(a) for a in c.axes) or "no mesh axis"
             runs = f"{c.executions} runs × {step:,} B" if c.executions != 1 else "1 run"
-            ax.text(
-                c.bytes + widest * 0.01, y + 0.3, f"{runs} = {c.bytes:,} B", va="center", fontsize=8
-            )  # fmt: skip
-            ticks.append(y + 0.3)
-            backward = " (in the backward pass)" if "transpose(" in c.op_name else ""
-            where = f"\n{_source_text(c.source)}{backward}" if c.source else backward
-            tick_labels.append(f"{c.kind} {c.result_text}\nsummed over {axes}{where}")
-            y += 0.8
-        y += 0.2
-    ax.set_ylim(y, -0.4)
-    ax.set_xlim(0, widest * 1.45)
-    ax.set_yticks(ticks, tick_labels, fontsize=7)
+            ax.text(c.bytes + widest * 0.01, y + 0.2, f"{runs} = {c.bytes:,} B", va="center", fontsize=8)
+            y += 0.7
+        y += 0.15
+    ax.set_ylim(y, -0.1)
+    ax.set_xlim(0, widest * 1.3)
+    ax.set_yticks([])
+    ax.xaxis.set_major_formatter(lambda value, _: f"{value:,.0f}")
     ax.set_xlabel("bytes sent per device (one segment per execution)")
-    for side in ("top", "right"):
+    for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     totals = ", ".join(
         f"{label or 'program'}: {sum(c.bytes for lab, c in lanes if lab == label):,} B" for label in reports
@@ -687,7 +688,7 @@ def draw_residuals(
     ax.set_xlabel("step of the schedule")
     ax.set_ylabel(f"saved state held ({unit})")
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper left")
     ax.set_title(title or "Residuals alive after each step", fontsize=10, loc="left")
     return _finish(fig, created, path)
 

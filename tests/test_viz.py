@@ -209,8 +209,9 @@ def test_draw_gradient_reduction_draws_one_segment_per_execution(mesh):
     widths = [p.get_width() for p in ax.patches]
     assert len(widths) == c.executions == 3
     assert sum(widths) == c.bytes
-    labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert any(c.result_text in lab and "'X'" in lab for lab in labels), labels
+    texts = [t.get_text() for t in ax.texts]
+    assert any(c.result_text in t and "summed over 'X'" in t for t in texts), texts
+    assert f"3 runs × {c.bytes_per_execution:,} B = {c.bytes:,} B" in texts
     assert f"{c.bytes:,} B" in ax.get_title(loc="left")
 
 
