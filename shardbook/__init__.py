@@ -43,6 +43,11 @@ _EXPORTS = {
     "Collective": "comms",
     "estimate": "cost",
     "draw_timeline": "cost",
+    "route_counts": "viz",
+    "draw_routing": "viz",
+    "draw_gradient_reduction": "viz",
+    "draw_residuals": "viz",
+    "draw_precision_tradeoff": "viz",
 }
 
 __all__ = [

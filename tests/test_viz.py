@@ -11,7 +11,7 @@ import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from jax.sharding import NamedSharding  # noqa: E402
+from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
@@ -22,8 +22,13 @@ from shardbook import (  # noqa: E402
     describe_sharding,
     draw_collective,
     draw_communication,
+    draw_gradient_reduction,
+    draw_precision_tradeoff,
+    draw_residuals,
     draw_ring_steps,
+    draw_routing,
     draw_sharding,
+    route_counts,
 )
 from shardbook.viz import _PALETTE  # noqa: E402
 
@@ -299,3 +304,114 @@ def test_draw_ring_steps_follows_the_permutation():
     html = animation_html(animation).data
     assert html.count("data:image/png;base64") == 4  # one frame per step
     assert "max-width: 100%" in html  # frames shrink to a phone's width
+
+
+def test_route_counts_counts_each_token_row_once():
+    # Property: entry [i, j] counts tokens on device i whose expert is on device j; top-k counts k rows.
+    b = np.array([0, 3, 1, 2, 3, 3, 0, 0], np.int32)  # 4 experts on 2 devices: 0,1 -> d0; 2,3 -> d1
+    assert route_counts(b, 2, 4).tolist() == [[2, 2], [2, 2]]
+    assert route_counts(np.array([3, 3, 0, 1]), 2, 4).tolist() == [[0, 2], [2, 0]]
+    topk = np.stack([b, (b + 2) % 4], axis=1)
+    assert route_counts(topk, 2, 4).sum() == 16
+    with pytest.raises(ValueError, match="split evenly"):
+        route_counts(np.zeros(6, np.int32), 4, 4)
+    with pytest.raises(ValueError, match=r"\[0, 4\)"):
+        route_counts(np.array([0, 4]), 2, 4)
+
+
+def test_draw_routing_colours_tokens_by_their_experts_device():
+    # Property: the token image holds each token's expert device, in token order per device row; the
+    # count table's texts are route_counts; the title says how many rows leave their device.
+    rng = np.random.default_rng(0)
+    b = rng.integers(0, 16, 64).astype(np.int32)
+    fig = draw_routing(b, n_devices=4, n_experts=16)
+    left, right = fig.axes
+    image = np.asarray(left.images[0].get_array())
+    assert image.tolist() == (b // 4).reshape(4, 16).tolist()
+    counts = route_counts(b, 4, 16)
+    assert [int(t.get_text()) for t in right.texts] == counts.ravel().tolist()
+    leaving = int(counts.sum() - np.trace(counts))
+    assert f"{leaving} rows leave" in fig._suptitle.get_text()
+    # the colour of device d in the image is the colour its label carries
+    cmap = left.images[0].get_cmap()
+    assert [matplotlib.colors.to_hex(cmap(d)) for d in range(4)] == list(_PALETTE[:4])
+
+
+def test_draw_gradient_reduction_draws_one_segment_per_execution(mesh):
+    # Property: an all-reduce inside loops is drawn as `executions` segments whose widths add up to its
+    # bytes; the label names the summed array and the mesh axis.
+    line = jax.make_mesh((8,), ("X",), axis_types=(AxisType.Auto,))
+    ws = jax.device_put(np.ones((3, 8, 8), np.float32), NamedSharding(line, P()))
+    x = jax.device_put(np.ones((16, 8), np.float32), NamedSharding(line, P("X", None)))
+
+    def loss(ws, x):
+        return jnp.sum(jax.lax.scan(lambda h, w: (jnp.tanh(h @ w), None), x, ws)[0])
+
+    report = analyze(jax.grad(loss), ws, x)
+    (c,) = [c for c in report.collectives if c.kind == "all-reduce"]
+    fig = draw_gradient_reduction({"grad": report})
+    ax = fig.axes[0]
+    widths = [p.get_width() for p in ax.patches]
+    assert len(widths) == c.executions == 3
+    assert sum(widths) == c.bytes
+    texts = [t.get_text() for t in ax.texts]
+    assert any(c.result_text in t and "summed over 'X'" in t for t in texts), texts
+    assert f"3 runs × {c.bytes_per_execution:,} B = {c.bytes:,} B" in texts
+    assert f"{c.bytes:,} B" in ax.get_title(loc="left")
+
+
+def test_draw_gradient_reduction_says_when_nothing_is_reduced():
+    # Property: a program without reductions gets a lane saying so, and a wrong input is named.
+    from shardbook.comms import Report
+
+    fig = draw_gradient_reduction({"none": Report([], 0, None, {"X": 8})})
+    assert "no reduction in this program" in [t.get_text() for t in fig.axes[0].texts]
+    with pytest.raises(TypeError, match="expected a shardbook Report"):
+        draw_gradient_reduction({"bad": [1, 2]})
+
+
+def test_draw_residuals_draws_each_trace_and_its_peak():
+    # Property: each line holds the trace (last value repeated to close the staircase), the legend and
+    # annotation give each peak, and the step labels become ticks.
+    traces = {"all forward": [256, 512, 768, 512, 256, 0], "one in flight": [256, 0, 256, 0, 256, 0]}
+    fig = draw_residuals(traces, steps={"all forward": ["F0", "F1", "F2", "B0", "B1", "B2"]})
+    ax = fig.axes[0]
+    assert [list(line.get_ydata()) for line in ax.lines] == [[*t, t[-1]] for t in traces.values()]
+    texts = [t.get_text() for t in ax.texts]
+    assert "peak 768 B" in texts and "peak 256 B" in texts
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["F0", "F1", "F2", "B0", "B1", "B2"]
+    in_kib = draw_residuals({"a": [2048, 0]}, unit="KiB").axes[0]
+    assert list(in_kib.lines[0].get_ydata()) == [2.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="unit"):
+        draw_residuals(traces, unit="GB")
+
+
+def test_draw_precision_tradeoff_orders_by_cost_and_marks_budget():
+    # Property: one line per case through the algorithms in order of cost, on a log axis, with the
+    # algorithm names under their costs and the budget and reference as horizontal lines.
+    points = {"X6": (6, [1e-7, 2e-7]), "one": (1, [2e-3, 2e-3]), "X3": (3, [4e-6, 5e-6])}
+    fig = draw_precision_tradeoff(points, series=["K=64", "K=256"], reference=1.5e-7, budget=1e-5)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log"
+    k64, k256, reference, budget = ax.lines
+    assert list(k64.get_xdata()) == [1, 3, 6] and list(k64.get_ydata()) == [2e-3, 4e-6, 1e-7]
+    assert list(k256.get_ydata()) == [2e-3, 5e-6, 2e-7]
+    assert list(budget.get_ydata()) == [1e-5, 1e-5] and list(reference.get_ydata()) == [1.5e-7, 1.5e-7]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1\none", "3\nX3", "6\nX6"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "K=64",
+        "K=256",
+        "f32 matmul",
+        "budget 1e-05",
+    ]
+    with pytest.raises(ValueError, match="positive"):
+        draw_precision_tradeoff({"zero": (1, 0.0)})
+
+
+def test_new_pictures_are_closed_so_a_notebook_shows_each_once():
+    # Property: a figure these functions create is closed in pyplot (no second copy at the cell's end).
+    plt.close("all")
+    draw_routing(np.arange(8) % 4, 2)
+    draw_residuals({"a": [1, 0]})
+    draw_precision_tradeoff({"a": (1, 1e-3)})
+    assert plt.get_fignums() == []
