@@ -17,7 +17,6 @@ BIN := $(CURDIR)/$(VENV)/bin
 PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
-export MPLBACKEND := Agg
 
 .PHONY: help venv book test lint unit notebooks exercises check-exercises leaks grade bench bench-grading clean
 
