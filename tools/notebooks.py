@@ -31,8 +31,8 @@ HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", 
 # a closing bracket, an empty container or constant, or anything short. A `return` is judged by what it
 # returns, so a one-line solution (`return jnp.matmul(x, w, out_sharding=P("X", "Y"))`) counts.
 GENERIC = re.compile(
-    r"^(pass|else:|try:|finally:|continue|break|return|[)\]}]+[,:]?|[\w.]+ = (\[\]|\{\}|None|True|False|\d+|set\(\))"
-    r"|.{0,24})$"
+    r"^(pass|else:|try:|finally:|continue|break|return|[)\]}]+[,:]?"
+    r"|[\w.]+ = (\[\]|\{\}|None|True|False|\d+|set\(\))|.{0,24})$"
 )
 RETURN = re.compile(r"^(return|yield)\b\s*")
 TRAILING_COMMENT = re.compile(r"\s+#\s[^\"']*$")
@@ -198,7 +198,9 @@ def points_problems(nb, name: str) -> tuple[list[str], dict[str, int]]:
     if len(stated) != 1:
         problems.append(f"{name}: the intro must say 'Points: N in all' once (found {len(stated)} times)")
     elif stated[0] != total:
-        problems.append(f"{name}: the intro says 'Points: {stated[0]} in all'; the test cells' metadata sums to {total}")
+        problems.append(
+            f"{name}: the intro says 'Points: {stated[0]} in all'; the test cells' metadata sums to {total}"
+        )
     current, heading_points, counted = None, {}, {}
     for cell in nb.cells:
         if cell.cell_type == "markdown":
