@@ -52,6 +52,9 @@ def exercise_notebooks() -> list[Path]:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
+    # A backend forced from outside (MPLBACKEND=Agg) would reach the kernels and turn every figure into
+    # "<Figure size ...>" text; without it, a kernel draws with matplotlib's inline backend.
+    env.pop("MPLBACKEND", None)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     return env
@@ -382,18 +385,32 @@ def _html_text(path: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", raw))
 
 
+def _notebook_text(path: Path) -> str:
+    """A notebook's JSON followed by its cells' sources and text outputs as plain text: in the JSON a
+    line with quotes reads `P(\\"X\\")`, so a secret line with quotes is looked for in the plain text."""
+    raw = path.read_text(errors="replace")
+    nb = nbformat.reads(raw, as_version=4)
+    parts = [raw]
+    for cell in nb.cells:
+        parts.append(cell.source)
+        for output in cell.get("outputs", []):
+            text = output.get("text") or output.get("data", {}).get("text/plain", "") or ""
+            parts.append("".join(text) if isinstance(text, list) else text)
+    return "\n".join(parts)
+
+
 def cmd_leaks(args) -> None:
     """No solution or hidden-test line, and no nbgrader marker, in exercises/ or the built site."""
     secrets = secret_lines()
     if not secrets:
         fail("found no solution lines to look for: is solutions/ empty?")
-    targets = [(p, p.read_text()) for p in exercise_notebooks()]
+    targets = [(p, _notebook_text(p)) for p in exercise_notebooks()]
     html_root = ROOT / "_build" / "html"
     if args.require_html and not html_root.is_dir():
         fail("_build/html does not exist: build the book first (make book)")
     if html_root.is_dir():
         targets += [(p, _html_text(p)) for p in html_root.rglob("*.html")]
-        targets += [(p, p.read_text(errors="replace")) for p in html_root.rglob("*.ipynb")]
+        targets += [(p, _notebook_text(p)) for p in html_root.rglob("*.ipynb")]
         for forbidden in ("solutions", "grading"):
             if (html_root / forbidden).exists() or (html_root / "_sources" / forbidden).exists():
                 fail(f"_build/html contains {forbidden}/: it must never be published")
