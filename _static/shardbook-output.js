@@ -24,11 +24,25 @@
     });
   }
 
+  // The shadow is drawn by a frame around the scrolling box: inside the box it would scroll with the
+  // content, and table cells would paint over it.
+  function frameOf(box) {
+    var parent = box.parentElement;
+    if (parent && parent.classList.contains("sb-scroll-frame")) return parent;
+    var frame = document.createElement("div");
+    frame.className = "sb-scroll-frame";
+    box.parentNode.insertBefore(frame, box);
+    frame.appendChild(box);
+    return frame;
+  }
+
   function updateCue(box) {
     var more = box.scrollWidth - box.clientWidth;
     box.classList.toggle("sb-scrollable", more > 1);
-    box.classList.toggle("sb-more-right", more > 1 && box.scrollLeft < more - 1);
-    box.classList.toggle("sb-more-left", more > 1 && box.scrollLeft > 1);
+    if (more <= 1 && !(box.parentElement && box.parentElement.classList.contains("sb-scroll-frame"))) return;
+    var frame = frameOf(box);
+    frame.classList.toggle("sb-more-right", more > 1 && box.scrollLeft < more - 1);
+    frame.classList.toggle("sb-more-left", more > 1 && box.scrollLeft > 1);
   }
 
   function markScrollables() {

@@ -216,7 +216,9 @@ PAGE_FACTS = """() => {
   const wide = Array.from(document.querySelectorAll(
       'div.highlight pre, .cell_output pre, .pst-scrollable-table-container'))
     .filter(e => e.offsetParent !== null && e.scrollWidth - e.clientWidth > 1
-                 && getComputedStyle(e).whiteSpace !== 'pre-wrap' && !e.classList.contains('sb-scrollable'));
+                 && getComputedStyle(e).whiteSpace !== 'pre-wrap'
+                 && !(e.classList.contains('sb-scrollable')
+                      && e.parentElement.matches('.sb-more-right, .sb-more-left')));
   return {
     outputImages: images.length,
     loadedOutputImages: images.filter(i => i.complete && i.naturalWidth > 0).length,
@@ -405,12 +407,10 @@ def browser_check(
                         )
                     result.problems += [f"shows {what}" for what in leaks_in(facts["text"], secrets)]
                     if shots is not None:
-                        # Desktop: the whole page (JPEG keeps a long chapter small); phone: the first screen.
+                        # The whole page, as JPEG to keep a long chapter small.
                         name = f"{rel.replace('/', '__').removesuffix('.html')}--{viewport}"
-                        shot = shots / (f"{name}.png" if phone else f"{name}.jpg")
-                        page.screenshot(
-                            path=str(shot), full_page=not phone, **({} if phone else {"quality": 70})
-                        )
+                        shot = shots / f"{name}.jpg"
+                        page.screenshot(path=str(shot), full_page=True, quality=60 if phone else 70)
                         result.screenshot = str(shot)
                     if shots is not None and phone and result.images:
                         # On a phone, also the first figure as a reader scrolls to it.
