@@ -54,6 +54,9 @@ def test_quoted_figures_match_whole_numbers_only():
     assert nbtools.printed_as_token("1.5", "took 1.5 ms.")
     assert nbtools.printed_as_token("1.5", "(1.5, 2.0)")
     assert nbtools.printed_as_token("4,227,072", "moved 4227072 bytes")
+    assert nbtools.printed_as_token("4,227,072", "moved 4,227,072 bytes")
+    assert nbtools.printed_as_token("311", "plain jit   311.0 µs")  # the same value
+    assert not nbtools.printed_as_token("64", "all-to-all: f32[16,64]")  # a dimension, not a figure
 
 
 def test_a_return_line_is_judged_by_what_it_returns():

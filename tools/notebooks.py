@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import nbformat
@@ -104,15 +105,25 @@ def cmd_run(args) -> None:
 QUOTED_FIGURE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s?(KiB|MiB|GiB|µs|ms|bytes|B)\b")
 
 
-def printed_as_token(number: str, text: str) -> bool:
-    """Whether `number` (as quoted in prose, maybe with thousands commas) is a whole number in `text`.
+# Numbers as whole tokens: not part of a longer number or a name ("1.5" in "11.5", "x1"), and not a
+# dimension after a comma ("64" in "f32[16,64]"); thousands may be grouped with commas ("4,227,072").
+_GROUPED_NUMBER = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w]|[.,]\d)")
+_PLAIN_NUMBER = re.compile(r"(?<![\w.,])\d+(?:\.\d+)?(?![\w]|[.,]\d)")
 
-    "1.5" is not found in "11.5" or "1.53"; "4,227,072" is found as itself or as "4227072".
+
+def printed_numbers(text: str) -> set[Decimal]:
+    """The values of the whole numbers in `text` (311.0 and 311 are the same value)."""
+    found = [m.replace(",", "") for m in _GROUPED_NUMBER.findall(text)] + _PLAIN_NUMBER.findall(text)
+    return {Decimal(n) for n in found}
+
+
+def printed_as_token(number: str, text: str) -> bool:
+    """Whether `number`, as quoted in prose, is printed in `text` as a whole number of the same value.
+
+    "1.5" is not found in "11.5" or "1.53"; "4,227,072" is found as itself or as "4227072"; "311" is
+    found as "311.0".
     """
-    for form in dict.fromkeys((number, number.replace(",", ""))):
-        if re.search(rf"(?<![\w.,]){re.escape(form)}(?![\w]|[.,]\d)", text):
-            return True
-    return False
+    return Decimal(number.replace(",", "")) in printed_numbers(text)
 
 
 def cmd_prose(args) -> None:
@@ -132,12 +143,12 @@ def cmd_prose(args) -> None:
             for output in cell.get("outputs", []):
                 text = output.get("text") or output.get("data", {}).get("text/plain", "") or ""
                 printed.append("".join(text) if isinstance(text, list) else text)
-        printed_text = "\n".join(printed)
+        printed_values = printed_numbers("\n".join(printed))
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "markdown" or "{admonition}" in cell.source:
                 continue
             for number, unit in QUOTED_FIGURE.findall(cell.source):
-                if not printed_as_token(number, printed_text):
+                if Decimal(number.replace(",", "")) not in printed_values:
                     problems.append(
                         f"{path.name}, cell {index}: prose says {number} {unit}, no output prints it"
                     )
