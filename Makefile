@@ -39,6 +39,7 @@ venv: $(VENV)/.installed
 # and turn every figure into "<Figure size ...>" text; the kernels' own inline backend draws images.
 book: venv
 	env -u MPLBACKEND $(BIN)/jupyter-book build . -W -n --keep-going --builder html
+	cp _static/* _build/html/_static/  # a build with no page out of date does not copy a changed one
 	@echo "Open $(CURDIR)/_build/html/index.html"
 
 lint: venv

@@ -384,7 +384,12 @@ def browser_check(
                     rel = path.relative_to(html_root).as_posix()
                     result = PageResult(rel, viewport, expected.get(rel, 0))
                     events.clear()
-                    page.goto(base + rel, wait_until="load")
+                    try:
+                        page.goto(base + rel, wait_until="load", timeout=30000)
+                    except Exception as error:  # a page that does not load is a finding, not a crash
+                        result.problems.append(f"did not load: {error}")
+                        results.append(result)
+                        continue
                     try:
                         page.wait_for_function(
                             "Array.from(document.images).every(i => i.complete)", timeout=5000
@@ -499,17 +504,19 @@ def main(argv: list[str] | None = None) -> int:
     results = browser_check(
         args.html, pages, expected, browser, args.screenshots, nbtools.secret_lines(), nbtools.leaks_in
     )
-    print(f"{'page':<48} {'figures':>7} {'desktop':>8} {'phone':>6}")
     by_page: dict[str, dict[str, PageResult]] = {}
     for r in results:
         by_page.setdefault(r.page, {})[r.viewport] = r
+    width = max(len(page) for page in by_page)
+    print(f"{'page':<{width}} {'figures':>7} {'desktop':>8} {'phone':>6}   (images loaded)")
     for page, views in by_page.items():
         d, p = views.get("desktop"), views.get("phone")
-        print(f"{page:<48} {d.expected:>7} {d.loaded:>8} {p.loaded:>6}")
+        print(f"{page:<{width}} {d.expected:>7} {d.loaded:>8} {p.loaded:>6}")
     failed = [f"{r.page} ({r.viewport}): {problem}" for r in results for problem in r.problems]
     seconds = time.monotonic() - start
     if failed:
         print("FAILED (in Chromium):\n  " + "\n  ".join(failed), file=sys.stderr)
+        print(f"site check: failed after {seconds:.1f} s; screenshots in {args.screenshots}", file=sys.stderr)
         return 1
     print(
         f"site check: {len(by_page)} pages x {len(VIEWPORTS)} sizes in Chromium: ok in {seconds:.1f} s;"
