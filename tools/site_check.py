@@ -498,8 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     if importlib.util.find_spec("playwright") is None:
         return no_browser("the playwright package is not installed", args.allow_no_browser)
     if args.screenshots:
-        shutil.rmtree(args.screenshots, ignore_errors=True)
-        args.screenshots.mkdir(parents=True)
+        if not args.pages:  # a full run replaces every screenshot; --pages replaces those pages' only
+            shutil.rmtree(args.screenshots, ignore_errors=True)
+        args.screenshots.mkdir(parents=True, exist_ok=True)
     nbtools = _nbtools()
     results = browser_check(
         args.html, pages, expected, browser, args.screenshots, nbtools.secret_lines(), nbtools.leaks_in
