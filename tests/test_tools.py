@@ -1,6 +1,7 @@
 """tools/notebooks.py: the CI checks over notebooks catch what they are for."""
 
 import importlib.util
+import os
 import shutil
 import types
 
@@ -135,3 +136,11 @@ def test_points_check_compares_prose_with_metadata():
     assert len(problems) == 3 and "Exercise 7.1's heading says 4 points" in problems[1]
     no_intro = _assignment("Hand in the notebook.", [("### Exercise 1.1 — A (3 points)", [1, 2])])
     assert "once (found 0 times)" in nbtools.points_problems(no_intro, "a.ipynb")[0][0]
+
+
+def test_kernels_never_inherit_a_forced_matplotlib_backend(monkeypatch):
+    # MPLBACKEND=Agg reaching a kernel turns every figure into "<Figure size ...>" text (issue 12).
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    assert "MPLBACKEND" not in nbtools._env()
+    nbtools._use_env()
+    assert "MPLBACKEND" not in os.environ

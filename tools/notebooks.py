@@ -61,6 +61,12 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _use_env() -> None:
+    """Makes _env() this process's environment, which the kernels papermill and nbclient start inherit."""
+    os.environ.update(_env())
+    os.environ.pop("MPLBACKEND", None)
+
+
 def fail(message: str) -> None:
     print(f"FAILED: {message}", file=sys.stderr)
     sys.exit(1)
@@ -80,7 +86,7 @@ def cmd_run(args) -> None:
     out_dir = ROOT / "_build" / "executed"
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [Path(p).resolve() for p in args.paths] or book_notebooks() + solution_notebooks()
-    os.environ.update(_env())
+    _use_env()
     total = 0.0
     for path in paths:
         start = time.monotonic()
@@ -316,7 +322,7 @@ def check_exercise_runs(path: Path) -> None:
 
     nb = nbformat.read(path, as_version=4)
     start = time.monotonic()
-    os.environ.update(_env())
+    _use_env()
     resources = {"metadata": {"path": str(path.parent)}}
     NotebookClient(nb, timeout=300, allow_errors=True, resources=resources).execute()
     problems = []
