@@ -142,5 +142,10 @@ def test_kernels_never_inherit_a_forced_matplotlib_backend(monkeypatch):
     # MPLBACKEND=Agg reaching a kernel turns every figure into "<Figure size ...>" text (issue 12).
     monkeypatch.setenv("MPLBACKEND", "Agg")
     assert "MPLBACKEND" not in nbtools._env()
-    nbtools._use_env()
-    assert "MPLBACKEND" not in os.environ
+    saved = dict(os.environ)
+    try:
+        nbtools._use_env()
+        assert "MPLBACKEND" not in os.environ
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
