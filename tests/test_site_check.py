@@ -75,6 +75,12 @@ def test_a_clean_site_passes(tmp_path):
         (GOOD.replace("fig.png", "gone.png"), "loads '../_images/gone.png', which is not in the site"),
         (GOOD.replace("<img", "<p>&lt;Figure size 380x462 with 1 Axes&gt;</p><span"), "shows '<Figure size'"),
         (GOOD.replace('class="cell_output docutils container"', 'class="cell_input"'), "produced 1 figures"),
+        (
+            GOOD
+            + '<div class="cell_output"><div class="output stream"><pre>a</pre></div>'
+            + '<div class="output stream"><pre>b</pre></div></div>',
+            "1 cells show their printed text in several boxes",
+        ),
     ],
 )
 def test_a_broken_site_is_caught(tmp_path, body, complaint):

@@ -4,8 +4,9 @@ python tools/site_check.py                      check _build/html (run `make boo
 python tools/site_check.py --allow-no-browser   outside CI, only warn when no browser can be had
 
 Without a browser (read from the files): every internal link and anchor resolves, every local file a
-page loads exists, every figure a cell produced (counted in the executed notebooks, _build/jupyter_execute)
-is an image on its page, and no page shows matplotlib's "<Figure size ...>" text instead of a picture.
+page loads exists, a cell's printed text is one box (merged streams), every figure a cell produced
+(counted in the executed notebooks, _build/jupyter_execute) is an image on its page, and no page shows
+matplotlib's "<Figure size ...>" text instead of a picture.
 
 In Chromium (Playwright for Python, driving the system browser), for every page at 1280x800 and 390x844:
 the images of cell outputs loaded (naturalWidth > 0) and are as many as the notebook's figures; no
@@ -115,8 +116,10 @@ class _PageParser(HTMLParser):
         self.links: list[str] = []
         self.resources: list[str] = []
         self.output_images = 0
+        self.split_outputs = 0  # cells whose printed text is cut into several boxes (unmerged streams)
         self._cell_output_depth = 0  # >0 while inside <div class="cell_output ...">
         self._div_stack: list[bool] = []
+        self._stream_boxes: list[int] = []  # per open cell_output: its stdout boxes
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -124,9 +127,14 @@ class _PageParser(HTMLParser):
             if a.get(key):
                 self.ids.add(a[key])
         if tag == "div":
-            is_output = "cell_output" in (a.get("class") or "").split()
+            classes = (a.get("class") or "").split()
+            is_output = "cell_output" in classes
             self._div_stack.append(is_output)
             self._cell_output_depth += is_output
+            if is_output:
+                self._stream_boxes.append(0)
+            elif self._stream_boxes and {"output", "stream"} <= set(classes):
+                self._stream_boxes[-1] += 1
         if tag == "a" and a.get("href"):
             self.links.append(a["href"])
         if tag in ("img", "script") and a.get("src"):
@@ -138,7 +146,10 @@ class _PageParser(HTMLParser):
 
     def handle_endtag(self, tag):
         if tag == "div" and self._div_stack:
-            self._cell_output_depth -= self._div_stack.pop()
+            closed_output = self._div_stack.pop()
+            self._cell_output_depth -= closed_output
+            if closed_output:
+                self.split_outputs += self._stream_boxes.pop() > 1
 
 
 def _parse(path: Path) -> _PageParser:
@@ -183,6 +194,11 @@ def static_problems(html_root: Path, executed_root: Path | None) -> tuple[list[s
         text = html.unescape(re.sub(r"<[^>]+>", "", raw))
         if FIGURE_TEXT in text:
             problems.append(f"{rel}: shows {FIGURE_TEXT!r} text where a figure should be")
+        if parser.split_outputs:
+            problems.append(
+                f"{rel}: {parser.split_outputs} cells show their printed text in several boxes"
+                " (set nb_merge_streams: true in _config.yml)"
+            )
         if parser.output_images < expected.get(rel, 0):
             problems.append(
                 f"{rel}: its notebook produced {expected[rel]} figures,"
