@@ -1,6 +1,7 @@
 # Sharding in JAX — every command a reader, an instructor or CI needs. See README.md.
 #   make book       build and execute the book into _build/html (creates .venv on first use)
-#   make test       everything CI checks
+#   make test       everything CI checks, then a table of where the time went
+#   make site-check the built site in Chromium at desktop and phone sizes (screenshots: _build/screenshots)
 #   make exercises  regenerate exercises/ from solutions/
 #   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
@@ -18,10 +19,10 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help venv book test lint unit notebooks exercises check-exercises leaks grade bench bench-grading clean
+.PHONY: help venv book test lint unit notebooks exercises check-exercises leaks site-check grade bench bench-grading clean
 
 help:
-	@sed -n '2,7p' Makefile | sed 's/^# *//'
+	@sed -n '2,8p' Makefile | sed 's/^# *//'
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Python 3.12 or newer is needed: install it, or run make PYTHON=/path/to/python3.12"; exit 1; fi
@@ -34,8 +35,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 venv: $(VENV)/.installed
 
+# env -u: a matplotlib backend set in the caller's environment (MPLBACKEND=Agg) would reach the kernels
+# and turn every figure into "<Figure size ...>" text; the kernels' own inline backend draws images.
 book: venv
-	$(BIN)/jupyter-book build . -W -n --keep-going --builder html
+	env -u MPLBACKEND $(BIN)/jupyter-book build . -W -n --keep-going --builder html
+	cp _static/* _build/html/_static/  # a build with no page out of date does not copy a changed one
 	@echo "Open $(CURDIR)/_build/html/index.html"
 
 lint: venv
@@ -47,6 +51,7 @@ unit: venv
 
 notebooks: venv
 	$(PY) tools/notebooks.py hygiene
+	$(PY) tools/notebooks.py points
 	$(PY) tools/notebooks.py run
 	$(PY) tools/notebooks.py prose
 
@@ -62,9 +67,23 @@ check-exercises: venv
 leaks: venv
 	$(PY) tools/notebooks.py leaks --require-html
 
+# The browser check of the built site. Without Chromium it fails loudly; outside CI,
+# `make test SITE_CHECK_FLAGS=--allow-no-browser` lets it pass with a warning.
+site-check: venv
+	$(PY) tools/site_check.py $(SITE_CHECK_FLAGS)
+
+TEST_STEPS := lint unit notebooks check-exercises book leaks site-check
+
 test: venv
-	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory lint unit notebooks check-exercises book leaks && \
+	@start=$$(date +%s); times=""; status=0; \
+	for step in $(TEST_STEPS); do \
+		t=$$(date +%s); \
+		$(MAKE) --no-print-directory $$step || status=$$?; \
+		times="$$times$$(printf '  %-16s %6d s' $$step $$(( $$(date +%s) - t )))\n"; \
+		if [ $$status -ne 0 ]; then times="$$times  ($$step failed; later steps not run)\n"; break; fi; \
+	done; \
+	printf "make test: where the time went\n$$times"; \
+	if [ $$status -ne 0 ]; then exit $$status; fi; \
 	echo "make test: all checks passed in $$(( $$(date +%s) - start )) s"
 
 grade: venv

@@ -1,6 +1,7 @@
 """tools/notebooks.py: the CI checks over notebooks catch what they are for."""
 
 import importlib.util
+import os
 import shutil
 import types
 
@@ -44,3 +45,107 @@ def test_quoted_figures_are_found_in_prose():
         ("49.8", "µs"),
         ("12", "B"),
     ]
+
+
+def test_quoted_figures_match_whole_numbers_only():
+    # "1.5" is not printed by an output that says 11.5 or 1.53; thousands commas may be dropped.
+    assert not nbtools.printed_as_token("1.5", "took 11.5 ms")
+    assert not nbtools.printed_as_token("1.5", "took 1.53 ms")
+    assert not nbtools.printed_as_token("227,072", "4,227,072 bytes")
+    assert nbtools.printed_as_token("1.5", "took 1.5 ms.")
+    assert nbtools.printed_as_token("1.5", "(1.5, 2.0)")
+    assert nbtools.printed_as_token("4,227,072", "moved 4227072 bytes")
+    assert nbtools.printed_as_token("4,227,072", "moved 4,227,072 bytes")
+    assert nbtools.printed_as_token("311", "plain jit   311.0 µs")  # the same value
+    assert not nbtools.printed_as_token("64", "all-to-all: f32[16,64]")  # a dimension, not a figure
+
+
+def test_a_return_line_is_judged_by_what_it_returns():
+    # A bare name is generic; a one-line solution is a secret, with or without its trailing comment.
+    assert nbtools.secret_texts("    return out") == []
+    assert nbtools.secret_texts("return None") == []
+    assert nbtools.secret_texts("pass") == []
+    one_liner = 'return jnp.matmul(x, w, out_sharding=P("X", "Y"))'
+    assert nbtools.secret_texts("    " + one_liner) == [one_liner]
+    assert nbtools.secret_texts(one_liner + "  # all-reduce over Y") == [
+        one_liner + "  # all-reduce over Y",
+        one_liner,
+    ]
+
+
+def test_secret_lines_leave_out_code_the_exercise_shows():
+    # Exercise 3.2 hands out the code to repair; its unchanged lines are public, not leaks.
+    assert "h = jax.nn.relu(x @ w_in)" not in nbtools.secret_lines()
+    assert 'return jnp.matmul(x, w, out_sharding=P("X", "Y"))' in nbtools.secret_lines()
+
+
+def test_leak_check_catches_a_one_line_solution(tmp_path, monkeypatch):
+    for name in ("solutions", "exercises"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    leaked = tmp_path / "exercises" / "03_explicit_sharding" / "03_explicit_sharding.ipynb"
+    nb = nbformat.read(leaked, as_version=4)
+    nb.cells.append(
+        nbformat.v4.new_markdown_cell('Hint: `return jnp.matmul(x, w, out_sharding=P("X", "Y"))`')
+    )
+    nbformat.write(nb, leaked)
+    monkeypatch.setattr(nbtools, "ROOT", tmp_path)
+    with pytest.raises(SystemExit):
+        nbtools.cmd_leaks(types.SimpleNamespace(require_html=False))
+
+
+def test_leaks_in_reads_rendered_text():
+    secrets = {'return jnp.matmul(x, w, out_sharding=P("X", "Y"))'}
+    assert nbtools.leaks_in("nothing here", secrets) == []
+    # A browser may collapse runs of spaces; the marker is found too.
+    found = nbtools.leaks_in(
+        'return  jnp.matmul(x, w, out_sharding=P("X", "Y"))\n### BEGIN SOLUTION', secrets
+    )
+    assert len(found) == 2
+
+
+def _assignment(intro: str, exercises: list[tuple[str, list[int]]]):
+    """A notebook with an intro, and per exercise a heading and test cells worth the given points."""
+    cells = [nbformat.v4.new_markdown_cell(intro)]
+    for heading, points in exercises:
+        cells.append(nbformat.v4.new_markdown_cell(heading))
+        for k, p in enumerate(points):
+            cell = nbformat.v4.new_code_cell("pass")
+            cell.metadata["nbgrader"] = {"grade": True, "grade_id": f"test_{k}", "points": p}
+            cells.append(cell)
+    return nbformat.v4.new_notebook(cells=cells)
+
+
+def test_points_check_compares_prose_with_metadata():
+    good = _assignment(
+        "Points: 7 in all.",
+        [("### Exercise 7.1 — A (3 points)", [1, 2]), ("### Exercise 7.2 — B (4 points)", [1, 3])],
+    )
+    assert nbtools.points_problems(good, "a.ipynb") == ([], {"7.1": 3, "7.2": 4})
+    # Assignment 7 as filed: the intro says 9, the headings 3 + 4, the metadata 7.
+    intro_wrong = _assignment(
+        "Points: 9 in all.",
+        [("### Exercise 7.1 — A (3 points)", [1, 2]), ("### Exercise 7.2 — B (4 points)", [1, 3])],
+    )
+    problems, _ = nbtools.points_problems(intro_wrong, "a.ipynb")
+    assert problems == ["a.ipynb: the intro says 'Points: 9 in all'; the test cells' metadata sums to 7"]
+    heading_wrong = _assignment(
+        "Points: 7 in all.",
+        [("## Exercise 7.1 — A (4 points)", [1, 2]), ("## Exercise 7.2 — B (1 point)", [2])],
+    )
+    problems, _ = nbtools.points_problems(heading_wrong, "a.ipynb")
+    assert len(problems) == 3 and "Exercise 7.1's heading says 4 points" in problems[1]
+    no_intro = _assignment("Hand in the notebook.", [("### Exercise 1.1 — A (3 points)", [1, 2])])
+    assert "once (found 0 times)" in nbtools.points_problems(no_intro, "a.ipynb")[0][0]
+
+
+def test_kernels_never_inherit_a_forced_matplotlib_backend(monkeypatch):
+    # MPLBACKEND=Agg reaching a kernel turns every figure into "<Figure size ...>" text (issue 12).
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    assert "MPLBACKEND" not in nbtools._env()
+    saved = dict(os.environ)
+    try:
+        nbtools._use_env()
+        assert "MPLBACKEND" not in os.environ
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

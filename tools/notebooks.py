@@ -6,6 +6,8 @@ python tools/notebooks.py exercises   exercises/ equals a fresh generation from 
                                       each exercise notebook fails only with NotImplementedError,
                                       only in answer and test cells
 python tools/notebooks.py leaks       no solution or hidden-test text in exercises/ or _build/html
+python tools/notebooks.py prose       each figure with a unit in a chapter's prose is printed by a cell
+python tools/notebooks.py points      points are stated once (nbgrader metadata) and the prose agrees
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import nbformat
@@ -25,8 +28,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SETUP_MARK = "# Setup: on Colab this installs the book's helper package; everywhere it picks the devices."
 SOLUTION_BLOCK = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
-# Lines too generic to count as a leak when they appear elsewhere.
-GENERIC = re.compile(r"^(return\b.*|pass|else:|continue|break|\)|\]|\}|[\w.]+ = \[\]|[\w.]+ = \{\}|.{0,24})$")
+# Lines too generic to count as a leak when they appear elsewhere, judged by content: a bare keyword,
+# a closing bracket, an empty container or constant, or anything short. A `return` is judged by what it
+# returns, so a one-line solution (`return jnp.matmul(x, w, out_sharding=P("X", "Y"))`) counts.
+GENERIC = re.compile(
+    r"^(pass|else:|try:|finally:|continue|break|return|[)\]}]+[,:]?"
+    r"|[\w.]+ = (\[\]|\{\}|None|True|False|\d+|set\(\))|.{0,24})$"
+)
+RETURN = re.compile(r"^(return|yield)\b\s*")
+TRAILING_COMMENT = re.compile(r"\s+#\s[^\"']*$")
 
 
 def book_notebooks() -> list[Path]:
@@ -43,9 +53,18 @@ def exercise_notebooks() -> list[Path]:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
+    # A backend forced from outside (MPLBACKEND=Agg) would reach the kernels and turn every figure into
+    # "<Figure size ...>" text; without it, a kernel draws with matplotlib's inline backend.
+    env.pop("MPLBACKEND", None)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     return env
+
+
+def _use_env() -> None:
+    """Makes _env() this process's environment, which the kernels papermill and nbclient start inherit."""
+    os.environ.update(_env())
+    os.environ.pop("MPLBACKEND", None)
 
 
 def fail(message: str) -> None:
@@ -67,7 +86,7 @@ def cmd_run(args) -> None:
     out_dir = ROOT / "_build" / "executed"
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [Path(p).resolve() for p in args.paths] or book_notebooks() + solution_notebooks()
-    os.environ.update(_env())
+    _use_env()
     total = 0.0
     for path in paths:
         start = time.monotonic()
@@ -92,6 +111,27 @@ def cmd_run(args) -> None:
 QUOTED_FIGURE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s?(KiB|MiB|GiB|µs|ms|bytes|B)\b")
 
 
+# Numbers as whole tokens: not part of a longer number or a name ("1.5" in "11.5", "x1"), and not a
+# dimension after a comma ("64" in "f32[16,64]"); thousands may be grouped with commas ("4,227,072").
+_GROUPED_NUMBER = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w]|[.,]\d)")
+_PLAIN_NUMBER = re.compile(r"(?<![\w.,])\d+(?:\.\d+)?(?![\w]|[.,]\d)")
+
+
+def printed_numbers(text: str) -> set[Decimal]:
+    """The values of the whole numbers in `text` (311.0 and 311 are the same value)."""
+    found = [m.replace(",", "") for m in _GROUPED_NUMBER.findall(text)] + _PLAIN_NUMBER.findall(text)
+    return {Decimal(n) for n in found}
+
+
+def printed_as_token(number: str, text: str) -> bool:
+    """Whether `number`, as quoted in prose, is printed in `text` as a whole number of the same value.
+
+    "1.5" is not found in "11.5" or "1.53"; "4,227,072" is found as itself or as "4227072"; "311" is
+    found as "311.0".
+    """
+    return Decimal(number.replace(",", "")) in printed_numbers(text)
+
+
 def cmd_prose(args) -> None:
     """Each figure with a unit in a chapter's prose appears in that chapter's executed outputs.
 
@@ -109,12 +149,12 @@ def cmd_prose(args) -> None:
             for output in cell.get("outputs", []):
                 text = output.get("text") or output.get("data", {}).get("text/plain", "") or ""
                 printed.append("".join(text) if isinstance(text, list) else text)
-        printed_text = "\n".join(printed)
+        printed_values = printed_numbers("\n".join(printed))
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "markdown" or "{admonition}" in cell.source:
                 continue
             for number, unit in QUOTED_FIGURE.findall(cell.source):
-                if number not in printed_text and number.replace(",", "") not in printed_text:
+                if Decimal(number.replace(",", "")) not in printed_values:
                     problems.append(
                         f"{path.name}, cell {index}: prose says {number} {unit}, no output prints it"
                     )
@@ -153,6 +193,80 @@ def cmd_hygiene(args) -> None:
     if problems:
         fail("\n  " + "\n  ".join(problems))
     print("notebook hygiene: ok")
+
+
+POINTS_TOTAL = re.compile(r"Points:\s*(\d+)\s+in all")
+EXERCISE_HEADING = re.compile(r"^#{1,4} Exercise (\d+\.\d+)\b.*?\((\d+) points?\)\s*$", re.M)
+EXERCISE_POINTS_IN_PROSE = re.compile(r"Exercise (\d+\.\d+)\b[^\n]*?\((\d+) points?\)")
+
+
+def _cell_points(cell) -> int:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return int(meta.get("points", 0)) if meta.get("grade") else 0
+
+
+def points_problems(nb, name: str) -> tuple[list[str], dict[str, int]]:
+    """Points are stated once, in the test cells' nbgrader metadata; the prose must agree with it.
+
+    Checks the intro's "Points: N in all" against the sum over all graded cells, and each exercise
+    heading's "(P points)" against the graded cells between it and the next heading. Returns the
+    problems and {exercise number: points by metadata}.
+    """
+    problems, per_exercise = [], {}
+    total = sum(_cell_points(c) for c in nb.cells)
+    stated = [int(n) for c in nb.cells if c.cell_type == "markdown" for n in POINTS_TOTAL.findall(c.source)]
+    if len(stated) != 1:
+        problems.append(f"{name}: the intro must say 'Points: N in all' once (found {len(stated)} times)")
+    elif stated[0] != total:
+        problems.append(
+            f"{name}: the intro says 'Points: {stated[0]} in all'; the test cells' metadata sums to {total}"
+        )
+    current, heading_points, counted = None, {}, {}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for number, points in EXERCISE_HEADING.findall(cell.source):
+                current = number
+                heading_points[number] = int(points)
+                counted.setdefault(number, 0)
+        elif _cell_points(cell):
+            if current is None:
+                grade_id = cell.metadata["nbgrader"].get("grade_id")
+                problems.append(f"{name}: test cell {grade_id} carries points before any exercise heading")
+            else:
+                counted[current] += _cell_points(cell)
+    for number, points in heading_points.items():
+        per_exercise[number] = counted[number]
+        if points != counted[number]:
+            problems.append(
+                f"{name}: Exercise {number}'s heading says {points} points; its test cells' metadata gives"
+                f" {counted[number]}"
+            )
+    return problems, per_exercise
+
+
+def cmd_points(args) -> None:
+    """Assignment intros and exercise headings (and any book page naming an exercise's points) agree
+    with the points in the test cells' nbgrader metadata."""
+    problems, per_exercise = [], {}
+    for path in solution_notebooks():
+        found, points = points_problems(nbformat.read(path, as_version=4), str(path.relative_to(ROOT)))
+        problems += found
+        per_exercise.update(points)
+    pages = [(p, p.read_text()) for p in sorted((ROOT / "book").glob("*.md"))]
+    pages += [
+        (p, "\n".join(c.source for c in nbformat.read(p, as_version=4).cells if c.cell_type == "markdown"))
+        for p in book_notebooks()
+    ]
+    for path, text in pages:
+        for number, points in EXERCISE_POINTS_IN_PROSE.findall(text):
+            if per_exercise.get(number) != int(points):
+                problems.append(
+                    f"{path.relative_to(ROOT)}: says Exercise {number} is worth {points} points; its test"
+                    f" cells' metadata gives {per_exercise.get(number, 'no such exercise')}"
+                )
+    if problems:
+        fail("points stated in prose disagree with the nbgrader metadata:\n  " + "\n  ".join(problems))
+    print(f"points: {len(per_exercise)} exercises, intros and headings agree with the metadata: ok")
 
 
 def generate_exercises(into: Path) -> None:
@@ -208,7 +322,7 @@ def check_exercise_runs(path: Path) -> None:
 
     nb = nbformat.read(path, as_version=4)
     start = time.monotonic()
-    os.environ.update(_env())
+    _use_env()
     resources = {"metadata": {"path": str(path.parent)}}
     NotebookClient(nb, timeout=300, allow_errors=True, resources=resources).execute()
     problems = []
@@ -230,19 +344,55 @@ def check_exercise_runs(path: Path) -> None:
     print(f"{path.relative_to(ROOT)}: runs, {errors} cells stop at NotImplementedError ({seconds:.1f} s)")
 
 
-def secret_lines() -> set[str]:
-    """Distinctive lines of every solution block and hidden-test block in solutions/."""
-    lines = set()
-    for path in solution_notebooks():
+def _distinctive(text: str) -> bool:
+    """A line worth looking for: not a keyword, bracket, empty value or short line (judged by content).
+
+    A `return` or `yield` is judged by its expression: `return out` is generic, `return jnp.matmul(x,
+    w, out_sharding=P("X", "Y"))` is a one-line solution.
+    """
+    body = RETURN.sub("", text)
+    return not (GENERIC.match(text) or GENERIC.match(body) or len(re.findall(r"[A-Za-z_]\w*", body)) < 2)
+
+
+def secret_texts(line: str) -> list[str]:
+    """The texts of one solution line to look for elsewhere: the line, and the line without its trailing
+    comment (copying the code without the comment is still a leak); [] when both are too generic."""
+    text = line.strip()
+    if not text or text.startswith("#"):
+        return []
+    return [t for t in dict.fromkeys((text, TRAILING_COMMENT.sub("", text))) if _distinctive(t)]
+
+
+def secret_lines(paths: list[Path] | None = None) -> set[str]:
+    """Distinctive lines of every solution block and hidden-test block in solutions/ (or `paths`)."""
+    lines, public = set(), set()
+    for path in solution_notebooks() if paths is None else paths:
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
             for pattern in (SOLUTION_BLOCK, HIDDEN_BLOCK):
                 for block in pattern.findall(cell.source):
                     for line in block.splitlines():
-                        text = line.strip()
-                        if text and not text.startswith("#") and not GENERIC.match(text):
-                            lines.add(text)
-    return lines
+                        lines.update(secret_texts(line))
+            # What the instructor notebook shows outside its blocks is released with the exercise (the
+            # code to repair in 3.2, a stub's docstring): it is public, not a leak.
+            released = HIDDEN_BLOCK.sub("", SOLUTION_BLOCK.sub("", cell.source))
+            public.update(line.strip() for line in released.splitlines())
+    return lines - public
+
+
+NBGRADER_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+
+
+def leaks_in(text: str, secrets: set[str]) -> list[str]:
+    """What of `secrets` (and which nbgrader marker) appears in `text`; [] when nothing leaked.
+
+    Used on notebook JSON, on the built HTML with its tags stripped, and by tools/site_check.py on the
+    text a browser renders.
+    """
+    found = [f"nbgrader marker {marker!r}" for marker in NBGRADER_MARKERS if marker in text]
+    flat = re.sub(r"[ \t]+", " ", text)  # a highlighter or a browser may change runs of spaces
+    found += [f"solution/hidden line {line!r}" for line in sorted(secrets) if line in text or line in flat]
+    return found
 
 
 def _html_text(path: Path) -> str:
@@ -252,29 +402,38 @@ def _html_text(path: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", raw))
 
 
+def _notebook_text(path: Path) -> str:
+    """A notebook's JSON followed by its cells' sources and text outputs as plain text: in the JSON a
+    line with quotes reads `P(\\"X\\")`, so a secret line with quotes is looked for in the plain text."""
+    raw = path.read_text(errors="replace")
+    nb = nbformat.reads(raw, as_version=4)
+    parts = [raw]
+    for cell in nb.cells:
+        parts.append(cell.source)
+        for output in cell.get("outputs", []):
+            text = output.get("text") or output.get("data", {}).get("text/plain", "") or ""
+            parts.append("".join(text) if isinstance(text, list) else text)
+    return "\n".join(parts)
+
+
 def cmd_leaks(args) -> None:
     """No solution or hidden-test line, and no nbgrader marker, in exercises/ or the built site."""
     secrets = secret_lines()
     if not secrets:
         fail("found no solution lines to look for: is solutions/ empty?")
-    targets = [(p, p.read_text()) for p in exercise_notebooks()]
+    targets = [(p, _notebook_text(p)) for p in exercise_notebooks()]
     html_root = ROOT / "_build" / "html"
     if args.require_html and not html_root.is_dir():
         fail("_build/html does not exist: build the book first (make book)")
     if html_root.is_dir():
         targets += [(p, _html_text(p)) for p in html_root.rglob("*.html")]
-        targets += [(p, p.read_text(errors="replace")) for p in html_root.rglob("*.ipynb")]
+        targets += [(p, _notebook_text(p)) for p in html_root.rglob("*.ipynb")]
         for forbidden in ("solutions", "grading"):
             if (html_root / forbidden).exists() or (html_root / "_sources" / forbidden).exists():
                 fail(f"_build/html contains {forbidden}/: it must never be published")
     found = []
     for path, text in targets:
-        for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
-            if marker in text:
-                found.append(f"{path.relative_to(ROOT)}: nbgrader marker {marker!r}")
-        for line in secrets:
-            if line in text:
-                found.append(f"{path.relative_to(ROOT)}: solution/hidden line {line!r}")
+        found += [f"{path.relative_to(ROOT)}: {what}" for what in leaks_in(text, secrets)]
     if found:
         fail("hidden text leaked:\n  " + "\n  ".join(found[:20]))
     print(f"no leaks: {len(secrets)} solution and hidden-test lines checked in {len(targets)} files")
@@ -290,6 +449,7 @@ def main() -> None:
     sub.add_parser("hygiene").set_defaults(func=cmd_hygiene)
     sub.add_parser("prose").set_defaults(func=cmd_prose)
     sub.add_parser("exercises").set_defaults(func=cmd_exercises)
+    sub.add_parser("points").set_defaults(func=cmd_points)
     leaks = sub.add_parser("leaks")
     leaks.add_argument("--require-html", action="store_true")
     leaks.set_defaults(func=cmd_leaks)

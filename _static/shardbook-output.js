@@ -1,0 +1,72 @@
+// Readable cell output. Printed text that looks like a table (two or more lines with columns lined up
+// by runs of spaces, or box-drawing characters) keeps its lines and scrolls sideways; every other
+// printed block (messages, errors) wraps, so no part of a long error hides past the right edge.
+// Anything that scrolls sideways (code, tables, wide outputs) gets the class `sb-scrollable`, which
+// _static/shardbook.css draws as a visible scrollbar and a shadow on the side with more to see.
+(function () {
+  var TABULAR = /\S {2,}\S|[│┃|┆]/;
+
+  function looksTabular(text) {
+    var lines = text.split("\n");
+    var hits = 0;
+    for (var i = 0; i < lines.length; i++) {
+      if (TABULAR.test(lines[i].trim())) hits++;
+      if (hits >= 2) return true;
+    }
+    return false;
+  }
+
+  function markOutputs() {
+    document.querySelectorAll(".cell_output .output pre, .cell_output pre").forEach(function (pre) {
+      var output = pre.closest(".output");
+      var isError = output && /traceback|stderr|error/.test(output.className);
+      if (isError || !looksTabular(pre.textContent)) pre.classList.add("sb-wrap");
+    });
+  }
+
+  // The shadow is drawn by a frame around the scrolling box: inside the box it would scroll with the
+  // content, and table cells would paint over it.
+  function frameOf(box) {
+    var parent = box.parentElement;
+    if (parent && parent.classList.contains("sb-scroll-frame")) return parent;
+    var frame = document.createElement("div");
+    frame.className = "sb-scroll-frame";
+    box.parentNode.insertBefore(frame, box);
+    frame.appendChild(box);
+    return frame;
+  }
+
+  function updateCue(box) {
+    var more = box.scrollWidth - box.clientWidth;
+    box.classList.toggle("sb-scrollable", more > 1);
+    if (more <= 1 && !(box.parentElement && box.parentElement.classList.contains("sb-scroll-frame"))) return;
+    var frame = frameOf(box);
+    frame.classList.toggle("sb-more-right", more > 1 && box.scrollLeft < more - 1);
+    frame.classList.toggle("sb-more-left", more > 1 && box.scrollLeft > 1);
+  }
+
+  function markScrollables() {
+    var boxes = document.querySelectorAll(
+      "div.highlight pre, .cell_output pre, .pst-scrollable-table-container, .table-wrapper"
+    );
+    boxes.forEach(function (box) {
+      updateCue(box);
+      if (!box.dataset.sbCue) {
+        box.dataset.sbCue = "1";
+        box.addEventListener("scroll", function () { updateCue(box); }, { passive: true });
+      }
+    });
+  }
+
+  function setup() {
+    markOutputs();
+    markScrollables();
+    window.addEventListener("resize", markScrollables);
+    window.addEventListener("load", markScrollables);
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", setup);
+  } else {
+    setup();
+  }
+})();

@@ -1,0 +1,146 @@
+"""tools/site_check.py: a synthetic site with a broken image, link or anchor is caught."""
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from tests.notebooks import ROOT
+
+spec = importlib.util.spec_from_file_location("site_check", ROOT / "tools" / "site_check.py")
+site_check = importlib.util.module_from_spec(spec)
+sys.modules["site_check"] = site_check  # its dataclass looks its module up
+spec.loader.exec_module(site_check)
+
+PNG = bytes.fromhex(  # a 1x1 PNG
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6360000002"
+    "000001e221bc330000000049454e44ae426082"
+)
+
+
+def _page(body: str, title: str = "page") -> str:
+    return f"<!DOCTYPE html><html><head><title>{title}</title></head><body>{body}</body></html>"
+
+
+def _notebook(outputs: list[dict]) -> str:
+    cell = {"cell_type": "code", "metadata": {}, "source": "", "execution_count": 1, "outputs": outputs}
+    return json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def _image_output():
+    return {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {"image/png": "iVBO", "text/plain": "<Figure>"},
+    }
+
+
+def _site(tmp_path, chapter_body: str, figures: int = 1):
+    """_build-like folders: html/ (index -> book/ch.html, book/other.html) and the executed notebook."""
+    html, executed = tmp_path / "html", tmp_path / "jupyter_execute"
+    (html / "book").mkdir(parents=True)
+    (html / "_images").mkdir()
+    (html / "_images" / "fig.png").write_bytes(PNG)
+    (html / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=book/ch.html" />')
+    (html / "book" / "other.html").write_text(
+        _page('<h2 id="part-two">Two</h2><a href="ch.html#top">back</a>')
+    )
+    (html / "book" / "ch.html").write_text(_page(f'<h1 id="top">Chapter</h1>{chapter_body}'))
+    (executed / "book").mkdir(parents=True)
+    (executed / "book" / "ch.ipynb").write_text(_notebook([_image_output()] * figures))
+    return html, executed
+
+
+GOOD = (
+    '<a href="other.html#part-two">next</a> <a href="#top">top</a> <a href="https://jax.dev">JAX</a>'
+    '<div class="cell_output docutils container"><img src="../_images/fig.png" alt="a figure"></div>'
+)
+
+
+def test_a_clean_site_passes(tmp_path):
+    html, executed = _site(tmp_path, GOOD)
+    problems, expected = site_check.static_problems(html, executed)
+    assert problems == []
+    assert expected == {"book/ch.html": 1}
+    assert [p.name for p in site_check.site_pages(html)] == ["ch.html", "other.html"]  # not the redirect
+
+
+@pytest.mark.parametrize(
+    "body, complaint",
+    [
+        (GOOD.replace("#part-two", "#part-three"), "no element with id 'part-three'"),
+        (GOOD.replace("#top", "#nowhere"), "no element with id 'nowhere'"),
+        (GOOD.replace("other.html", "missing.html"), "points to a file that is not in the site"),
+        (GOOD.replace("fig.png", "gone.png"), "loads '../_images/gone.png', which is not in the site"),
+        (GOOD.replace("<img", "<p>&lt;Figure size 380x462 with 1 Axes&gt;</p><span"), "shows '<Figure size'"),
+        (GOOD.replace('class="cell_output docutils container"', 'class="cell_input"'), "produced 1 figures"),
+        (
+            GOOD
+            + '<div class="cell_output"><div class="output stream"><pre>a</pre></div>'
+            + '<div class="output stream"><pre>b</pre></div></div>',
+            "1 cells show their printed text in several boxes",
+        ),
+    ],
+)
+def test_a_broken_site_is_caught(tmp_path, body, complaint):
+    html, executed = _site(tmp_path, body)
+    problems, _ = site_check.static_problems(html, executed)
+    assert any(complaint in p for p in problems), problems
+
+
+def test_figures_are_counted_from_the_executed_notebooks(tmp_path):
+    # An image output counts once; an HTML output (a JS animation) by its <img> tags; "<Figure size"
+    # text with no image is a figure that never became one.
+    outputs = [
+        _image_output(),
+        {"output_type": "display_data", "metadata": {}, "data": {"text/html": '<img id="anim"><img>'}},
+        {"output_type": "execute_result", "metadata": {}, "execution_count": 1, "data": {"text/plain": "12"}},
+        {"output_type": "stream", "name": "stdout", "text": "<Figure size 380x462 with 1 Axes>\n"},
+    ]
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "ch.ipynb").write_text(_notebook(outputs))
+    counts, problems = site_check.expected_figures(tmp_path)
+    assert counts == {"book/ch.html": 3}
+    assert problems == ["book/ch.html: cell 0 printed '<Figure size' instead of showing an image"]
+
+
+def test_no_browser_fails_in_ci_and_by_default(monkeypatch, capsys):
+    monkeypatch.setenv("CI", "true")
+    assert site_check.no_browser("none here", allow=True) == 2
+    monkeypatch.delenv("CI")
+    assert site_check.no_browser("none here", allow=False) == 2
+    assert site_check.no_browser("none here", allow=True) == 0
+    assert "NO BROWSER" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(
+    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
+    reason="no Chromium or playwright here (CI installs both)",
+)
+def test_the_browser_sees_a_broken_image_and_a_script_error(tmp_path):
+    html, executed = _site(tmp_path, GOOD)
+    (html / "book" / "broken.html").write_text(
+        _page(
+            '<div class="cell_output"><img src="../_images/fig.png"><img src="../_images/gone.png"></div>'
+            "<script>undefinedFunction()</script>"
+            "<div class='highlight'><pre style='width:50px;overflow:auto'>" + "x" * 300 + "</pre></div>"
+        )
+    )
+    pages = [html / "book" / "ch.html", html / "book" / "broken.html"]
+    expected = {"book/ch.html": 1, "book/broken.html": 2}
+    secrets = {"return the_secret_answer(x, y)"}
+    (html / "book" / "ch.html").write_text(_page(GOOD + "<pre>return the_secret_answer(x, y)</pre>"))
+    results = site_check.browser_check(
+        html, pages, expected, site_check.find_browser(), None, secrets, site_check._nbtools().leaks_in, False
+    )
+    by_page = {(r.page, r.viewport): r for r in results}
+    assert set(by_page) == {(p, v) for p in expected for v in site_check.VIEWPORTS}
+    clean = by_page["book/ch.html", "phone"]
+    assert (clean.images, clean.loaded) == (1, 1)
+    assert clean.problems == ["shows solution/hidden line 'return the_secret_answer(x, y)'"]
+    broken = " | ".join(by_page["book/broken.html", "desktop"].problems)
+    assert "2 figures in the notebook, 2 output images on the page, 1 loaded" in broken
+    assert "image did not load" in broken and "HTTP 404" in broken
+    assert "JavaScript error" in broken and "undefinedFunction" in broken
+    assert "scroll sideways with no visible cue" in broken

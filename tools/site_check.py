@@ -1,0 +1,546 @@
+"""Checks the built site as a reader meets it: in a real browser, at desktop and phone sizes.
+
+python tools/site_check.py                      check _build/html (run `make book` first)
+python tools/site_check.py --allow-no-browser   outside CI, only warn when no browser can be had
+
+Without a browser (read from the files): every internal link and anchor resolves, every local file a
+page loads exists, a cell's printed text is one box (merged streams), every figure a cell produced
+(counted in the executed notebooks, _build/jupyter_execute) is an image on its page, and no page shows
+matplotlib's "<Figure size ...>" text instead of a picture.
+
+In Chromium (Playwright for Python, driving the system browser), for every page at 1280x800 and 390x844:
+the images of cell outputs loaded (naturalWidth > 0) and are as many as the notebook's figures; no
+JavaScript error comes from the site's own files; no local request fails; the navigation works (phone:
+☰ opens the sidebar, "On this page" opens the contents; desktop: ☰ collapses the sidebar); nothing that
+scrolls sideways lacks the scroll cue of _static/shardbook-output.js; the text shown holds no solution
+or hidden-test line (tools/notebooks.py's leak logic). Screenshots go to _build/screenshots/.
+
+No browser: says so loudly and exits 2 (CI=true always fails; --allow-no-browser lets a local run pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import functools
+import html
+import http.server
+import importlib.util
+import json
+import os
+import re
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
+EXTERNAL = re.compile(r"^([a-z][a-z0-9+.-]*:|//)", re.I)  # http:, mailto:, data:, javascript:, //host
+FIGURE_TEXT = "<Figure size"
+IMAGE_MIME = re.compile(r"^image/")
+
+
+def _nbtools():
+    """tools/notebooks.py, for its leak logic (one implementation for the notebooks and the site)."""
+    spec = importlib.util.spec_from_file_location("nbtools", Path(__file__).with_name("notebooks.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+REDIRECT = re.compile(r"""<meta http-equiv=["']?refresh["']?[^>]*url=([^"'>]+)""", re.I)
+
+
+def site_pages(html_root: Path, redirects: bool = False) -> list[Path]:
+    """Every page of the site: the .html files outside Sphinx's folders (_static, _images, _sources).
+
+    Pages that only redirect (index.html -> book/intro.html) are left out unless `redirects`.
+    """
+    pages = sorted(
+        p
+        for p in html_root.rglob("*.html")
+        if not any(part.startswith("_") for part in p.relative_to(html_root).parts)
+    )
+    return [p for p in pages if redirects or not REDIRECT.search(p.read_text(errors="replace")[:2000])]
+
+
+# The MIME types myst-nb renders in HTML, best first (its default render priority, shortened).
+RENDER_PRIORITY = ("text/html", "image/svg+xml", "image/png", "image/jpeg", "image/gif", "text/plain")
+
+
+def output_figures(output: dict) -> int:
+    """Images one output becomes on the page: 1 for an image, the <img> tags of an HTML output (a
+    matplotlib JS animation is one), 0 for text."""
+    data = output.get("data", {})
+    shown = next((mime for mime in RENDER_PRIORITY if mime in data), None)
+    if shown == "text/html":
+        return len(re.findall(r"<img\b", "".join(data[shown]), re.I))
+    return int(shown is not None and IMAGE_MIME.match(shown) is not None)
+
+
+def expected_figures(executed_root: Path) -> tuple[dict[str, int], list[str]]:
+    """Figures each executed notebook's cells produced, keyed by the page they become (book/x.html).
+
+    An output that is only the text "<Figure size ...>" is a figure that never became an image (a
+    non-inline matplotlib backend, e.g. MPLBACKEND=Agg inherited by the kernel): it is reported.
+    """
+    counts, problems = {}, []
+    for path in sorted(executed_root.rglob("*.ipynb")):
+        rel = path.relative_to(executed_root).with_suffix(".html").as_posix()
+        nb = json.loads(path.read_text())
+        count = 0
+        for index, cell in enumerate(nb.get("cells", [])):
+            for output in cell.get("outputs", []):
+                figures = output_figures(output)
+                count += figures
+                text = output.get("text") or output.get("data", {}).get("text/plain", "")
+                if not figures and FIGURE_TEXT in "".join(text):
+                    problems.append(
+                        f"{rel}: cell {index} printed {FIGURE_TEXT!r} instead of showing an image"
+                    )
+        counts[rel] = count
+    return counts, problems
+
+
+class _PageParser(HTMLParser):
+    """Collects a page's ids, links, loaded resources and cell-output images."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+        self.resources: list[str] = []
+        self.output_images = 0
+        self.split_outputs = 0  # cells whose printed text is cut into several boxes (unmerged streams)
+        self._cell_output_depth = 0  # >0 while inside <div class="cell_output ...">
+        self._div_stack: list[bool] = []
+        self._stream_boxes: list[int] = []  # per open cell_output: its stdout boxes
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("id", "name") if tag == "a" else ("id",):
+            if a.get(key):
+                self.ids.add(a[key])
+        if tag == "div":
+            classes = (a.get("class") or "").split()
+            is_output = "cell_output" in classes
+            self._div_stack.append(is_output)
+            self._cell_output_depth += is_output
+            if is_output:
+                self._stream_boxes.append(0)
+            elif self._stream_boxes and {"output", "stream"} <= set(classes):
+                self._stream_boxes[-1] += 1
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+        if tag in ("img", "script") and a.get("src"):
+            self.resources.append(a["src"])
+        if tag == "link" and a.get("href") and (a.get("rel") or "") in ("stylesheet", "icon", "preload"):
+            self.resources.append(a["href"])
+        if tag == "img" and self._cell_output_depth:
+            self.output_images += 1
+
+    def handle_endtag(self, tag):
+        if tag == "div" and self._div_stack:
+            closed_output = self._div_stack.pop()
+            self._cell_output_depth -= closed_output
+            if closed_output:
+                self.split_outputs += self._stream_boxes.pop() > 1
+
+
+def _parse(path: Path) -> _PageParser:
+    parser = _PageParser()
+    parser.feed(path.read_text(errors="replace"))
+    return parser
+
+
+def _resolve(html_root: Path, page: Path, target: str) -> tuple[Path | None, str]:
+    """The file and fragment an internal href/src of `page` points to; (None, "") for external ones."""
+    if not target or EXTERNAL.match(target):
+        return None, ""
+    parts = urlsplit(target)
+    fragment = unquote(parts.fragment)
+    if not parts.path:
+        return page, fragment
+    file = (page.parent / unquote(parts.path)).resolve()
+    if target.endswith("/") or file.is_dir():
+        file = file / "index.html"
+    return file, fragment
+
+
+def static_problems(html_root: Path, executed_root: Path | None) -> tuple[list[str], dict[str, int]]:
+    """What can be checked from the files alone; returns the problems and the figures per page."""
+    html_root = html_root.resolve()
+    problems = []
+    expected: dict[str, int] = {}
+    if executed_root is not None:
+        if not executed_root.is_dir():
+            problems.append(f"{executed_root} does not exist: build the book with `make book` first")
+        else:
+            expected, found = expected_figures(executed_root)
+            problems += found
+    pages = site_pages(html_root, redirects=True)
+    parsed = {page: _parse(page) for page in pages}
+    for page, parser in parsed.items():
+        rel = page.relative_to(html_root).as_posix()
+        raw = page.read_text(errors="replace")
+        redirect = REDIRECT.search(raw[:2000])
+        if redirect:
+            parser.links.append(redirect.group(1).strip())
+        text = html.unescape(re.sub(r"<[^>]+>", "", raw))
+        if FIGURE_TEXT in text:
+            problems.append(f"{rel}: shows {FIGURE_TEXT!r} text where a figure should be")
+        if parser.split_outputs:
+            problems.append(
+                f"{rel}: {parser.split_outputs} cells show their printed text in several boxes"
+                " (set nb_merge_streams: true in _config.yml)"
+            )
+        if parser.output_images < expected.get(rel, 0):
+            problems.append(
+                f"{rel}: its notebook produced {expected[rel]} figures,"
+                f" the page has {parser.output_images} images"
+            )
+        for href in parser.links:
+            file, fragment = _resolve(html_root, page, href)
+            if file is None:
+                continue
+            if not file.is_relative_to(html_root) or not file.exists():
+                problems.append(f"{rel}: link {href!r} points to a file that is not in the site")
+            elif fragment and file.suffix == ".html":
+                ids = parsed[file].ids if file in parsed else _parse(file).ids
+                if fragment not in ids:
+                    problems.append(f"{rel}: link {href!r}: no element with id {fragment!r} on that page")
+        for src in parser.resources:
+            file, _ = _resolve(html_root, page, src)
+            if file is not None and not file.exists():
+                problems.append(f"{rel}: loads {src!r}, which is not in the site")
+    return problems, expected
+
+
+# ------------------------------------------------------------------------------------------------
+# The browser part.
+
+PAGE_FACTS = """() => {
+  const images = Array.from(document.querySelectorAll('.cell_output img'));
+  // Only the site's own images: an external one (Colab's badge) is not fetched by the check.
+  const broken = Array.from(document.images)
+    .filter(i => i.src.startsWith(location.origin) && !(i.complete && i.naturalWidth > 0));
+  const wide = Array.from(document.querySelectorAll(
+      'div.highlight pre, .cell_output pre, .pst-scrollable-table-container'))
+    .filter(e => e.offsetParent !== null && e.scrollWidth - e.clientWidth > 1
+                 && getComputedStyle(e).whiteSpace !== 'pre-wrap'
+                 && !(e.classList.contains('sb-scrollable')
+                      && e.parentElement.matches('.sb-more-right, .sb-more-left')));
+  return {
+    outputImages: images.length,
+    loadedOutputImages: images.filter(i => i.complete && i.naturalWidth > 0).length,
+    broken: broken.map(i => i.getAttribute('src')),
+    text: document.body ? document.body.innerText : '',
+    uncued: wide.length,
+  };
+}"""
+
+VISIBLE = (
+    "el => { const r = el.getBoundingClientRect();"
+    " return r.width > 0 && r.height > 0 && getComputedStyle(el).visibility !== 'hidden'; }"
+)
+
+
+@dataclass
+class PageResult:
+    page: str
+    viewport: str
+    expected: int
+    images: int = 0
+    loaded: int = 0
+    problems: list[str] = field(default_factory=list)
+    screenshot: str = ""
+
+
+def find_browser() -> str | None:
+    """The system Chromium: $CHROMIUM, /usr/bin/chromium, or chromium / chromium-browser on PATH."""
+    candidates = [os.environ.get("CHROMIUM", ""), "/usr/bin/chromium"]
+    candidates += [shutil.which(n) or "" for n in ("chromium", "chromium-browser", "google-chrome")]
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def serve(html_root: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """Serves the site on an ephemeral localhost port (stop it with .shutdown())."""
+    handler = functools.partial(_QuietHandler, directory=str(html_root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+def _visible(page, selector: str):
+    """The first visible element matching `selector`, or None."""
+    for handle in page.query_selector_all(selector):
+        if handle.evaluate(VISIBLE):
+            return handle
+    return None
+
+
+def _check_navigation(page, viewport: str, require: bool) -> list[str]:
+    """Phone: ☰ opens the site navigation, "On this page" the contents (where the page has them);
+    desktop: ☰ collapses the sidebar and a second click brings it back."""
+    problems = []
+    toggle = _visible(page, ".primary-toggle")
+    if toggle is None:
+        return ["no visible ☰ (.primary-toggle) button"] if require else []
+    if viewport == "phone":
+        toggle.click()
+        try:
+            page.wait_for_selector(
+                "#pst-primary-sidebar-modal[open] .bd-docs-nav, dialog[open] nav", timeout=2000
+            )
+        except Exception:
+            problems.append("☰ did not open the site navigation")
+        page.keyboard.press("Escape")
+        page.wait_for_selector("dialog[open]", state="detached", timeout=2000)
+        secondary = _visible(page, ".secondary-toggle")
+        if secondary is not None and page.query_selector(
+            "#pst-page-navigation-heading-2, .page-toc, nav.bd-toc-nav"
+        ):
+            secondary.click()
+            try:
+                page.wait_for_selector("#pst-secondary-sidebar-modal[open]", timeout=2000)
+            except Exception:
+                problems.append('"On this page" did not open the contents')
+            page.keyboard.press("Escape")
+            page.wait_for_selector("dialog[open]", state="detached", timeout=2000)
+    else:
+        sidebar = page.query_selector("#pst-primary-sidebar")
+        if sidebar is None or not sidebar.evaluate(VISIBLE):
+            return problems
+        for state, problem in (
+            (False, "☰ did not collapse the sidebar"),
+            (True, "a second ☰ did not bring it back"),
+        ):
+            toggle.click()
+            try:
+                page.wait_for_function(
+                    f"el => ({VISIBLE})(el) === {str(state).lower()}", arg=sidebar, timeout=2000
+                )
+            except Exception:
+                problems.append(problem)
+            if page.query_selector("dialog[open]") is not None:
+                problems.append("☰ opened a dialog instead of collapsing the sidebar")
+                page.keyboard.press("Escape")
+                break
+    return problems
+
+
+def _listen(page, base: str) -> list[str]:
+    """A list that collects, as they happen, the page's JavaScript errors, console errors logged from
+    the site's own files, and local requests that failed or answered 4xx/5xx."""
+    events: list[str] = []
+
+    def on_console(msg):
+        if msg.type == "error" and (msg.location.get("url") or base).startswith(base):
+            events.append(f"console error from {msg.location.get('url')}: {msg.text}")
+
+    def on_failed(request):
+        if request.url.startswith(base):
+            events.append(f"request failed: {request.url} ({request.failure})")
+
+    def on_response(response):
+        if response.url.startswith(base) and response.status >= 400:
+            events.append(f"HTTP {response.status} for {response.url}")
+
+    page.on("pageerror", lambda error: events.append(f"JavaScript error: {error}"))
+    page.on("console", on_console)
+    page.on("requestfailed", on_failed)
+    page.on("response", on_response)
+    return events
+
+
+def _local_only(base: str):
+    """A route handler that lets the site's own requests through and aborts the rest (no network)."""
+    return lambda route: route.continue_() if route.request.url.startswith(base) else route.abort()
+
+
+def browser_check(
+    html_root: Path,
+    pages: list[Path],
+    expected: dict[str, int],
+    browser_path: str,
+    shots: Path | None,
+    secrets: set[str],
+    leaks_in,
+    require_nav: bool = True,
+) -> list[PageResult]:
+    """Opens every page at every viewport in Chromium; one PageResult per (page, viewport)."""
+    from playwright.sync_api import sync_playwright
+
+    html_root = html_root.resolve()
+    server, base = serve(html_root)
+    results = []
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox", "--disable-gpu"])
+            for viewport, (width, height) in VIEWPORTS.items():
+                phone = viewport == "phone"
+                context = browser.new_context(
+                    viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone
+                )
+                # Only the site itself is loaded: no CDN, no analytics, and a run needs no network.
+                context.route("**/*", _local_only(base))
+                page = context.new_page()
+                events = _listen(page, base)
+                for path in pages:
+                    rel = path.relative_to(html_root).as_posix()
+                    result = PageResult(rel, viewport, expected.get(rel, 0))
+                    events.clear()
+                    try:
+                        page.goto(base + rel, wait_until="load", timeout=30000)
+                    except Exception as error:  # a page that does not load is a finding, not a crash
+                        result.problems.append(f"did not load: {error}")
+                        results.append(result)
+                        continue
+                    try:
+                        page.wait_for_function(
+                            "Array.from(document.images).every(i => i.complete)", timeout=5000
+                        )
+                    except Exception:
+                        result.problems.append("images still loading after 5 s")
+                    facts = page.evaluate(PAGE_FACTS)
+                    result.images, result.loaded = facts["outputImages"], facts["loadedOutputImages"]
+                    if result.loaded != result.expected or result.images != result.expected:
+                        result.problems.append(
+                            f"{result.expected} figures in the notebook, {result.images} output images on the"
+                            f" page, {result.loaded} loaded"
+                        )
+                    result.problems += [f"image did not load: {src}" for src in facts["broken"]]
+                    if FIGURE_TEXT in facts["text"]:
+                        result.problems.append(f"shows {FIGURE_TEXT!r} text instead of a figure")
+                    if facts["uncued"]:
+                        result.problems.append(
+                            f"{facts['uncued']} blocks scroll sideways with no visible cue"
+                        )
+                    result.problems += [f"shows {what}" for what in leaks_in(facts["text"], secrets)]
+                    if shots is not None:
+                        # The whole page, as JPEG to keep a long chapter small.
+                        name = f"{rel.replace('/', '__').removesuffix('.html')}--{viewport}"
+                        shot = shots / f"{name}.jpg"
+                        page.screenshot(path=str(shot), full_page=True, quality=60 if phone else 70)
+                        result.screenshot = str(shot)
+                    if shots is not None and phone and result.images:
+                        # On a phone, also the first figure as a reader scrolls to it.
+                        first = page.query_selector(".cell_output img")
+                        first.scroll_into_view_if_needed()
+                        page.screenshot(path=str(shots / f"{name}--first-figure.png"))
+                        page.evaluate("window.scrollTo(0, 0)")
+                    result.problems += _check_navigation(page, viewport, require_nav)
+                    if shots is not None and phone and path == pages[0]:
+                        toggle = _visible(page, ".primary-toggle")
+                        if toggle is not None:
+                            toggle.click()
+                            page.wait_for_timeout(300)
+                            page.screenshot(path=str(shots / "navigation-open--phone.png"))
+                            page.keyboard.press("Escape")
+                    result.problems += events
+                    results.append(result)
+                context.close()
+            browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    return results
+
+
+def no_browser(reason: str, allow: bool) -> int:
+    """Says loudly that the browser check did not run; non-zero unless allowed (never in CI)."""
+    ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    bar = "!" * 100
+    print(
+        f"{bar}\nSITE CHECK: NO BROWSER — {reason}\nThe built site was NOT checked in a browser.",
+        file=sys.stderr,
+    )
+    print(
+        "Install Chromium (Debian: apt-get install chromium) and playwright (requirements.txt).",
+        file=sys.stderr,
+    )
+    if allow and not ci:
+        print(f"--allow-no-browser given outside CI: not failing.\n{bar}", file=sys.stderr)
+        return 0
+    print(
+        f"Failing{' (CI=true)' if ci else ''}; pass --allow-no-browser to skip locally.\n{bar}",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
+    parser.add_argument("--executed", type=Path, default=ROOT / "_build" / "jupyter_execute")
+    parser.add_argument("--screenshots", type=Path, default=ROOT / "_build" / "screenshots")
+    parser.add_argument(
+        "--allow-no-browser", action="store_true", help="outside CI, only warn without a browser"
+    )
+    parser.add_argument(
+        "--pages", nargs="*", default=[], help="only pages matching these globs (book/0*.html)"
+    )
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+    if not (args.html / "index.html").exists():
+        print(f"FAILED: {args.html}/index.html does not exist: run `make book` first", file=sys.stderr)
+        return 1
+    problems, expected = static_problems(args.html, args.executed)
+    pages = [
+        p
+        for p in site_pages(args.html)
+        if not args.pages or any(fnmatch.fnmatch(p.relative_to(args.html).as_posix(), g) for g in args.pages)
+    ]
+    print(f"site check: {len(pages)} pages, {sum(expected.values())} figures in the executed notebooks")
+    if problems:
+        print("FAILED (from the files):\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    print(f"links, anchors, local files and figures in the HTML: ok ({time.monotonic() - start:.1f} s)")
+    browser = find_browser()
+    if browser is None:
+        return no_browser(
+            "no Chromium found ($CHROMIUM, /usr/bin/chromium, chromium on PATH)", args.allow_no_browser
+        )
+    if importlib.util.find_spec("playwright") is None:
+        return no_browser("the playwright package is not installed", args.allow_no_browser)
+    if args.screenshots:
+        if not args.pages:  # a full run replaces every screenshot; --pages replaces those pages' only
+            shutil.rmtree(args.screenshots, ignore_errors=True)
+        args.screenshots.mkdir(parents=True, exist_ok=True)
+    nbtools = _nbtools()
+    results = browser_check(
+        args.html, pages, expected, browser, args.screenshots, nbtools.secret_lines(), nbtools.leaks_in
+    )
+    by_page: dict[str, dict[str, PageResult]] = {}
+    for r in results:
+        by_page.setdefault(r.page, {})[r.viewport] = r
+    width = max(len(page) for page in by_page)
+    print(f"{'page':<{width}} {'figures':>7} {'desktop':>8} {'phone':>6}   (images loaded)")
+    for page, views in by_page.items():
+        d, p = views.get("desktop"), views.get("phone")
+        print(f"{page:<{width}} {d.expected:>7} {d.loaded:>8} {p.loaded:>6}")
+    failed = [f"{r.page} ({r.viewport}): {problem}" for r in results for problem in r.problems]
+    seconds = time.monotonic() - start
+    if failed:
+        print("FAILED (in Chromium):\n  " + "\n  ".join(failed), file=sys.stderr)
+        print(f"site check: failed after {seconds:.1f} s; screenshots in {args.screenshots}", file=sys.stderr)
+        return 1
+    print(
+        f"site check: {len(by_page)} pages x {len(VIEWPORTS)} sizes in Chromium: ok in {seconds:.1f} s;"
+        f" screenshots in {args.screenshots}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
