@@ -13,8 +13,8 @@ For each ``jax.lax.DotAlgorithmPreset`` it records
   and the rate in TFLOP/s;
 * or the first line of the error a preset raises on this backend.
 
-Chapter 9 plots the committed record (``book/data/precision_presets_<device>.json``); CI never runs
-this script.
+Chapter 9 reads and plots the committed record (``shardbook/data/precision_presets_<device>.json``,
+shipped with the helper package so the chapter runs on Colab too); CI never runs this script.
 """
 
 from __future__ import annotations
