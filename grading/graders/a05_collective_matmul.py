@@ -65,7 +65,6 @@ from shardbook.checks import (
     expect_sharding,
 )
 from shardbook.comms import Report, analyze, format_bytes
-from shardbook.cost import estimate
 
 AXES = ("X", "Y")
 MESH_LAYOUTS: list[tuple[int, int]] = [(2, 4), (4, 2), (1, 8), (8, 1)]
@@ -255,10 +254,6 @@ def _structure_cases(middle: dict[str, int], big: dict[str, int]) -> list[tuple[
     (2, 4) mesh with Auto axes at the large size the time comparison uses (it comes last)."""
     cases = [(make_mesh(shape, AxisType.Explicit), middle) for shape in STRUCTURE_LAYOUTS]
     return cases + [(make_mesh((2, 4), AxisType.Auto), big)]
-
-
-def _microseconds(report: Report) -> float:
-    return estimate(report, chip="v5e").microseconds
 
 
 def _check_time(
