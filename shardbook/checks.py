@@ -7,6 +7,7 @@ JAX: a learner's function that returns the wrong kind of object is described, no
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -177,6 +178,119 @@ def expect_type(
 
 
 # ---------------------------------------------------------------------------------------------------
+# errors raised inside a learner's function, in one sentence
+
+_VMA_HINT = (
+    "start the carry from a per-device value: jax.lax.pcast(init, axis_names, to='varying'), or build "
+    "it from a block (jnp.zeros_like(x_block))."
+)
+_DIVIDE_HINT = (
+    "compute sizes from what you are given (x.shape, mesh.shape[...]) instead of writing them down: "
+    "the hidden tests use other sizes and meshes, and every split dimension divides its mesh axis there."
+)
+_NO_MESH_HINT = "wrap the spec: NamedSharding(mesh, P(...)), or run the code under with jax.set_mesh(mesh)."
+
+# (substrings that must all appear in the error, what went wrong in words, one hint). First match wins.
+JAX_ERRORS: list[tuple[tuple[str, ...], str, str]] = [
+    (
+        ("out_specs", "possibly varying"),
+        "shard_map's out_specs say the result is the same on every device of an axis, but the value "
+        "returned differs from device to device along it",
+        "if every device should hold all of it, reduce or gather it over that axis first (psum / "
+        "all_gather); if each device returns its own block, name the axis in out_specs. check_vma=False "
+        "would only hide the mistake.",
+    ),
+    (
+        ("carry", "must have equal types"),
+        "a loop carry starts out the same on every device but comes back different per device (its "
+        "type gains {V:...})",
+        _VMA_HINT,
+    ),
+    (
+        ("manual axis types do not match",),
+        "two values that must have the same type differ in which devices they vary over ({V:...})",
+        _VMA_HINT,
+    ),
+    (
+        ("not evenly divisible",),
+        "an array's size does not divide evenly over the mesh axis that splits it",
+        _DIVIDE_HINT,
+    ),
+    (
+        ("does not evenly divide",),
+        "an array's size does not divide evenly over the mesh axis that splits it",
+        _DIVIDE_HINT,
+    ),
+    (
+        ("cannot contain axis names that are of type Auto",),
+        "a sharding-in-types call (jax.reshard, out_sharding=...) was used on a mesh whose axes are Auto",
+        "those calls need Explicit axes; on Auto axes use jax.lax.with_sharding_constraint, or write code "
+        "that works on both kinds of mesh (the hidden tests use both).",
+    ),
+    (
+        ("Mesh for all inputs should be equal",),
+        "the inputs lie on different meshes (one with Explicit axes, one with Auto axes, or other devices)",
+        "build every array on the mesh you are given, NamedSharding(mesh, spec), not on a mesh of your own.",
+    ),
+    (("not under a mesh context",), "a bare PartitionSpec was used where no mesh is set", _NO_MESH_HINT),
+    (("non-empty mesh in context",), "a bare PartitionSpec was used where no mesh is set", _NO_MESH_HINT),
+    (("set a mesh via `jax.set_mesh`",), "a bare PartitionSpec was used where no mesh is set", _NO_MESH_HINT),
+    (
+        ("ShardingTypeError",),
+        "on a mesh with Explicit axes JAX must know each result's sharding while tracing, and here it "
+        "is ambiguous",
+        "say which one you want: out_sharding=P(...) on that operation, or jax.reshard an operand first.",
+    ),
+    (
+        ("does not match the specs of the input",),
+        "shard_map's in_specs do not match how an argument is laid out",
+        "give in_specs the layout the contract states for each argument (it is how the inputs arrive).",
+    ),
+]
+
+
+def describe_error(e: BaseException) -> tuple[str, str | None]:
+    """An exception from a learner's code in words: ``(text, hint)``.
+
+    A common JAX mistake (out_specs on a value that differs per device, a loop carry whose {V:...}
+    type changes, a size that does not divide over the mesh, Explicit/Auto mesh mix-ups, a bare
+    PartitionSpec without a mesh) gets one sentence and its own hint; any other error is described by
+    its type and first line, with no hint (None).
+
+    Example:
+      >>> describe_error(KeyError("Z"))
+      ("KeyError: 'Z'", None)
+    """
+    text = str(e).strip()
+    first = text.splitlines()[0][:300] if text else ""
+    searched = f"{type(e).__name__}: {text}"
+    for needles, words, hint in JAX_ERRORS:
+        if all(n in searched for n in needles):
+            return f"{type(e).__name__}: {words}", hint
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__, None
+
+
+def call(fn: Any, *args: Any, what: str = "your function", hint: str | None = None, **kwargs: Any) -> Any:
+    """Runs ``fn(*args, **kwargs)`` for a self-check; an exception becomes one CheckFailed sentence.
+
+    Raises:
+      NotImplementedError: unchanged (the exercise is not attempted yet).
+      CheckFailed: "<what>: expected a result, got <Error>: <words>. Hint: <hint>" (see
+        :func:`describe_error`).
+
+    Example:
+      >>> out = call(jax.jit(lambda a: f(a, mesh)), a, what="f(a, mesh)")  # doctest: +SKIP
+    """
+    try:
+        return fn(*args, **kwargs)
+    except (NotImplementedError, CheckFailed):  # "not attempted yet" says it all; a check's own words too
+        raise
+    except Exception as e:
+        words, known_hint = describe_error(e)
+        _fail(what, "a result", words, known_hint or hint or "read the error from its first line.")
+
+
+# ---------------------------------------------------------------------------------------------------
 # checks on the compiled program (they use shardbook.comms)
 
 
@@ -185,9 +299,11 @@ def _analyze_for_check(fn: Any, args: tuple, what: str) -> Any:
 
     try:
         return analyze(fn, *args)
+    except NotImplementedError:  # "not attempted yet" says it all
+        raise
     except Exception as e:  # the learner's function does not trace or compile
-        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        _fail(what, "a function that compiles for these arguments", f"{type(e).__name__}: {message[:200]}")
+        words, hint = describe_error(e)
+        _fail(what, "a function that compiles for these arguments", words, hint)
 
 
 def list_collectives(collectives: Sequence[Any], limit: int = 3) -> str:
@@ -289,8 +405,11 @@ def expect_no_intermediate_larger_than(
 
     try:
         text = _lower(fn, args, {}).compile().as_text()
+    except NotImplementedError:
+        raise
     except Exception as e:
-        _fail(what, "a function that compiles for these arguments", f"{type(e).__name__}: {str(e)[:200]}")
+        words, error_hint = describe_error(e)
+        _fail(what, "a function that compiles for these arguments", words, error_hint)
     found = largest_intermediates(text, elements)
     if found:
         name, array, op_name = max(found, key=lambda f: f[1].elements)
@@ -304,3 +423,140 @@ def expect_no_intermediate_larger_than(
             or "contract as you go (einsum / dot_general, or a loop over chunks) instead of building the "
             "full broadcast product and summing it afterwards.",
         )
+
+
+# ---------------------------------------------------------------------------------------------------
+# checks on the modelled TPU time (they use shardbook.cost)
+
+
+def expect_estimate_within(
+    report: Any,
+    baseline: Any,
+    *,
+    what: str,
+    baseline_name: str,
+    margin: float | None = None,
+    chip: str = "v5e",
+    hint: str | None = None,
+) -> str:
+    """Checks that a program's modelled TPU time is at most ``baseline``'s plus the model's margin.
+
+    Args:
+      report: the :func:`shardbook.analyze` report of the program checked.
+      baseline: the report of the program to compare with, or its estimate in microseconds.
+      baseline_name: how to call the baseline in the message ("plain jit").
+      margin: the allowed excess as a fraction; default :data:`shardbook.cost.MODEL_MARGIN`, the
+        model's accuracy against published measurements, so a correct program is never refused on a
+        difference the model cannot resolve.
+
+    Returns:
+      One line, the estimate next to the target, for a self-check to print.
+
+    Raises:
+      CheckFailed: the estimate is above the target; the message gives both and the exposed
+        communication (time not hidden behind matmuls).
+    """
+    from .cost import MODEL_MARGIN, estimate
+
+    margin = MODEL_MARGIN if margin is None else margin
+    got = estimate(report, chip=chip)
+    base_us = (
+        float(baseline) if isinstance(baseline, (int, float)) else estimate(baseline, chip=chip).microseconds
+    )
+    target = base_us * (1 + margin)
+    target_text = f"at most {target:.1f} µs ({baseline_name}: {base_us:.1f} µs, + {margin:.0%}"
+    target_text += " for the model's accuracy)"
+    if got.microseconds > target:
+        _fail(
+            what,
+            f"a TPU {chip} estimate {target_text}",
+            f"{got.microseconds:.1f} µs, {got.exposed_communication_seconds * 1e6:.1f} µs of it "
+            "communication not hidden behind matmuls",
+            hint,
+        )
+    return f"TPU {chip} estimate: {got.microseconds:.1f} µs; target: {target_text}."
+
+
+def overlap_seconds(est: Any) -> float:
+    """How long, in an :class:`shardbook.cost.Estimate`'s timeline, a collective and a matmul run at once."""
+    compute = [(e.start, e.end) for e in est.events if e.stream == "compute"]
+    comm = [(e.start, e.end) for e in est.events if e.stream == "communication"]
+    return sum(max(0.0, min(b, d) - max(a, c)) for a, b in compute for c, d in comm)
+
+
+def expect_overlap(
+    report: Any, *, what: str, min_collectives: int = 1, chip: str = "v5e", hint: str | None = None
+) -> None:
+    """Checks that communication is split up and runs while matmuls run.
+
+    The program (as :func:`shardbook.analyze` reads it: XLA:CPU's all-reduce combiner switched off,
+    so chunks you reduce separately stay separate) must hold at least ``min_collectives`` collectives,
+    and in the modelled timeline at least one of them must run at the same time as a matmul — it only
+    needs values computed before the last matmul. Doing every matmul first and reducing afterwards,
+    however many pieces, fails.
+
+    Raises:
+      CheckFailed: too few collectives, or none overlapping a matmul.
+    """
+    from .cost import estimate
+
+    n = len(report.collectives)
+    if n < min_collectives:
+        _fail(
+            what,
+            f"the communication split into at least {min_collectives} collectives",
+            f"{n} collective{'s' if n != 1 else ''}"
+            + (f": {list_collectives(report.collectives)}" if n else ""),
+            hint,
+        )
+    if overlap_seconds(estimate(report, chip=chip)) <= 1e-12:
+        _fail(
+            what,
+            "a collective that runs while a matmul is still running",
+            f"{n} collective{'s' if n != 1 else ''}, each waiting for the matmuls before it "
+            f"({list_collectives(report.collectives)})",
+            hint,
+        )
+
+
+# ---------------------------------------------------------------------------------------------------
+# counting compilations
+
+
+class CompileLog(logging.Handler):
+    """Records every program JAX compiles while active, with its input types.
+
+    Use it to see whether a second call of a function compiles again:
+
+      >>> with CompileLog() as log:          # doctest: +SKIP
+      ...     pipeline_grads(ws, x, 2)
+      >>> len(log.programs)                  # doctest: +SKIP
+      0
+
+    JAX logs "Compiling <name> with global shapes and types <avals>" (at DEBUG level, from
+    ``jax._src.interpreters.pxla``) once per XLA compilation, eager operations included; this
+    handler lowers that logger's level while it is active and keeps ``(name, avals)`` per record.
+    """
+
+    LOGGER = "jax._src.interpreters.pxla"
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.programs: list[tuple[str, tuple]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("Compiling ") and isinstance(record.args, tuple) and len(record.args) >= 2:
+            self.programs.append((str(record.args[0]), tuple(record.args[1])))
+
+    def __enter__(self) -> CompileLog:
+        self._logger = logging.getLogger(self.LOGGER)
+        self._level, self._propagate = self._logger.level, self._logger.propagate
+        self._logger.setLevel(logging.DEBUG)
+        self._logger.propagate = False  # keep the notebook quiet
+        self._logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._level)
+        self._logger.propagate = self._propagate

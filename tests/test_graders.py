@@ -98,3 +98,41 @@ def test_grader_reports_a_crash_in_words(assignment, fn):
 
     with pytest.raises(CheckFailed, match=r"expected a result, got KeyError: 'Z'\. Hint: "):
         getattr(grader_module(assignment), f"check_{fn}")(broken)
+
+
+def run_self_check(assignment: str, notebook, function: str) -> None:
+    """Runs the instructor's imports cell, ``notebook``'s answer cells and the instructor's visible
+    self-check of ``function``, as grading does (it restores locked cells); raises what the check raises."""
+    solution = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
+    theirs = answer_sources(notebook)
+    namespace: dict = {}
+    visible = None
+    for cell in nbformat.read(solution, as_version=4).cells:
+        gid = nbgrader_meta(cell).get("grade_id")
+        if gid == "imports":
+            exec(compile(cell.source, f"{assignment}:imports", "exec"), namespace)
+        elif nbgrader_meta(cell).get("solution"):
+            exec(compile(theirs[gid], f"{notebook.name}:{gid}", "exec"), namespace)
+        elif gid == f"test_{function}_visible":
+            visible = cell.source
+    exec(compile(visible, f"{assignment}:test_{function}_visible", "exec"), namespace)
+
+
+VISIBLE_CASES = [
+    (a, name, gid.removeprefix("test_").removesuffix("_visible"))
+    for a in ASSIGNMENTS
+    for name, spec in expected(a).items()
+    if name.startswith("wrong_")
+    for gid in spec["lost"]
+    if gid.endswith("_visible")
+]
+
+
+@pytest.mark.parametrize(("assignment", "name", "fn"), VISIBLE_CASES)
+def test_wrong_submission_fails_the_self_check_grading_says_it_fails(assignment, name, fn):
+    # Self-checks test what grading tests: where expected.json says a mistake loses the visible
+    # test, the self-check itself catches it, in words (expected, got, hint) — not a traceback.
+    with pytest.raises(CheckFailed) as failure:
+        run_self_check(assignment, ROOT / "tests" / "submissions" / assignment / f"{name}.ipynb", fn)
+    message = str(failure.value)
+    assert "expected" in message and "got" in message and "Hint:" in message, message

@@ -10,18 +10,26 @@ Each ``check_<function>(fn)`` does three kinds of test:
   :func:`shardbook.analyze`: which collective kinds appear and how many bytes each device sends, next
   to the bound the exercise states;
 * **time**: where the exercise is about overlap, :func:`shardbook.estimate` models one step on a TPU
-  v5e at a size where communication matters, next to plain ``jax.jit`` (or, for the bidirectional
-  variants, next to the one-directional reference ring below).
+  v5e at a size where communication matters. The estimate may be at most
+  :data:`shardbook.cost.MODEL_MARGIN` (10%) above the baseline's — plain ``jax.jit``, or, for the
+  bidirectional variants, the one-directional reference ring below — since the model is only that
+  close to published measurements (``make bench``); a correct program is never refused on a hair.
+  Because that margin would let a program that does all its communication before or after its
+  matmuls pass, the one-directional exercises are also checked for **overlap**: in the program read
+  by :func:`shardbook.analyze` (XLA:CPU's all-reduce combiner switched off, so chunks reduced
+  separately stay separate), some collective must run while a matmul runs
+  (:func:`shardbook.checks.expect_overlap`); Exercise 5.2 must split its reduction into at least
+  two collectives.
 
 A mesh whose 'Y' axis has one device needs no communication, and the graders check that none happens.
 The first wrong answer raises :class:`shardbook.checks.CheckFailed` with the call, what was expected,
 what came back, and a hint.
 
-Why the bidirectional variants are compared with "not slower" and not "faster": the cost model has
-one communication stream per chip and does not know which direction a link is used in, and an
-8-device v5e has no wraparound links (How To Scale Your Model, "How to Think About TPUs"). On such a
-line the two directions of a bidirectional ring share the links a one-directional ring already
-uses, so the model (and the hardware) give the same time for a correct bidirectional version. The
+Why the bidirectional variants are compared with the one-directional ring and not with a speed-up:
+the cost model has one communication stream per chip and does not know which direction a link is
+used in, and an 8-device v5e has no wraparound links (How To Scale Your Model, "How to Think About
+TPUs"). On such a line the two directions of a bidirectional ring share the links a one-directional
+ring already uses, so the model gives about the same time for a correct bidirectional version. The
 time check therefore catches versions that expose communication a one-directional ring hides, while
 the *structure* check (permutes both ways round 'Y', no extra bytes) grades the idea itself.
 """
@@ -49,17 +57,20 @@ from grading.graders.common import (
     small_ints,
     struct,
 )
-from shardbook.checks import CheckFailed, expect_allclose, expect_sharding
+from shardbook.checks import (
+    CheckFailed,
+    expect_allclose,
+    expect_estimate_within,
+    expect_overlap,
+    expect_sharding,
+)
 from shardbook.comms import Report, analyze, format_bytes
-from shardbook.cost import estimate
 
 AXES = ("X", "Y")
 MESH_LAYOUTS: list[tuple[int, int]] = [(2, 4), (4, 2), (1, 8), (8, 1)]
 BYTES_F32 = 4
-# The bidirectional variants may be this much slower than the reference ring by the model (rounding).
-# (the model's single communication stream serialises the two directions in the compiler's schedule
-# order, which can shift a correct version by a few percent either way).
-BIDIR_TOLERANCE = 1.05
+# Every estimate is compared with its baseline's plus shardbook.cost.MODEL_MARGIN (one constant for all
+# graders and self-checks): see shardbook.checks.expect_estimate_within.
 # Structure (kinds, bytes, directions) is read on these layouts at a middle size, and on (2, 4) at the
 # large size of the time comparison.
 STRUCTURE_LAYOUTS: list[tuple[int, int]] = [(1, 8)]
@@ -245,20 +256,21 @@ def _structure_cases(middle: dict[str, int], big: dict[str, int]) -> list[tuple[
     return cases + [(make_mesh((2, 4), AxisType.Auto), big)]
 
 
-def _microseconds(report: Report) -> tuple[float, float]:
-    est = estimate(report, chip="v5e")
-    return est.microseconds, est.exposed_communication_seconds * 1e6
-
-
-def _check_faster_than(report: Report, baseline: Report, call: str, baseline_name: str, hint: str) -> None:
-    got, got_exposed = _microseconds(report)
-    base, base_exposed = _microseconds(baseline)
-    if not got < base:
-        raise CheckFailed(
-            f"{call}: expected a TPU v5e estimate below {baseline_name}'s {base:.1f} µs "
-            f"({base_exposed:.1f} µs of it exposed communication), got {got:.1f} µs "
-            f"({got_exposed:.1f} µs exposed). Hint: {hint}"
+def _check_time(
+    report: Report,
+    baseline: Report,
+    call: str,
+    baseline_name: str,
+    hint: str,
+    *,
+    min_collectives: int | None = 1,
+) -> None:
+    """Overlap (unless ``min_collectives`` is None), then the estimate within the model's margin."""
+    if min_collectives is not None:
+        expect_overlap(
+            report, what=f"{call}, as modelled on a TPU v5e", min_collectives=min_collectives, hint=hint
         )
+    expect_estimate_within(report, baseline, what=call, baseline_name=baseline_name, hint=hint)
 
 
 def _permute_directions(report: Report, mesh_shape: dict[str, int]) -> set[int]:
@@ -340,7 +352,7 @@ def _check_allgather_family(fn: Callable, name: str, bidirectional: bool) -> Non
         _check_not_slower(report, ring, call, "the one-directional ring of Exercise 5.1")
     else:
         plain = analyze(plain_jit(mesh, P("X", "Y")), *args)
-        _check_faster_than(
+        _check_time(
             report,
             plain,
             call,
@@ -351,15 +363,15 @@ def _check_allgather_family(fn: Callable, name: str, bidirectional: bool) -> Non
 
 
 def _check_not_slower(report: Report, ring: Report, call: str, ring_name: str) -> None:
-    got, got_exposed = _microseconds(report)
-    base, base_exposed = _microseconds(ring)
-    if got > base * BIDIR_TOLERANCE:
-        raise CheckFailed(
-            f"{call}: expected a TPU v5e estimate no slower than {ring_name}'s {base:.1f} µs "
-            f"({base_exposed:.1f} µs exposed communication), got {got:.1f} µs ({got_exposed:.1f} µs "
-            "exposed). Hint: multiply each block as soon as it arrives, and keep the number of permutes "
-            "at nY - 1 (every extra permute pays the link latency again)."
-        )
+    _check_time(
+        report,
+        ring,
+        call,
+        ring_name,
+        "multiply each block as soon as it arrives, and keep the number of permutes at nY - 1 (every "
+        "extra permute pays the link latency again).",
+        min_collectives=None,
+    )
 
 
 def check_matmul_allgather(fn: Callable) -> None:
@@ -417,7 +429,15 @@ def check_matmul_allreduce(fn: Callable) -> None:
             hint,
         )
     plain = analyze(plain_jit(mesh, P("X", None)), *args)
-    _check_faster_than(report, plain, _call_text(name, args + (mesh,)), "plain jit (one all-reduce)", hint)
+    _check_time(
+        report,
+        plain,
+        _call_text(name, args + (mesh,)),
+        "plain jit (one all-reduce)",
+        "psum each chunk of the output as soon as it is computed, before multiplying the next chunk: "
+        "one psum of the whole product, or psums after the last matmul, leave nothing to overlap.",
+        min_collectives=2,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -481,7 +501,7 @@ def _check_reducescatter_family(fn: Callable, name: str, bidirectional: bool) ->
         _check_not_slower(report, ring, call, "the one-directional ring of Exercise 5.3")
     else:
         plain = analyze(plain_jit(mesh, P("X", "Y")), *args)
-        _check_faster_than(report, plain, call, "plain jit (one reduce-scatter after the matmul)", hint)
+        _check_time(report, plain, call, "plain jit (one reduce-scatter after the matmul)", hint)
 
 
 def check_matmul_reducescatter(fn: Callable) -> None:
@@ -538,6 +558,6 @@ def check_transformer_mlp(fn: Callable) -> None:
             hint,
         )
     plain = analyze(plain_jit(mesh, P("X", "Y")), *args)
-    _check_faster_than(
+    _check_time(
         report, plain, _call_text(name, args + (mesh,)), "plain jit (all-gather, then reduce-scatter)", hint
     )

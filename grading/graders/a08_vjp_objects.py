@@ -11,7 +11,6 @@ the call, what was expected, what came back, and a hint.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from grading.graders.common import call_learner
-from shardbook.checks import CheckFailed, describe_array, expect_allclose
+from shardbook.checks import CheckFailed, CompileLog, describe_array, expect_allclose
 
 # ----------------------------------------------------------------------------------------------
 # Oracles and helpers.
@@ -76,38 +75,6 @@ def make_weights(seed: int, n_layers: int, h: int) -> list[jax.Array]:
 
 def make_input(seed: int, n: int, h: int) -> jax.Array:
     return _normal(seed + 1000, (n, h))
-
-
-class CompileLog(logging.Handler):
-    """Records every program JAX lowers for compilation while active, with its input types.
-
-    JAX logs "Compiling <name> with global shapes and types <avals>" (at DEBUG level, from
-    ``jax._src.interpreters.pxla``) once per XLA compilation, eager operations included; this
-    handler lowers that logger's level while it is active and keeps ``(name, avals)`` per record.
-    """
-
-    LOGGER = "jax._src.interpreters.pxla"
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.programs: list[tuple[str, tuple]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.msg.startswith("Compiling ") and isinstance(record.args, tuple) and len(record.args) >= 2:
-            self.programs.append((str(record.args[0]), tuple(record.args[1])))
-
-    def __enter__(self) -> CompileLog:
-        self._logger = logging.getLogger(self.LOGGER)
-        self._level, self._propagate = self._logger.level, self._logger.propagate
-        self._logger.setLevel(logging.DEBUG)
-        self._logger.propagate = False  # keep the notebook quiet
-        self._logger.addHandler(self)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._logger.removeHandler(self)
-        self._logger.setLevel(self._level)
-        self._logger.propagate = self._propagate
 
 
 def _elements(aval: Any) -> int:
@@ -270,6 +237,17 @@ def check_pipeline_grads(fn: Callable) -> None:
                     "(or a new closure) per layer compiles again."
                 )
             _expect_grads(got, ws, x, n_micro, call, hint)
+            if n_layers == 6:  # the same call again: everything it needs is compiled already
+                with CompileLog() as log:
+                    call_learner(fn, "pipeline_grads", ws, x, n_micro, where=f"{call}, called again")
+                if log.programs:
+                    names = ", ".join(name for name, _ in log.programs[:4])
+                    raise CheckFailed(
+                        f"{call}, called again with the same arguments: expected no compilation, got "
+                        f"{len(log.programs)} ({names}). Hint: build the jitted forward and backward "
+                        "once, outside pipeline_grads; a jax.jit or jax.fwd_and_bwd of a function made "
+                        "inside it is new on every call, so it is traced and compiled again."
+                    )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from shardbook.checks import CheckFailed, describe_array, list_collectives
+from shardbook.checks import CheckFailed, describe_array, describe_error, list_collectives
 from shardbook.comms import Report, analyze
 
 DEFAULT_HINT = "read the error from its first line; the exercise's contract says what each argument holds."
@@ -67,7 +67,8 @@ def call_learner(
 
     Raises:
       CheckFailed: "<name> is not written yet" for NotImplementedError, else
-        "<where>: expected a result, got <Error>: <first line>. Hint: <hint>".
+        "<where>: expected a result, got <Error>: <first line>. Hint: <hint>"; a common JAX mistake
+        (shardbook.checks.describe_error) is put in words, with its own hint instead of ``hint``.
     """
     try:
         if mesh is not None:
@@ -80,10 +81,9 @@ def call_learner(
         raise
     except Exception as e:
         where = where or f"{name}({', '.join(show(a) for a in args)})"
-        text = str(e).strip()
-        first = text.splitlines()[0][:300] if text else ""
+        words, known_hint = describe_error(e)  # a common JAX mistake gets its own sentence and hint
         raise CheckFailed(
-            f"{where}: expected a result, got {type(e).__name__}: {first}. Hint: {hint or DEFAULT_HINT}"
+            f"{where}: expected a result, got {words}. Hint: {known_hint or hint or DEFAULT_HINT}"
         ) from None
 
 
