@@ -25,9 +25,10 @@ report says when it did so (``Report.notes``):
   all-reduce combiner switched off. That copy keeps bf16 for all-gather, all-to-all and
   collective-permute; all-reduce and reduce-scatter stay f32 but keep a reducer whose name ends in
   ``_promoted``, so they are reported with the dtype the program meant (bf16).
-* Where a TPU emits a reduce-scatter, the CPU partitioner emits an all-reduce followed by a
-  dynamic-slice that keeps 1/n of the result. ``analyze`` reports that pair as a *reduce-scatter*
-  (it moves (n-1)/n × B, not 2(n-1)/n × B, on a TPU) and sets ``emitted_as`` on the record.
+* The SPMD partitioner writes a reduce-scatter as an all-reduce followed by a dynamic-slice that
+  keeps 1/n of the result; XLA:GPU's ``ReduceScatterCreator`` pass fuses the pair into one
+  reduce-scatter, and XLA:CPU runs no such pass. ``analyze`` reports that pair as a *reduce-scatter*
+  (which moves (n-1)/n × B, not 2(n-1)/n × B) and sets ``emitted_as`` on the record.
 
 ``compiled.cost_analysis()`` counts a while-loop body once; the FLOPs here are multiplied by the trip
 counts XLA records in each loop's ``backend_config`` (``known_trip_count``). A loop without one is
@@ -716,8 +717,8 @@ def analyze_text(text: str, mesh: Any = None, executed_text: str | None = None) 
         notes.append("some all-reduce/reduce-scatter reducers were promoted to f32; reported as bf16")
     if any(c.emitted_as for c in collectives):
         notes.append(
-            "the CPU backend emits all-reduce + dynamic-slice where a TPU emits reduce-scatter; "
-            "reported as reduce-scatter, with (n-1)/n of the bytes"
+            "the CPU backend runs all-reduce + dynamic-slice, a pair that XLA:GPU fuses into one "
+            "reduce-scatter; reported as reduce-scatter, with (n-1)/n of the bytes"
         )
     return Report(
         collectives=collectives,
