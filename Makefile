@@ -1,6 +1,6 @@
 # Sharding in JAX — every command a reader, an instructor or CI needs. See README.md.
 #   make book       build and execute the book into _build/html (creates .venv on first use)
-#   make test       everything CI checks
+#   make test       everything CI checks (make learner-path: a Colab learner's path, setup cell to grade)
 #   make exercises  regenerate exercises/ from solutions/
 #   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
@@ -19,7 +19,7 @@ export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 export MPLBACKEND := Agg
 
-.PHONY: help venv book test lint unit notebooks exercises check-exercises leaks grade bench bench-grading clean
+.PHONY: help venv book test lint unit notebooks exercises check-exercises leaks learner-path grade bench bench-grading clean
 
 help:
 	@sed -n '2,7p' Makefile | sed 's/^# *//'
@@ -63,9 +63,14 @@ check-exercises: venv
 leaks: venv
 	$(PY) tools/notebooks.py leaks --require-html
 
+# A fresh Colab-like runtime (cached in _build/learner-path/) runs assignment 1's setup cell and answers;
+# its Colab-shaped download must get full marks. Needs PyPI only.
+learner-path: venv
+	$(PY) tools/learner_path.py --python "$(PYTHON)"
+
 test: venv
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory lint unit notebooks check-exercises book leaks && \
+	$(MAKE) --no-print-directory lint unit notebooks check-exercises book leaks learner-path && \
 	echo "make test: all checks passed in $$(( $$(date +%s) - start )) s"
 
 grade: venv
