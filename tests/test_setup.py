@@ -414,3 +414,23 @@ def test_contributing_shows_the_setup_cell_as_it_is():
     text = (ROOT / "CONTRIBUTING.md").read_text()
     block = re.search(r"  ```python\n(  # Setup:.*?)\n  ```", text, re.S).group(1)
     assert "\n".join(line[2:] for line in block.splitlines()) == SETUP_CELL
+
+
+def test_setup_cell_that_cannot_install_says_so_after_pips_own_message(tmp_path):
+    # The cell as it is, in a Python where shardbook cannot be imported and the URL leads nowhere.
+    code = (
+        "import sys\n"
+        "class NoShardbook:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'shardbook':\n"
+        "            raise ModuleNotFoundError(\"No module named 'shardbook'\")\n"
+        "sys.meta_path.insert(0, NoShardbook())\n"
+        f"exec(compile({SETUP_CELL!r}, 'setup cell', 'exec'))\n"
+    )
+    result = _run(code, SHARDBOOK_URL=str(tmp_path / "no-such-clone"))
+    assert result.stdout == f"installing JAX {shardbook.PINNED_JAX} and the book's helper, about a minute…\n"
+    assert "ERROR" in result.stderr and "no-such-clone" in result.stderr  # pip's own message
+    assert result.stderr.rstrip().endswith(
+        "RuntimeError: pip could not install the book's helper (its message is above): rerun this cell"
+    )
+    assert "During handling" not in result.stderr
