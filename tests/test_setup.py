@@ -434,3 +434,15 @@ def test_setup_cell_that_cannot_install_says_so_after_pips_own_message(tmp_path)
         "RuntimeError: pip could not install the book's helper (its message is above): rerun this cell"
     )
     assert "During handling" not in result.stderr
+
+
+def test_one_gpu_is_counted_from_nvidia_smi(tmp_path, monkeypatch):
+    # The line format is the one `nvidia-smi -L` printed on an H200 machine.
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-89084eaf-9ca4-abf7-f47f-d3e58d60bb18)'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    kind, count = devices_setup.count_accelerators(str(tmp_path))  # no TPU under this root
+    assert (kind, count) == ("gpu", 1) and devices_setup.choose_devices(kind, count)
+    assert devices_setup._one_chip_note(kind, count).startswith("shardbook: this runtime has 1 GPU and every")
