@@ -383,7 +383,8 @@ def _one_chip_note(kind: str, count: int) -> str:
         f"the book runs on {NUM_DEVICES} simulated CPU devices: the same shardings, compiled programs and "
         "collectives, at CPU speed. No chapter runs on the accelerator itself: TPU timings come from the "
         "cost model (Chapter 5 and the appendix Reading the compiled program). To compute on it anyway, "
-        "restart and call shardbook.setup('accelerator'); examples written for 8 devices then fail."
+        "run %env SHARDBOOK_DEVICES=accelerator before this cell in a new session; examples written for "
+        "8 devices then fail."
     )
 
 

@@ -395,7 +395,7 @@ def test_one_chip_tpu_says_why_it_simulates_and_where_the_chip_is_used(monkeypat
         "shardbook: this runtime has 1 TPU chip (1 JAX device) and every example is written for 8 devices, "
         "so the book runs on 8 simulated CPU devices"
     )
-    assert "shardbook.setup('accelerator')" in lines[1] and "cost model" in lines[1]
+    assert "%env SHARDBOOK_DEVICES=accelerator" in lines[1] and "cost model" in lines[1]
     shardbook.setup("auto", quiet=True)
     assert capsys.readouterr().out == ""
 

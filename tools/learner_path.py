@@ -198,13 +198,13 @@ def runtime_venv(python: str, cache: Path) -> tuple[Path, float, bool]:
     start = time.monotonic()
     if (folder / "ready").exists():
         return folder, time.monotonic() - start, False
-    shutil.rmtree(folder, ignore_errors=True)
+    for stale in [*cache.glob("runtime-*"), *cache.glob("building-*")]:  # other requirements: 0.8 GB each
+        shutil.rmtree(stale, ignore_errors=True)
     building = cache / f"building-{key}"
-    shutil.rmtree(building, ignore_errors=True)
     _say(f"building the Colab-like runtime (Python {version}; {' '.join(RUNTIME_REQUIREMENTS)})…")
     subprocess.run([python, "-m", "venv", str(building)], check=True)
     subprocess.run(
-        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", *RUNTIME_REQUIREMENTS], check=True
+        [str(building / "bin" / "python"), "-m", "pip", "install", "-qq", *RUNTIME_REQUIREMENTS], check=True
     )
     (building / "requirements.txt").write_text("\n".join(RUNTIME_REQUIREMENTS) + "\n")
     (building / "ready").write_text(version + "\n")
