@@ -2,6 +2,7 @@
 #   make book       build and execute the book into _build/html (creates .venv on first use)
 #   make test       everything CI checks, then a table of where the time went
 #   make site-check the built site in Chromium at desktop and phone sizes (screenshots: _build/screenshots)
+#   make learner-path a Colab learner's path, setup cell to grade, in a Colab-like runtime
 #   make exercises  regenerate exercises/ from solutions/
 #   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
@@ -10,7 +11,9 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 # A Python >= 3.12: $(PYTHON) if given, else the first suitable interpreter found.
-PYTHON ?= $(shell for p in python3.13 python3.12 /root/.pyenv/versions/3.12.1/bin/python3.12 python3; do \
+# pyenv's shims answer only for the selected version, so each version pyenv has is asked by name.
+PYTHON ?= $(shell for p in python3.13 python3.12 python3 $$(command -v pyenv >/dev/null 2>&1 && \
+	for v in $$(pyenv versions --bare 2>/dev/null); do PYENV_VERSION=$$v pyenv which python3 2>/dev/null; done); do \
 	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null \
 	&& { command -v $$p; break; }; done)
 VENV := .venv
@@ -19,10 +22,10 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help venv book test lint unit notebooks exercises check-exercises leaks site-check grade bench bench-grading clean
+.PHONY: help venv book test lint unit notebooks exercises check-exercises leaks site-check learner-path grade bench bench-grading clean
 
 help:
-	@sed -n '2,8p' Makefile | sed 's/^# *//'
+	@sed -n '2,9p' Makefile | sed 's/^# *//'
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Python 3.12 or newer is needed: install it, or run make PYTHON=/path/to/python3.12"; exit 1; fi
@@ -67,12 +70,17 @@ check-exercises: venv
 leaks: venv
 	$(PY) tools/notebooks.py leaks --require-html
 
+# A fresh Colab-like runtime (cached in _build/learner-path/) runs assignment 1's setup cell and answers;
+# its Colab-shaped download must get full marks. Needs PyPI only.
+learner-path: venv
+	$(PY) tools/learner_path.py --python "$(PYTHON)"
+
 # The browser check of the built site. Without Chromium it fails loudly; outside CI,
 # `make test SITE_CHECK_FLAGS=--allow-no-browser` lets it pass with a warning.
 site-check: venv
 	$(PY) tools/site_check.py $(SITE_CHECK_FLAGS)
 
-TEST_STEPS := lint unit notebooks check-exercises book leaks site-check
+TEST_STEPS := lint unit notebooks check-exercises book leaks site-check learner-path
 
 test: venv
 	@start=$$(date +%s); times=""; status=0; \

@@ -6,17 +6,20 @@ scratch cells. nbgrader identifies cells only by their ``nbgrader`` metadata, so
 points or stop autograding (nbgrader issues #424, #1083, #1398, #1941). This module rebuilds every
 submission in the released notebook's shape:
 
-* **answer cells** are found by grade_id where the metadata survived, otherwise by their anchor — the
-  line ``def <grade_id>(`` that every answer cell of this book starts with; a match in a markdown or
-  raw cell is turned back into code. If several cells match, the one executed last (highest
-  execution count) wins, else the last one in the notebook; the others are dropped.
-* **test cells and locked cells** (setup, imports, instructions) always come from the release, so
-  deleting or editing them changes nothing; nbgrader restores hidden tests from its database.
-* **other cells** the learner added stay where they were, relative to the cells around them, with any
-  nbgrader metadata removed, so helper functions still run but nothing they hold is graded.
+* **released cells** (instructions, setup, imports, tests) are recognised by grade_id where the
+  metadata survived, otherwise by their text; the release's copy is always what runs, so deleting or
+  editing a test changes nothing (nbgrader restores hidden tests from its database).
+* **answer cells** are the cells holding their anchor — the line ``def <grade_id>(`` that every answer
+  cell of this book starts with — or, failing that, the cells still carrying the answer's metadata; a
+  match in a markdown or raw cell is turned back into code. If several cells match, the one executed
+  last (highest execution count) wins, else the last one in the notebook; the others are dropped.
+* **other cells** the learner added stay where they were, after the released cell or answer they
+  followed, with any nbgrader metadata removed, so helper functions still run but nothing they hold
+  is graded. Empty cells are dropped.
 * an answer that cannot be found becomes the released stub (``raise NotImplementedError``).
 
-Every change is described in one sentence, and ``grade.py`` writes those into the learner's report.
+Every change is described in one sentence, and ``grade.py`` writes those into the learner's report. A
+download without any cell metadata, as Colab saves notebooks, is the usual case and needs no sentence.
 """
 
 from __future__ import annotations
@@ -73,35 +76,58 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
     """
     repairs: list[str] = []
     release_cells = release.cells
-    answers = [_meta(c)["grade_id"] for c in release_cells if _is_answer(c)]
-    known_ids = {_meta(c).get("grade_id") for c in release_cells if _meta(c).get("grade_id")}
-    released_text = {
-        _normalise(c.source): _meta(c).get("grade_id") for c in release_cells if not _is_answer(c)
+    cells = submitted.cells
+    answer_at = {_meta(c)["grade_id"]: k for k, c in enumerate(release_cells) if _is_answer(c)}
+    release_at = {
+        _meta(c)["grade_id"]: k
+        for k, c in enumerate(release_cells)
+        if _meta(c).get("grade_id") and not _is_answer(c)
     }
+    # A download without any grading metadata (Colab saves notebooks that way) is matched by text and
+    # `def` lines without a note; a notebook that lost it in some cells only gets a note per answer.
+    metadata_kept = any(_meta(c) for c in cells)
+    role: dict[int, tuple[str, str | int]] = {}  # index -> ("release", release index) | ("answer", name)
 
-    # 1. Which submitted cells are candidates for each answer?
-    candidates: dict[str, list[int]] = {name: [] for name in answers}
-    role: dict[int, str] = {}  # submitted index -> "answer:<id>" | "release:<id>" | "extra"
-    for i, cell in enumerate(submitted.cells):
-        gid = _meta(cell).get("grade_id")
-        if gid in candidates and (_is_answer(cell) or cell.cell_type != "code" or _anchor_matches(cell, gid)):
-            candidates[gid].append(i)
-            role[i] = f"answer:{gid}"
-            continue
-        if gid in known_ids:
-            role[i] = f"release:{gid}"
-            continue
-        matched = [name for name in answers if _anchor_matches(cell, name)]
-        if not matched and _normalise(cell.source) in released_text:
-            # A released cell that lost its metadata (same text as the release): the release copy is used.
-            role[i] = "release:" + ",".join(released_text[_normalise(cell.source)])
-        elif len(matched) == 1:
-            candidates[matched[0]].append(i)
-            role[i] = f"answer:{matched[0]}"
-        else:
-            role[i] = "extra"
+    # 1. Released cells (instructions, setup, imports, tests): by grade_id where the metadata survived,
+    #    else by their text, in order (the hidden-test cells of an assignment may all read the same).
+    claimed: set[int] = set()
+    for i, cell in enumerate(cells):
+        k = release_at.get(_meta(cell).get("grade_id"))
+        if k is not None and k not in claimed:
+            role[i] = ("release", k)
+            claimed.add(k)
+    by_text: dict[str, list[int]] = {}
+    for k, cell in enumerate(release_cells):
+        if not _is_answer(cell) and k not in claimed:
+            by_text.setdefault(_normalise(cell.source), []).append(k)
+    for i, cell in enumerate(cells):
+        free = by_text.get(_normalise(cell.source)) if i not in role else None
+        if free and not _meta(cell).get("grade_id"):
+            role[i] = ("release", free.pop(0))
+            claimed.add(role[i][1])
 
-    # 2. Choose one cell per answer.
+    # 2. Answers: the cells that define each answer function, else those that still carry its
+    #    metadata (the learner renamed or retyped the function). A cell defining two answers stays an
+    #    extra cell.
+    candidates: dict[str, list[int]] = {}
+    for name in answer_at:
+        free_cells = [i for i in range(len(cells)) if i not in role]
+        found = [i for i in free_cells if _anchor_matches(cells[i], name)]
+        if not found:
+            found = [
+                i
+                for i in free_cells
+                if _meta(cells[i]).get("grade_id") == name
+                and (_is_answer(cells[i]) or cells[i].cell_type != "code")
+            ]
+        candidates[name] = found
+    defining = [i for found in candidates.values() for i in found]
+    for name, found in candidates.items():
+        candidates[name] = [i for i in found if defining.count(i) == 1]
+        for i in candidates[name]:
+            role[i] = ("answer", name)
+
+    # 3. Choose one cell per answer.
     chosen: dict[str, int] = {}
     for name, found in candidates.items():
         if not found:
@@ -109,7 +135,7 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
                 f"no answer cell for {name} was found (no cell starts `def {name}(`); it scores 0."
             )
             continue
-        best = max(found, key=lambda i: (_exec_count(submitted.cells[i]), i))
+        best = max(found, key=lambda i: (_exec_count(cells[i]), i))
         chosen[name] = best
         if len(found) > 1:
             repairs.append(
@@ -117,8 +143,8 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
                 "dropped the others."
             )
     for name, i in chosen.items():
-        cell = submitted.cells[i]
-        if not _meta(cell).get("grade_id"):
+        cell = cells[i]
+        if metadata_kept and _meta(cell).get("grade_id") != name:
             repairs.append(
                 f"the answer cell of {name} had lost its grading metadata; it was found by `def {name}(`."
             )
@@ -128,46 +154,40 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
                 "it was turned back into code."
             )
 
-    # 3. Rebuild in release order; learners' extra cells follow the released cell they came after.
-    by_release_anchor: dict[str, list] = {}
-    last_anchor = "<start>"
-    chosen_indices = set(chosen.values())
+    # 4. Rebuild in release order; each extra cell follows the released cell or answer it came after.
+    after: dict[int, list] = {}  # release index (-1: the top) -> the extra cells that follow it
+    anchor = -1
+    chosen_cells = set(chosen.values())
     extras = 0
-    for i, cell in enumerate(submitted.cells):
-        kind = role[i]
-        if kind.startswith("answer:"):
-            if i in chosen_indices:
-                last_anchor = kind.split(":", 1)[1]
-            continue
-        if kind.startswith("release:"):
-            last_anchor = kind.split(":", 1)[1].split(",")[-1]
-            continue
-        extra = copy.deepcopy(cell)
-        extra.get("metadata", {}).pop("nbgrader", None)
-        by_release_anchor.setdefault(last_anchor, []).append(extra)
-        extras += extra.cell_type == "code"
+    for i, cell in enumerate(cells):
+        kind, value = role.get(i, ("extra", -1))
+        if kind == "release":
+            anchor = value
+        elif kind == "answer":
+            if i in chosen_cells:  # an answer's other copies are dropped
+                anchor = answer_at[value]
+        elif cell.source.strip():  # an empty cell does nothing
+            extra = copy.deepcopy(cell)
+            extra.get("metadata", {}).pop("nbgrader", None)
+            after.setdefault(anchor, []).append(extra)
+            extras += extra.cell_type == "code"
 
-    present = {g for r in role.values() if r.startswith("release:") for g in r.split(":", 1)[1].split(",")}
-    out_cells = list(by_release_anchor.get("<start>", []))
+    out_cells = list(after.get(-1, []))
     missing_tests = []
-    for cell in release_cells:
+    submitted_at = {k: i for i, (kind, k) in role.items() if kind == "release"}
+    for k, cell in enumerate(release_cells):
         gid = _meta(cell).get("grade_id")
-        if _is_answer(cell):
-            if gid in chosen:
-                learner = submitted.cells[chosen[gid]]
-                new = copy.deepcopy(cell)  # released metadata, learner's code
-                new.source = learner.source
-                out_cells.append(new)
-            else:
-                out_cells.append(copy.deepcopy(cell))
-        else:
-            if _meta(cell).get("grade") and gid not in present:
-                missing_tests.append(gid)
-            out_cells.append(copy.deepcopy(cell))
-        out_cells.extend(by_release_anchor.get(gid, []))
+        new = copy.deepcopy(cell)
+        if _is_answer(cell) and gid in chosen:
+            new.source = cells[chosen[gid]].source  # released metadata, learner's code
+        elif _meta(cell).get("grade") and not _is_answer(cell) and k not in submitted_at:
+            missing_tests.append(gid)
+        out_cells.append(new)
+        out_cells.extend(after.get(k, []))
     if missing_tests:
         repairs.append(
-            f"test cell(s) {', '.join(missing_tests)} had been deleted or lost their metadata; restored."
+            f"test cell(s) {', '.join(missing_tests)} had been deleted or edited beyond recognition; "
+            "the released ones ran."
         )
     if extras:
         repairs.append(f"{extras} extra code cell(s) were kept where they were; they run but are not graded.")

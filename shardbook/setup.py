@@ -2,34 +2,89 @@
 
 ``setup()`` makes every notebook of the book run the same way on a Colab TPU, a multi-chip TPU, a GPU
 or a laptop: with 8 or more accelerators it uses them; with fewer it asks JAX for 8 simulated CPU
-devices, which must happen before JAX starts its first backend. On Colab it first installs the JAX
-version the book is tested with.
+devices, which must happen before JAX starts its first backend.
+
+On Colab it first installs the JAX the book is tested with (the setup cell has installed this package
+alone, without its dependencies, so that this happens here, with a progress line and pip's output out
+of sight unless pip fails). A running Python cannot swap a module it has already imported, so when the
+session holds NumPy, JAX or another of their packages at a version other than the one now installed,
+``setup()`` stops with one sentence asking for a restart, and blocks ``import jax`` until then.
+
+This module imports only the standard library: it runs before anything else is installed, and on any
+Python, so that an old one gets a sentence rather than pip's list of JAX releases.
 """
 
 from __future__ import annotations
 
 import glob
+import importlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass
-
-from packaging.version import Version
 
 #: The JAX release every notebook of the book is executed with in CI.
 PINNED_JAX = "0.12.0.1"
 #: The oldest JAX with the APIs the book uses (jax.shard_map, jax.typeof, jax.reshard, DotAlgorithmPreset).
 MIN_JAX = "0.12.0"
+#: The oldest Python the pinned JAX is released for.
+MIN_PYTHON = (3, 12)
 #: Where the book's source lives; Colab installs the helper package from here.
 REPOSITORY = "https://github.com/sharding-in-jax/sharding-in-jax"
+#: The setup cell installs the helper from ``$SHARDBOOK_URL`` when it is set (a fork, a branch, a
+#: local clone), else from ``git+REPOSITORY``.
+INSTALL_URL_ENV = "SHARDBOOK_URL"
 #: How many devices every example is written for.
 NUM_DEVICES = 8
+#: The helper's own requirements besides JAX (pyproject.toml's dependencies; a test keeps them equal).
+REQUIREMENTS = ("numpy", "matplotlib", "rich", "packaging")
+#: Modules a session may already hold at another version than the one installed: the packages JAX is
+#: made of and the ones it imports. Import name -> distribution name.
+WATCHED = {
+    "numpy": "numpy",
+    "jax": "jax",
+    "jaxlib": "jaxlib",
+    "scipy": "scipy",
+    "ml_dtypes": "ml_dtypes",
+    "opt_einsum": "opt_einsum",
+    "libtpu": "libtpu",
+    "matplotlib": "matplotlib",
+    "packaging": "packaging",
+}
+#: What a learner must do in Colab after a package they already imported was replaced.
+RESTART_COLAB = "Runtime → Restart session, then run this cell again"
+#: The same outside Colab (Jupyter, VS Code, a script).
+RESTART_ELSEWHERE = "restart the Python kernel, then run this cell again"
+#: The extra of ``jax`` that brings each accelerator's runtime (libtpu, the CUDA plugin).
+JAX_EXTRA = {"tpu": "tpu", "gpu": "cuda12"}
+#: PCI device ids of TPU chips, from JAX's own table (jax/_src/hardware_utils.py, _TPU_PCI_DEVICE_IDS),
+#: with how many JAX devices each chip is: TPU v2 and v3 (one id for both) show each of a chip's two
+#: TensorCores as a device; later generations show one device per chip (v4 and v5p join their two
+#: cores into one "megacore" device).
+TPU_PCI_IDS = {
+    "0x0027": ("v2/v3", 2),
+    "0x0056": ("plc", 1),
+    "0x005e": ("v4", 1),
+    "0x0062": ("v5p", 1),
+    "0x0063": ("v5e", 1),
+    "0x006f": ("v6e", 1),
+    "0x0076": ("7x", 1),
+}
+GOOGLE_PCI_VENDOR = "0x1ae0"
 
 
 class SetupError(RuntimeError):
-    """Raised when the devices cannot be set up; the message says what to do."""
+    """Raised when the devices cannot be set up; the message says what to do.
+
+    In a notebook it shows as one line, ``SetupError: <what to do>``, without a traceback.
+    """
+
+    def _render_traceback_(self) -> list[str]:  # IPython's hook for an exception's own display
+        return [f"SetupError: {self}"]
 
 
 @dataclass(frozen=True)
@@ -58,18 +113,58 @@ def in_colab() -> bool:
     return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 
 
-def count_accelerators() -> tuple[str, int]:
-    """Counts TPU chips or NVIDIA GPUs on this machine without starting JAX.
+def restart_advice() -> str:
+    """How to restart, in the words of the notebook front end in use."""
+    return RESTART_COLAB if in_colab() else RESTART_ELSEWHERE
+
+
+# --- what hardware is there ------------------------------------------------------------------------
+
+
+def count_tpu(root: str = "/") -> tuple[int, int]:
+    """Counts TPU chips without starting JAX, and the JAX devices they make.
+
+    Reads the PCI devices under ``root``/sys (as JAX does), else counts ``/dev/accel*`` or
+    ``/dev/vfio/<n>`` files (one per chip) and reads ``$TPU_ACCELERATOR_TYPE`` for the generation.
 
     Returns:
-      ``(kind, count)`` with kind ``'tpu'``, ``'gpu'`` or ``'cpu'`` (count 0 for ``'cpu'``).
+      ``(chips, devices)``; a TPU v3-8 has 4 chips and 8 devices, a v5e-1 one of each.
     """
-    # TPU VMs expose one device file per chip: /dev/accel0… (v2–v4) or /dev/vfio/0… (v5e and later).
-    tpu_files = glob.glob("/dev/accel[0-9]*") or [
-        p for p in glob.glob("/dev/vfio/*") if re.fullmatch(r".*/\d+", p)
+    chips = devices = 0
+    for vendor in glob.glob(os.path.join(root, "sys/bus/pci/devices/*/vendor")):
+        folder = os.path.dirname(vendor)
+        if not folder.endswith(".0"):
+            continue
+        try:
+            with open(vendor) as f:
+                if f.read().strip() != GOOGLE_PCI_VENDOR:
+                    continue
+            with open(os.path.join(folder, "device")) as f:
+                device_id = f.read().strip()
+        except OSError:
+            continue
+        if device_id in TPU_PCI_IDS:
+            chips += 1
+            devices += TPU_PCI_IDS[device_id][1]
+    if chips:
+        return chips, devices
+    files = glob.glob(os.path.join(root, "dev/accel[0-9]*")) or [
+        p for p in glob.glob(os.path.join(root, "dev/vfio/*")) if re.fullmatch(r".*/\d+", p)
     ]
-    if tpu_files:
-        return "tpu", len(tpu_files)
+    per_chip = 2 if re.match(r"v[23]\b", os.environ.get("TPU_ACCELERATOR_TYPE", "")) else 1
+    return len(files), len(files) * per_chip
+
+
+def count_accelerators(root: str = "/") -> tuple[str, int]:
+    """Counts the JAX devices of this machine's TPUs or NVIDIA GPUs without starting JAX.
+
+    Returns:
+      ``(kind, count)`` with kind ``'tpu'``, ``'gpu'`` or ``'cpu'`` (count 0 for ``'cpu'``). For TPUs
+      the count is of devices, not chips: a TPU v2-8 or v3-8 has 8 devices on 4 chips.
+    """
+    _, tpu_devices = count_tpu(root)
+    if tpu_devices:
+        return "tpu", tpu_devices
     if shutil.which("nvidia-smi"):
         try:
             out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
@@ -84,33 +179,12 @@ def count_accelerators() -> tuple[str, int]:
     return "cpu", 0
 
 
-def _installed_jax_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("jax")
-    except Exception:
-        return None
-
-
-def _install_pinned_jax(kind: str) -> None:
-    extra = {"tpu": "[tpu]", "gpu": "[cuda12]"}.get(kind, "")
-    print(f"shardbook: installing jax{extra}=={PINNED_JAX} (about a minute)…")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"jax{extra}=={PINNED_JAX}"], check=True)
-
-
-def _backends_started() -> bool:
-    from jax._src import xla_bridge
-
-    return xla_bridge.backends_are_initialized()
-
-
 def choose_devices(kind: str, count: int, devices: str = "auto") -> bool:
     """Decides whether to simulate: True when the book should run on simulated CPU devices.
 
     Args:
       kind: ``'tpu'``, ``'gpu'`` or ``'cpu'``, as from :func:`count_accelerators`.
-      count: how many accelerators of that kind there are.
+      count: how many devices of that kind there are.
       devices: ``'auto'`` (accelerators if there are at least 8, else simulate), ``'cpu'`` (always
         simulate) or ``'accelerator'`` (never simulate).
 
@@ -126,10 +200,199 @@ def choose_devices(kind: str, count: int, devices: str = "auto") -> bool:
     return kind == "cpu" or count < NUM_DEVICES
 
 
+# --- what is installed, what is loaded -------------------------------------------------------------
+
+
+def installed_version(distribution: str) -> str | None:
+    """The version of an installed distribution, from its metadata on disk; None if not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def loaded_version(module: str) -> str | None:
+    """The version of a module this session has already imported; None if not imported or unknown."""
+    loaded = sys.modules.get(module)
+    value = getattr(loaded, "__version__", None)
+    return value if isinstance(value, str) else None
+
+
+def _same(a: str, b: str) -> bool:
+    return a.split("+")[0].lower() == b.split("+")[0].lower()
+
+
+def stale_modules() -> list[tuple[str, str, str]]:
+    """(module, loaded version, installed version) for each watched module loaded at another version."""
+    stale = []
+    for module, distribution in WATCHED.items():
+        loaded = loaded_version(module)
+        installed = installed_version(distribution) if loaded else None
+        if loaded and installed and not _same(loaded, installed):
+            stale.append((module, loaded, installed))
+    return stale
+
+
+def _satisfied(requirement: str) -> bool:
+    """Whether an installed distribution meets a requirement such as ``libtpu==0.0.50.*``."""
+    match = re.match(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[[^\]]*\])?\s*([^;]*)", requirement)
+    name, spec = match.group(1), match.group(2).strip()
+    have = installed_version(name)
+    if have is None:
+        return False
+    if not spec:
+        return True
+    try:
+        from packaging.specifiers import SpecifierSet
+    except ImportError:
+        return False
+    return SpecifierSet(spec).contains(have, prereleases=True)
+
+
+def _extra_requirements(extra: str) -> list[str]:
+    """The requirements the installed jax adds for an extra, e.g. libtpu's pin for ``tpu``."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        lines = requires("jax") or []
+    except PackageNotFoundError:
+        return []
+    marker = re.compile(rf"""extra\s*==\s*["']{re.escape(extra)}["']""")
+    return [line.split(";")[0] for line in lines if marker.search(line.split(";", 1)[-1]) and ";" in line]
+
+
+def missing_requirements(kind: str, colab: bool) -> list[str]:
+    """What pip must install before the book can run: ``[]`` when nothing.
+
+    Anywhere, JAX and the helper's requirements must be installed. On Colab, whose runtime comes with
+    its own JAX, the pinned JAX and jaxlib must be the ones installed, and on a TPU or GPU runtime
+    also the accelerator runtime that JAX release asks for (libtpu, the CUDA plugin).
+    """
+    extra = JAX_EXTRA.get(kind)
+    jax = f"jax[{extra}]=={PINNED_JAX}" if extra else f"jax=={PINNED_JAX}"
+    wanted = [jax, f"jaxlib=={PINNED_JAX}", *REQUIREMENTS]
+    if any(installed_version(name) is None for name in ("jax", "jaxlib", *REQUIREMENTS)):
+        return wanted
+    if not colab:
+        return []
+    if installed_version("jax") != PINNED_JAX or installed_version("jaxlib") != PINNED_JAX:
+        return wanted
+    if extra and not all(_satisfied(r) for r in _extra_requirements(extra)):
+        return wanted
+    return []
+
+
+def pip_install(requirements: list[str], *, tick_seconds: float = 10.0, pip: list[str] | None = None) -> None:
+    """Installs with pip, showing one progress line and keeping pip's output unless it fails.
+
+    pip's resolver warnings about packages of the runtime that pin other versions (Colab has some)
+    stay out of sight: they do not stop the book.
+
+    Raises:
+      SetupError: pip failed; the end of its output is printed above the message.
+    """
+    names = ", ".join(requirements[:2]) + (" and what they need" if len(requirements) > 2 else "")
+    print(f"shardbook: pip is installing {names}…", end="", flush=True)
+    start = time.monotonic()
+    cmd = [*(pip or [sys.executable, "-m", "pip"]), "install", "--progress-bar", "off", *requirements]
+    with tempfile.TemporaryFile("w+") as log:
+        process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
+        shown = 0
+        while process.poll() is None:
+            time.sleep(0.2)
+            elapsed = time.monotonic() - start
+            if elapsed >= shown + tick_seconds:
+                shown += tick_seconds
+                print(f" {shown:g} s", end="", flush=True)
+        log.seek(0)
+        output = log.read()
+    seconds = time.monotonic() - start
+    if process.returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        print(f" failed after {seconds:.0f} s. The end of pip's output:\n{tail}", flush=True)
+        raise SetupError(
+            "pip could not install what the book needs (its last lines are above); check that this "
+            "runtime is connected to the internet and run this cell again."
+        )
+    print(f" done in {seconds:.0f} s.", flush=True)
+    importlib.invalidate_caches()
+
+
+# --- a session that must restart -------------------------------------------------------------------
+
+
+class _RestartFirst:
+    """An import hook for a session that must restart: importing JAX or the book's tools says so in
+    one line, instead of failing deep inside a NumPy that changed under it."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+    def find_spec(self, name, path=None, target=None):
+        top = name.partition(".")[0]
+        if top in ("jax", "jaxlib") or (top == "shardbook" and name not in ("shardbook", __name__)):
+            raise SetupError(self.message)
+        return None
+
+
+def _block_imports_until_restart(message: str) -> None:
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _RestartFirst)]
+    sys.meta_path.insert(0, _RestartFirst(message))
+
+
+def _restart_message(stale: list[tuple[str, str, str]]) -> str:
+    names = {"numpy": "NumPy", "jax": "JAX", "scipy": "SciPy", "matplotlib": "Matplotlib"}
+
+    def listing(items: list[str]) -> str:
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+    one = len(stale) == 1
+    return (
+        f"{listing([f'{names.get(m, m)} {old}' for m, old, _ in stale])} "
+        f"{'is' if one else 'are'} loaded in this session but {listing([new for _, _, new in stale])} "
+        f"{'is' if one else 'are'} now installed, and a running Python cannot swap "
+        f"{'it' if one else 'them'}: {restart_advice()}."
+    )
+
+
+# --- the call at the top of every notebook ---------------------------------------------------------
+
+
+def check_python(version: tuple[int, ...] | None = None) -> None:
+    """Refuses a Python older than the pinned JAX supports, in one sentence."""
+    version = tuple(version or sys.version_info[:3])
+    if version[:2] < MIN_PYTHON:
+        have = ".".join(map(str, version[:3]))
+        raise SetupError(
+            f"this book needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer (JAX {PINNED_JAX} is released "
+            f"for no older one) and this runtime has Python {have}: on Colab choose the latest runtime "
+            f"version under Runtime → Change runtime type; elsewhere start Jupyter from a newer Python."
+        )
+
+
+def _one_chip_note(kind: str, count: int) -> str:
+    what = {"tpu": "TPU device", "gpu": "GPU"}.get(kind, f"{kind} device")
+    chips = count_tpu()[0] if kind == "tpu" else 0
+    have = f"{count} {what}{'s' if count != 1 else ''}"
+    if chips:
+        have = f"{chips} TPU chip{'s' if chips != 1 else ''} ({count} JAX device{'s' if count != 1 else ''})"
+    return (
+        f"shardbook: this runtime has {have} and every example is written for {NUM_DEVICES} devices, so "
+        f"the book runs on {NUM_DEVICES} simulated CPU devices: the same shardings, compiled programs and "
+        "collectives, at CPU speed. No chapter runs on the accelerator itself: TPU timings come from the "
+        "cost model (Chapter 5 and the appendix Reading the compiled program). To compute on it anyway, "
+        "run %env SHARDBOOK_DEVICES=accelerator before this cell in a new session; examples written for "
+        "8 devices then fail."
+    )
+
+
 def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
     """Prepares JAX for the book and prints one line saying which devices it uses.
 
-    Call it once, at the top of a notebook, before any other JAX call.
+    Call it once, at the top of a notebook, before any other JAX call. On Colab (or wherever JAX or
+    the helper's requirements are missing) it first installs them with pip.
 
     Args:
       devices: ``'auto'`` (default; also read from the ``SHARDBOOK_DEVICES`` environment variable),
@@ -141,34 +404,33 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
       A :class:`DeviceSummary`.
 
     Raises:
-      SetupError: JAX is too old, or it already started with fewer than 8 devices.
+      SetupError: Python or JAX is too old, pip failed, the session holds packages older than the ones
+        installed (restart), or JAX already started with fewer than 8 devices.
 
     Example:
       >>> import shardbook
       >>> shardbook.setup()  # doctest: +SKIP
       shardbook: 8 simulated CPU devices · backend cpu · JAX 0.12.0.1
     """
+    check_python()
     devices = devices or os.environ.get("SHARDBOOK_DEVICES", "auto")
     kind, count = count_accelerators()
-    _show_setup_errors_briefly()
 
-    if in_colab():
-        installed = _installed_jax_version()
-        if installed != PINNED_JAX or (kind == "tpu" and not _has_module("libtpu")):
-            already_imported = "jax" in sys.modules
-            _install_pinned_jax(kind)
-            if already_imported:
-                raise SetupError(
-                    f"JAX {installed} was already imported, so the new JAX {PINNED_JAX} needs a fresh start: "
-                    "choose Runtime → Restart session, then run this cell again."
-                )
+    wanted = missing_requirements(kind, in_colab())
+    if wanted:
+        pip_install(wanted)
+    stale = stale_modules()
+    if stale:
+        message = _restart_message(stale)
+        _block_imports_until_restart(message)
+        raise SetupError(message)
 
     import jax
 
-    if Version(jax.__version__) < Version(MIN_JAX):
+    if _version_tuple(jax.__version__) < _version_tuple(MIN_JAX):
         raise SetupError(
-            f"This book needs JAX {MIN_JAX} or newer and found {jax.__version__}: "
-            f'run  pip install -U "jax=={PINNED_JAX}"  and restart Python.'
+            f"this book needs JAX {MIN_JAX} or newer and found {jax.__version__}: "
+            f'run  pip install -U "jax=={PINNED_JAX}"  and after that, {restart_advice()}.'
         )
 
     simulate = choose_devices(kind, count, devices)
@@ -176,9 +438,9 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
         found = jax.devices()
         if len(found) < NUM_DEVICES:
             raise SetupError(
-                f"JAX already started with {len(found)} {found[0].platform} device(s), and the number of "
-                f"simulated devices can only be chosen before that: restart Python and run the setup cell "
-                f"before any other JAX code."
+                f"JAX already started with {len(found)} {found[0].platform} device(s) before this cell "
+                f"ran, and the number of simulated devices can only be chosen before that: "
+                f"{restart_advice()}, before any other cell."
             )
     else:
         if simulate:
@@ -193,23 +455,16 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
     )
     if not quiet:
         print(summary)
+        if summary.simulated and kind != "cpu" and devices == "auto":
+            print(_one_chip_note(kind, count))
     return summary
 
 
-def _has_module(name: str) -> bool:
-    from importlib.util import find_spec
-
-    return find_spec(name) is not None
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:4])
 
 
-def _show_setup_errors_briefly() -> None:
-    """In IPython, prints a SetupError as one sentence instead of a traceback."""
-    try:
-        ip = get_ipython()  # type: ignore[name-defined]  # noqa: F821
-    except NameError:
-        return
+def _backends_started() -> bool:
+    from jax._src import xla_bridge
 
-    def _one_line(shell, etype, value, tb, tb_offset=None):
-        print(f"SetupError: {value}", file=sys.stderr)
-
-    ip.set_custom_exc((SetupError,), _one_line)
+    return xla_bridge.backends_are_initialized()

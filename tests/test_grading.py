@@ -8,6 +8,7 @@ unusual; no learner may stop the batch.
 
 import csv
 import html as htmllib
+import importlib.util
 import json
 import re
 import shutil
@@ -19,6 +20,15 @@ from grading import grade
 from tests.notebooks import ASSIGNMENTS, ROOT
 
 CELL_TIMEOUT = 30  # generous: two notebooks are graded at once on a 2-core machine
+
+spec = importlib.util.spec_from_file_location("learner_path", ROOT / "tools" / "learner_path.py")
+learner_path = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(learner_path)
+
+# The solution as a Colab learner hands it in (no cell metadata, a `colab` block, nbformat 4.0,
+# outputs), with a helper cell of their own for each answer, placed as said: full marks, one note.
+# Two assignments only: each graded notebook costs about 8 s (tests/test_repair.py covers all).
+COLAB_LEARNERS = {"01_meshes": "after", "04_shard_map": "before"}
 
 
 @pytest.fixture(
@@ -34,6 +44,10 @@ def graded(request, tmp_path_factory):
     )
     solution = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
     shutil.copy(solution, submissions / "reference_solution.ipynb")
+    if assignment in COLAB_LEARNERS:
+        solved = learner_path.solved_notebook(assignment)
+        helped = learner_path.add_helper_cells(solved, COLAB_LEARNERS[assignment])
+        learner_path.write_colab_download(helped, submissions / "colab_learner.ipynb")
     code = grade.main(
         [
             assignment,
@@ -58,16 +72,21 @@ def graded(request, tmp_path_factory):
 def test_scores_csv_has_one_row_per_learner_and_a_column_per_test_cell(graded):
     assignment, course, _, rows, expected = graded
     cells = grade.graded_cells(assignment, course)
-    assert set(rows) == set(expected) | {"reference_solution"}
+    assert set(rows) == set(expected) | {"reference_solution"} | colab_learner(assignment)
     for row in rows.values():
         assert list(row)[:3] == ["learner", "total", "max"]
         assert list(row)[3:] == [gid for gid, _ in cells]
 
 
+def colab_learner(assignment):
+    return {"colab_learner"} if assignment in COLAB_LEARNERS else set()
+
+
 def test_solution_scores_full_marks(graded):
-    _, _, _, rows, _ = graded
-    row = rows["reference_solution"]
-    assert float(row["total"]) == float(row["max"]) > 0
+    assignment, _, _, rows, _ = graded
+    for learner in {"reference_solution"} | colab_learner(assignment):
+        row = rows[learner]
+        assert float(row["total"]) == float(row["max"]) > 0, learner
 
 
 def test_each_submission_loses_exactly_the_intended_points(graded):
@@ -127,6 +146,17 @@ def test_report_notes_every_unusual_notebook(graded):
         for note in spec.get("notes", []):
             assert note in block, (learner, note, block)
     assert _report_block(text, "reference_solution").count("\n") == 0  # nothing unusual to say
+
+
+def test_colab_download_with_helper_cells_gets_only_the_true_note(graded):
+    assignment, _, reports, _, _ = graded
+    if assignment not in COLAB_LEARNERS:
+        pytest.skip("graded end to end for two assignments only")
+    answers = len(learner_path.answer_names(learner_path.solved_notebook(assignment)))
+    block = _report_block((reports / "report.txt").read_text(), "colab_learner")
+    assert block.splitlines()[1:] == [
+        f"  - repaired: {answers} extra code cell(s) were kept where they were; they run but are not graded."
+    ]
 
 
 def test_learner_id_comes_from_the_file_name(tmp_path):

@@ -1,12 +1,14 @@
 """grading.repair: every way a submission gets mangled maps back onto the released notebook."""
 
 import copy
+import importlib.util
+import json
 
 import nbformat
 import pytest
 
 from grading.repair import repair
-from tests.notebooks import ROOT, nbgrader_meta
+from tests.notebooks import ASSIGNMENTS, ROOT, nbgrader_meta
 
 RELEASE = nbformat.read(ROOT / "exercises" / "01_meshes" / "01_meshes.ipynb", as_version=4)
 ANSWERS = [nbgrader_meta(c)["grade_id"] for c in RELEASE.cells if nbgrader_meta(c).get("solution")]
@@ -43,7 +45,7 @@ def test_stripped_metadata_is_found_by_the_def_line():
     assert structure(result.notebook) == structure(RELEASE)
     for gid in ANSWERS:
         assert f"answer of {gid}" in answer_source(result.notebook, gid)
-        assert any(f"found by `def {gid}(`" in r for r in result.repairs)
+    assert result.repairs == []  # a notebook with no metadata at all is how Colab saves it: nothing to say
 
 
 @pytest.mark.parametrize("later_runs_last", [True, False])
@@ -103,3 +105,112 @@ def test_missing_answer_becomes_the_stub_and_is_reported():
     result = repair(nb, RELEASE)
     assert "NotImplementedError" in answer_source(result.notebook, "sharding_for_layout")
     assert any("no answer cell for sharding_for_layout" in r for r in result.repairs)
+
+
+# --- Colab downloads: every assignment's solution, with learners' helper cells --------------------
+
+spec = importlib.util.spec_from_file_location("learner_path", ROOT / "tools" / "learner_path.py")
+learner_path = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(learner_path)
+
+
+def colab_read(nb, tmp_path, name="download.ipynb"):
+    """``nb`` saved as Colab saves it, then read back as grade.py reads a submission."""
+    path = learner_path.write_colab_download(nb, tmp_path / name)
+    raw = json.loads(path.read_text())
+    assert raw["nbformat_minor"] == 0 and "colab" in raw["metadata"]
+    assert all("nbgrader" not in c["metadata"] for c in raw["cells"])
+    assert all(c.get("outputs") for c in raw["cells"] if c["cell_type"] == "code")
+    return nbformat.read(path, as_version=4)
+
+
+def release_of(assignment):
+    return nbformat.read(next((ROOT / "exercises" / assignment).glob("*.ipynb")), as_version=4)
+
+
+def expected_cells(learner_nb):
+    """What grading must run: the learner's cells in their order, released text for released cells."""
+    return [(c.cell_type, c.source.strip()) for c in learner_nb.cells if c.source.strip()]
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_colab_download_of_the_solution_needs_no_note(assignment, tmp_path):
+    solved = learner_path.solved_notebook(assignment)
+    result = repair(colab_read(solved, tmp_path), release_of(assignment))
+    assert result.repairs == []
+    assert structure(result.notebook) == structure(release_of(assignment))
+    assert expected_cells(result.notebook) == expected_cells(solved)
+
+
+@pytest.mark.parametrize("placement", learner_path.PLACEMENTS)
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_colab_download_keeps_every_helper_cell_where_it_was(assignment, placement, tmp_path):
+    # The bug this catches: a released cell recognised by its text got the role "release:i,m,p,o,r,t,s",
+    # so an extra cell after it was dropped (a NameError in grading) while the notes said it was kept.
+    solved = learner_path.add_helper_cells(learner_path.solved_notebook(assignment), placement)
+    release = release_of(assignment)
+    result = repair(colab_read(solved, tmp_path), release)
+    helpers = len(learner_path.answer_names(solved))
+    assert result.repairs == [
+        f"{helpers} extra code cell(s) were kept where they were; they run but are not graded."
+    ]
+    assert expected_cells(result.notebook) == expected_cells(solved)  # same cells, same order
+    released = [(t, g) for t, g in structure(result.notebook) if g is not None]
+    assert released == structure(release)
+    for name in learner_path.answer_names(solved):
+        cells = result.notebook.cells
+        defined = next(k for k, c in enumerate(cells) if c.source.startswith(f"def _helper_for_{name}("))
+        tests = [
+            k for k, c in enumerate(cells) if nbgrader_meta(c).get("grade_id", "").startswith(f"test_{name}")
+        ]
+        assert tests and defined < min(tests), (name, placement)
+        assert "nbgrader" not in cells[defined].metadata
+
+
+def _test_cells_of(name):
+    return {f"test_{name}_visible", f"test_{name}_hidden"}
+
+
+def test_notes_name_only_what_happened():
+    # Metadata lost by the answer cells only (not a whole Colab download): one note per answer.
+    nb = learner_copy()
+    for cell in nb.cells:
+        if nbgrader_meta(cell).get("solution"):
+            cell.metadata = {}
+    assert sorted(repair(nb, RELEASE).repairs) == sorted(
+        f"the answer cell of {gid} had lost its grading metadata; it was found by `def {gid}(`."
+        for gid in ANSWERS
+    )
+    # A deleted test is named (an edited one that kept its metadata is simply replaced, as nbgrader
+    # does); empty cells are dropped without a note.
+    nb = learner_copy()
+    nb.cells = [c for c in nb.cells if nbgrader_meta(c).get("grade_id") != "test_per_device_shape_hidden"]
+    edited = next(c for c in nb.cells if nbgrader_meta(c).get("grade_id") == "test_shard_sums_visible")
+    edited.source = "pass"
+    nb.cells.append(nbformat.v4.new_code_cell("   \n"))
+    assert repair(nb, RELEASE).repairs == [
+        "test cell(s) test_per_device_shape_hidden had been deleted or edited beyond recognition; "
+        "the released ones ran."
+    ]
+
+
+def test_split_answer_cell_keeps_its_first_half():
+    # Splitting a cell in Jupyter copies its metadata: both halves claim to be the answer. The half
+    # without `def f(` is the learner's helper, not a second answer.
+    nb = learner_copy()
+    i = next(k for k, c in enumerate(nb.cells) if nbgrader_meta(c).get("grade_id") == "shard_sums")
+    half = copy.deepcopy(nb.cells[i])
+    half.source = "def helper_of_shard_sums():\n    return 1"
+    nb.cells.insert(i, half)
+    result = repair(nb, RELEASE)
+    assert result.repairs == ["1 extra code cell(s) were kept where they were; they run but are not graded."]
+    sources = [c.source for c in result.notebook.cells]
+    assert sources.index(half.source) + 1 == sources.index(answer_source(result.notebook, "shard_sums"))
+
+
+def test_a_released_markdown_cell_that_quotes_a_def_line_is_not_an_answer(tmp_path):
+    # Assignment 3 explains with a markdown cell that starts a line `def ...(`; in a download without
+    # metadata it must still be recognised as the released cell.
+    solved = learner_path.solved_notebook("03_explicit_sharding")
+    result = repair(colab_read(solved, tmp_path), release_of("03_explicit_sharding"))
+    assert not any("cells define" in r for r in result.repairs)

@@ -1,12 +1,16 @@
 """shardbook.setup: device choice, the summary line, and clear errors."""
 
+import importlib
 import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import jax
+import nbformat
+import numpy as np
 import pytest
 import yaml
 
@@ -50,26 +54,41 @@ def test_choose_devices_rejects_unknown_choice():
         devices_setup.choose_devices("cpu", 0, "gpu")
 
 
-def _run(code: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, SHARDBOOK_DEVICES="auto")
+def _run(code: str, **env_vars) -> subprocess.CompletedProcess:
+    env = dict(os.environ, SHARDBOOK_DEVICES="auto", PYTHONPATH=str(ROOT))
+    env.pop("COLAB_RELEASE_TAG", None)
+    env.update({k: v for k, v in env_vars.items() if v is not None})
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
 
 
-def test_setup_after_jax_started_with_too_few_devices_says_what_to_do():
-    # A learner who used JAX before the setup cell gets one sentence, not a traceback from JAX.
+@pytest.mark.parametrize("colab", [False, True])
+def test_setup_after_jax_started_with_too_few_devices_says_what_to_do(colab):
+    # A learner who used JAX before the setup cell gets one sentence, not a traceback from JAX, with
+    # the restart in the words of their front end.
     result = _run(
         "import jax, jax.numpy as jnp; jnp.zeros(1)\n"
         "import shardbook\n"
-        "try:\n    shardbook.setup()\nexcept shardbook.SetupError as e:\n    print('MESSAGE', e)\n"
+        "try:\n    shardbook.setup()\nexcept shardbook.SetupError as e:\n    print('MESSAGE', e)\n",
+        COLAB_RELEASE_TAG="test" if colab else None,
     )
     assert "MESSAGE JAX already started with 1 cpu device(s)" in result.stdout, result.stderr
-    assert "restart Python and run the setup cell" in result.stdout
+    advice = devices_setup.RESTART_COLAB if colab else devices_setup.RESTART_ELSEWHERE
+    assert f"{advice}, before any other cell." in result.stdout
+    assert "pip is installing" not in result.stdout  # the pinned JAX is there: nothing to install
 
 
 def test_too_old_jax_is_refused_in_one_sentence(monkeypatch):
+    # Outside Colab an old JAX that is both installed and loaded is the learner's to upgrade.
     monkeypatch.setattr(jax, "__version__", "0.4.30")
-    with pytest.raises(shardbook.SetupError, match=r"needs JAX 0\.12\.0 or newer and found 0\.4\.30"):
+    real = devices_setup.installed_version
+    monkeypatch.setattr(devices_setup, "installed_version", lambda d: "0.4.30" if d == "jax" else real(d))
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    with pytest.raises(shardbook.SetupError) as error:
         shardbook.setup(quiet=True)
+    assert str(error.value) == (
+        'this book needs JAX 0.12.0 or newer and found 0.4.30: run  pip install -U "jax==0.12.0.1"  '
+        "and after that, restart the Python kernel, then run this cell again."
+    )
 
 
 def test_summary_is_not_displayed_twice():
@@ -94,3 +113,336 @@ def test_repository_url_is_configured_once():
 def test_pinned_jax_matches_requirements():
     requirements = (ROOT / "requirements.txt").read_text()
     assert f"jax=={shardbook.PINNED_JAX}" in requirements
+
+
+# --- what the setup cell says on Colab: install, restart, old Python, one chip ----------------------
+
+SETUP_CELL = next(
+    c.source
+    for c in nbformat.read(ROOT / "exercises" / "01_meshes" / "01_meshes.ipynb", as_version=4).cells
+    if c.cell_type == "code"
+)
+
+
+def test_setup_cell_names_the_pinned_jax_and_the_repository():
+    assert f"installing JAX {shardbook.PINNED_JAX} and the book's helper, about a minute…" in SETUP_CELL
+    assert f'os.environ.get("{devices_setup.INSTALL_URL_ENV}", "git+{shardbook.REPOSITORY}")' in SETUP_CELL
+    # The cell installs the helper alone; JAX comes through setup(), where its output is kept quiet.
+    assert '"--no-deps"' in SETUP_CELL and "shardbook.setup()" in SETUP_CELL
+
+
+def test_requirements_match_pyproject():
+    text = (ROOT / "pyproject.toml").read_text()
+    deps = re.findall(
+        r'^\s*"([A-Za-z0-9_.-]+)[^"]*",$', text.split("dependencies = [")[1].split("]")[0], re.M
+    )
+    assert sorted(deps) == sorted(["jax", *devices_setup.REQUIREMENTS])
+
+
+def test_importing_shardbook_loads_nothing_heavy():
+    # The setup cell imports shardbook before JAX exists at the right version: nothing may load yet.
+    result = _run(
+        "import sys, shardbook\n"
+        "print(sorted(m for m in ('numpy', 'jax', 'jaxlib', 'scipy', 'packaging', 'matplotlib', 'rich')"
+        " if m in sys.modules))"
+    )
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+REAL_INSTALLED = devices_setup.installed_version
+
+
+class Installed:
+    """A fake of importlib.metadata: distribution -> version (None: not installed); others are real."""
+
+    def __init__(self, **versions):
+        self.versions = {k.replace("_", "-"): v for k, v in versions.items()}
+
+    def __call__(self, distribution):
+        key = distribution.replace("_", "-")
+        return self.versions[key] if key in self.versions else REAL_INSTALLED(distribution)
+
+
+COLAB_STACK = dict(jax="0.9.2", jaxlib="0.9.2", numpy="2.0.2")
+BOOK_STACK = dict(jax="0.12.0.1", jaxlib="0.12.0.1", numpy="2.5.5")
+
+
+@pytest.mark.parametrize(
+    ("stack", "kind", "colab", "extra_ok", "wanted"),
+    [
+        (COLAB_STACK, "cpu", True, True, ["jax==0.12.0.1", "jaxlib==0.12.0.1"]),
+        (COLAB_STACK, "tpu", True, True, ["jax[tpu]==0.12.0.1", "jaxlib==0.12.0.1"]),
+        (COLAB_STACK, "gpu", True, True, ["jax[cuda12]==0.12.0.1", "jaxlib==0.12.0.1"]),
+        (BOOK_STACK, "cpu", True, True, []),
+        (BOOK_STACK, "tpu", True, True, []),
+        (BOOK_STACK, "tpu", True, False, ["jax[tpu]==0.12.0.1", "jaxlib==0.12.0.1"]),  # libtpu left old
+        (COLAB_STACK, "cpu", False, True, []),  # a learner's own Python: told, not upgraded
+        (dict(BOOK_STACK, rich=None), "cpu", False, True, ["jax==0.12.0.1", "jaxlib==0.12.0.1"]),
+    ],
+)
+def test_what_gets_installed(monkeypatch, stack, kind, colab, extra_ok, wanted):
+    monkeypatch.setattr(devices_setup, "installed_version", Installed(**stack))
+    monkeypatch.setattr(devices_setup, "_extra_requirements", lambda extra: ["libtpu==0.0.50.*"])
+    monkeypatch.setattr(devices_setup, "_satisfied", lambda requirement: extra_ok)
+    got = devices_setup.missing_requirements(kind, colab)
+    assert got == ([*wanted, *devices_setup.REQUIREMENTS] if wanted else [])
+
+
+def test_extra_requirements_are_read_from_the_installed_jax():
+    # The pins jax[tpu] asks for (libtpu) are JAX's own, so a new pin needs no change here.
+    assert any(r.startswith("libtpu") for r in devices_setup._extra_requirements("tpu"))
+    assert devices_setup._satisfied("jax==" + shardbook.PINNED_JAX)
+    assert not devices_setup._satisfied("jax==0.9.2")
+    assert not devices_setup._satisfied("no-such-distribution-here")
+
+
+def _fake_pip(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_pip_noise_stays_hidden_when_the_install_works(capsys):
+    noise = "ERROR: pip's dependency resolver does not currently take into account all the packages"
+    pip = _fake_pip(f"import time; print({noise!r}); time.sleep(0.7)")
+    devices_setup.pip_install(["jax==0.12.0.1"], tick_seconds=0.25, pip=pip)
+    out = capsys.readouterr().out
+    assert out.startswith("shardbook: pip is installing jax==0.12.0.1… 0.25 s 0.5 s")
+    assert re.search(r" done in \d+ s\.\n$", out) and "resolver" not in out
+
+
+def test_a_failed_install_shows_the_end_of_pips_output_and_one_sentence(capsys):
+    pip = _fake_pip("import sys; print('\\n'.join(f'line {i}' for i in range(30))); sys.exit(1)")
+    with pytest.raises(shardbook.SetupError, match=r"^pip could not install what the book needs"):
+        devices_setup.pip_install(["jax==0.12.0.1", "jaxlib==0.12.0.1", "numpy"], pip=pip)
+    out = capsys.readouterr().out
+    assert "installing jax==0.12.0.1, jaxlib==0.12.0.1 and what they need…" in out
+    assert "line 29" in out and "line 15" in out and "line 14" not in out  # the last 15 lines
+
+
+@pytest.fixture
+def colab(monkeypatch):
+    """A Colab session: imports made after the test's restart message are unblocked afterwards."""
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "test")
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    monkeypatch.setattr(devices_setup, "count_accelerators", lambda: ("cpu", 0))
+    return monkeypatch
+
+
+def _install_on_colab(monkeypatch, stack):
+    """pip, faked: installing moves the fake metadata to the book's stack."""
+    installed = Installed(**stack)
+    calls = []
+
+    def pip_install(requirements):
+        calls.append(requirements)
+        installed.versions.update({k.replace("_", "-"): v for k, v in BOOK_STACK.items()})
+
+    monkeypatch.setattr(devices_setup, "installed_version", installed)
+    monkeypatch.setattr(devices_setup, "pip_install", pip_install)
+    return calls
+
+
+RESTART = "Runtime → Restart session, then run this cell again"
+
+
+def test_fresh_colab_runtime_with_numpy_loaded_asks_for_a_restart_and_blocks_jax(colab):
+    # Colab has NumPy 2.0.2 loaded before the first cell; the pinned JAX needs a newer one.
+    import numpy
+
+    calls = _install_on_colab(colab, dict(COLAB_STACK, numpy="2.0.2"))
+    colab.setattr(numpy, "__version__", "2.0.2")
+    with pytest.raises(shardbook.SetupError) as error:
+        shardbook.setup()
+    assert calls and calls[0][0] == "jax==0.12.0.1"
+    assert str(error.value) == (
+        "NumPy 2.0.2 is loaded in this session but 2.5.5 is now installed, and a running Python cannot "
+        f"swap it: {RESTART}."
+    )
+    assert error.value._render_traceback_() == [f"SetupError: {error.value}"]  # one line in a notebook
+    # Until the restart, JAX and the book's tools refuse to load with the same sentence, rather than
+    # failing inside NumPy (`'numpy.ufunc' object has no attribute '__qualname__'`).
+    for module in ("jax.experimental.never_imported_here", "shardbook.cost"):
+        sys.modules.pop(module, None)
+        with pytest.raises(shardbook.SetupError, match=re.escape(RESTART)):
+            importlib.import_module(module)
+
+
+def test_imports_cell_run_before_the_setup_cell_gets_the_restart_advice(colab):
+    # The learner ran `import jax` first: Colab's JAX 0.9.2 is loaded, the pin is now installed.
+    calls = _install_on_colab(colab, COLAB_STACK)
+    colab.setattr(jax, "__version__", "0.9.2")
+    with pytest.raises(shardbook.SetupError) as error:
+        shardbook.setup()
+    assert len(calls) == 1
+    message = str(error.value)
+    assert message.startswith("JAX 0.9.2 is loaded in this session but 0.12.0.1 is now installed")
+    assert message.endswith(f"swap it: {RESTART}.") and "pip install" not in message
+
+
+def test_after_the_restart_setup_installs_nothing_and_prints_one_line(colab, capsys):
+    # The pin is installed and nothing stale is loaded, whatever ran first (here: JAX already in use).
+    calls = _install_on_colab(colab, BOOK_STACK)
+    colab.setattr(
+        devices_setup, "installed_version", lambda d: {"numpy": np.__version__}.get(d, jax.__version__)
+    )
+    colab.setattr(devices_setup, "WATCHED", {"numpy": "numpy", "jax": "jax"})
+    summary = shardbook.setup()
+    assert calls == [] and summary.count == 8
+    assert capsys.readouterr().out.startswith("shardbook: 8 simulated CPU devices")
+
+
+def test_a_session_module_at_another_version_is_found_in_sys_modules(monkeypatch):
+    fake = types.ModuleType("fake_pkg_for_shardbook")
+    fake.__version__ = "1.0"
+    monkeypatch.setitem(sys.modules, "fake_pkg_for_shardbook", fake)
+    monkeypatch.setattr(devices_setup, "WATCHED", {"fake_pkg_for_shardbook": "fake-pkg", "not_loaded": "x"})
+    monkeypatch.setattr(devices_setup, "installed_version", Installed(**{"fake-pkg": "1.1", "x": "9"}))
+    assert devices_setup.stale_modules() == [("fake_pkg_for_shardbook", "1.0", "1.1")]
+    monkeypatch.setattr(devices_setup, "installed_version", Installed(**{"fake-pkg": "1.0+local"}))
+    assert devices_setup.stale_modules() == []
+
+
+def test_two_stale_packages_are_named_in_one_sentence(monkeypatch):
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    message = devices_setup._restart_message([("numpy", "2.0.2", "2.5.5"), ("jax", "0.9.2", "0.12.0.1")])
+    assert message == (
+        "NumPy 2.0.2 and JAX 0.9.2 are loaded in this session but 2.5.5 and 0.12.0.1 are now installed, "
+        "and a running Python cannot swap them: restart the Python kernel, then run this cell again."
+    )
+
+
+def test_old_python_gets_one_sentence():
+    with pytest.raises(shardbook.SetupError) as error:
+        devices_setup.check_python((3, 11, 7))
+    assert str(error.value).startswith(
+        "this book needs Python 3.12 or newer (JAX 0.12.0.1 is released for no older one) and this "
+        "runtime has Python 3.11.7:"
+    )
+    devices_setup.check_python((3, 12, 0))
+
+
+def _older_python() -> str | None:
+    for name in ("python3.11", "python3.10", "python3.9"):
+        for folder in os.environ.get("PATH", "").split(os.pathsep):
+            path = os.path.join(folder, name)
+            if os.access(path, os.X_OK):
+                probe = subprocess.run([path, "-c", "print(1)"], capture_output=True, text=True)
+                if probe.stdout.strip() == "1":
+                    return path
+    return None
+
+
+@pytest.mark.skipif(_older_python() is None, reason="no Python older than 3.12 on PATH")
+def test_old_python_for_real_imports_shardbook_and_says_one_sentence():
+    # The setup cell installs the helper with --ignore-requires-python so that this sentence, not pip's
+    # list of every JAX release, is what a learner on an old runtime reads.
+    code = "import shardbook\ntry:\n    shardbook.setup()\nexcept shardbook.SetupError as e:\n    print(e)\n"
+    result = subprocess.run(
+        [_older_python(), "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    assert result.stdout.startswith("this book needs Python 3.12 or newer"), result.stderr
+
+
+def _fake_sysfs(root: Path, chips: int, device_id: str) -> Path:
+    for k in range(chips):
+        folder = root / "sys" / "bus" / "pci" / "devices" / f"0000:00:0{k + 4}.0"
+        folder.mkdir(parents=True)
+        (folder / "vendor").write_text("0x1ae0\n")
+        (folder / "device").write_text(device_id + "\n")
+    nic = root / "sys" / "bus" / "pci" / "devices" / "0000:00:03.0"  # a Google NIC is not a TPU
+    nic.mkdir(parents=True)
+    (nic / "vendor").write_text("0x1ae0\n")
+    (nic / "device").write_text("0x0042\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("chips", "device_id", "devices", "simulate"),
+    [
+        (4, "0x0027", 8, False),  # TPU v2-8 / v3-8: 8 devices on 4 chips, enough for the book
+        (1, "0x0063", 1, True),  # Colab's free v5e-1
+        (4, "0x005e", 4, True),  # v4-8: 4 megacore devices
+        (8, "0x0063", 8, False),  # v5e-8
+    ],
+)
+def test_tpu_devices_are_counted_not_chips(tmp_path, chips, device_id, devices, simulate):
+    root = str(_fake_sysfs(tmp_path, chips, device_id))
+    assert devices_setup.count_tpu(root) == (chips, devices)
+    kind, count = devices_setup.count_accelerators(root)
+    assert (kind, count) == ("tpu", devices)
+    assert devices_setup.choose_devices(kind, count) is simulate
+
+
+def test_tpu_without_sysfs_reads_the_accelerator_type(tmp_path, monkeypatch):
+    (tmp_path / "dev").mkdir()
+    for k in range(4):
+        (tmp_path / "dev" / f"accel{k}").write_text("")
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v3-8")
+    assert devices_setup.count_tpu(str(tmp_path)) == (4, 8)
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-4")
+    assert devices_setup.count_tpu(str(tmp_path)) == (4, 4)
+
+
+def test_one_chip_tpu_says_why_it_simulates_and_where_the_chip_is_used(monkeypatch, capsys):
+    monkeypatch.setattr(devices_setup, "count_accelerators", lambda: ("tpu", 1))
+    monkeypatch.setattr(devices_setup, "count_tpu", lambda root="/": (1, 1))
+    shardbook.setup("auto")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("shardbook: 8 simulated CPU devices")
+    assert lines[1].startswith(
+        "shardbook: this runtime has 1 TPU chip (1 JAX device) and every example is written for 8 devices, "
+        "so the book runs on 8 simulated CPU devices"
+    )
+    assert "%env SHARDBOOK_DEVICES=accelerator" in lines[1] and "cost model" in lines[1]
+    shardbook.setup("auto", quiet=True)
+    assert capsys.readouterr().out == ""
+
+
+def test_setup_error_is_one_line_in_ipython():
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    with capture_output() as captured:
+        shell.run_cell("import shardbook\nraise shardbook.SetupError('do this')")
+    assert captured.stdout.strip() + captured.stderr.strip() == "SetupError: do this"
+
+
+def test_contributing_shows_the_setup_cell_as_it_is():
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    block = re.search(r"  ```python\n(  # Setup:.*?)\n  ```", text, re.S).group(1)
+    assert "\n".join(line[2:] for line in block.splitlines()) == SETUP_CELL
+
+
+def test_setup_cell_that_cannot_install_says_so_after_pips_own_message(tmp_path):
+    # The cell as it is, in a Python where shardbook cannot be imported and the URL leads nowhere.
+    code = (
+        "import sys\n"
+        "class NoShardbook:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'shardbook':\n"
+        "            raise ModuleNotFoundError(\"No module named 'shardbook'\")\n"
+        "sys.meta_path.insert(0, NoShardbook())\n"
+        f"exec(compile({SETUP_CELL!r}, 'setup cell', 'exec'))\n"
+    )
+    result = _run(code, SHARDBOOK_URL=str(tmp_path / "no-such-clone"))
+    assert result.stdout == f"installing JAX {shardbook.PINNED_JAX} and the book's helper, about a minute…\n"
+    assert "ERROR" in result.stderr and "no-such-clone" in result.stderr  # pip's own message
+    assert result.stderr.rstrip().endswith(
+        "RuntimeError: pip could not install the book's helper (its message is above): rerun this cell"
+    )
+    assert "During handling" not in result.stderr
+
+
+def test_one_gpu_is_counted_from_nvidia_smi(tmp_path, monkeypatch):
+    # The line format is the one `nvidia-smi -L` printed on an H200 machine.
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-89084eaf-9ca4-abf7-f47f-d3e58d60bb18)'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    kind, count = devices_setup.count_accelerators(str(tmp_path))  # no TPU under this root
+    assert (kind, count) == ("gpu", 1) and devices_setup.choose_devices(kind, count)
+    assert devices_setup._one_chip_note(kind, count).startswith("shardbook: this runtime has 1 GPU and every")
