@@ -1334,6 +1334,7 @@ def draw_precision_tradeoff(
     budget: float | None = None,
     xlabel: str = "cost (bf16 passes)",
     title: str | None = None,
+    measured: bool = False,
     ax: Axes | None = None,
     path: str | Path | None = None,
 ) -> Figure:
@@ -1350,6 +1351,8 @@ def draw_precision_tradeoff(
       budget: an error budget, drawn as a red dotted line: algorithms below it qualify.
       xlabel: what the cost counts.
       title: the axes' title.
+      measured: the costs are measurements (milliseconds, say) rather than counts: each point is
+        labelled with its name instead of a tick, points are not joined, and both axes are logarithmic.
       ax: matplotlib Axes to draw into; by default a new figure.
       path: if given, also save the figure there.
 
@@ -1378,15 +1381,37 @@ def draw_precision_tradeoff(
     fig, ax, created = _fig_or_axes(ax, (7.0, 3.8))
     for case in range(n_cases):
         label = series[case] if series is not None else (None if n_cases == 1 else f"case {case}")
-        ax.plot(costs, [e[case] for e in errors], "o-", label=label, lw=1.2, ms=5)
+        ax.plot(costs, [e[case] for e in errors], "o" if measured else "o-", label=label, lw=1.2, ms=5)
     if reference is not None:
         ax.axhline(reference, color="grey", ls="--", label=reference_label)
     if budget is not None:
         ax.axhline(budget, color="#d62728", ls=":", lw=1.5, label=f"budget {budget:g}")
     ax.set_yscale("log")
-    ticks = sorted(set(costs))
-    names = {c: "\n".join(n for n in order if float(points[n][0]) == c) for c in ticks}
-    ax.set_xticks(ticks, [f"{c:g}\n{names[c]}" for c in ticks], fontsize=7)
+    if measured:  # a name beside each point, alternately above and below, leftwards near the right edge
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_xscale("log")
+        plain = FuncFormatter(lambda value, _: f"{value:g}")
+        ax.xaxis.set_major_formatter(plain)
+        ax.xaxis.set_minor_formatter(plain)
+        ax.tick_params(axis="x", which="minor", labelsize=7)
+        low, high = np.log(min(costs)), np.log(max(costs))
+        for i, (name, cost, error) in enumerate(zip(order, costs, errors, strict=True)):
+            above = i % 2 == 0
+            leftwards = high > low and (np.log(cost) - low) / (high - low) > 0.7
+            ax.annotate(
+                name,
+                (cost, float(error[0])),
+                xytext=(-4 if leftwards else 4, 5 if above else -5),
+                textcoords="offset points",
+                fontsize=6.5,
+                ha="right" if leftwards else "left",
+                va="bottom" if above else "top",
+            )
+    else:
+        ticks = sorted(set(costs))
+        names = {c: "\n".join(n for n in order if float(points[n][0]) == c) for c in ticks}
+        ax.set_xticks(ticks, [f"{c:g}\n{names[c]}" for c in ticks], fontsize=7)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("relative error")
     if ax.get_legend_handles_labels()[0]:

@@ -408,6 +408,19 @@ def test_draw_precision_tradeoff_orders_by_cost_and_marks_budget():
         draw_precision_tradeoff({"zero": (1, 0.0)})
 
 
+def test_draw_precision_tradeoff_measured_labels_each_point():
+    # Property: with measured costs, each preset is a lone point labelled with its name at its
+    # (time, error), nothing joins them, and both axes are logarithmic.
+    points = {"F32": (22.1, 1.5e-7), "BF16": (2.3, 2.3e-3), "X3": (5.5, 4.5e-6)}
+    ax = draw_precision_tradeoff(points, measured=True, xlabel="ms").axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    (line,) = ax.lines
+    assert line.get_linestyle() == "None"
+    assert list(line.get_xdata()) == [2.3, 5.5, 22.1] and list(line.get_ydata()) == [2.3e-3, 4.5e-6, 1.5e-7]
+    labels = {t.get_text(): t.xy for t in ax.texts}
+    assert labels == {"BF16": (2.3, 2.3e-3), "X3": (5.5, 4.5e-6), "F32": (22.1, 1.5e-7)}
+
+
 def test_new_pictures_are_closed_so_a_notebook_shows_each_once():
     # Property: a figure these functions create is closed in pyplot (no second copy at the cell's end).
     plt.close("all")
