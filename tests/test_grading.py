@@ -28,6 +28,8 @@ spec.loader.exec_module(learner_path)
 # The solution as a Colab learner hands it in (no cell metadata, a `colab` block, nbformat 4.0,
 # outputs), with a helper cell of their own for each answer, placed as said: full marks, one note.
 # Two assignments only: each graded notebook costs about 8 s (tests/test_repair.py covers all).
+# Every other assignment's reference solution is itself handed in as a Colab download (no helper
+# cells), so each assignment's solution is graded end to end in Colab's shape at no extra cost.
 COLAB_LEARNERS = {"01_meshes": "after", "04_shard_map": "before"}
 
 
@@ -43,7 +45,12 @@ def graded(request, tmp_path_factory):
         ROOT / "tests" / "submissions" / assignment, submissions, ignore=shutil.ignore_patterns("*.json")
     )
     solution = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
-    shutil.copy(solution, submissions / "reference_solution.ipynb")
+    if assignment in COLAB_LEARNERS:
+        shutil.copy(solution, submissions / "reference_solution.ipynb")
+    else:
+        learner_path.write_colab_download(
+            learner_path.solved_notebook(assignment), submissions / "reference_solution.ipynb"
+        )
     if assignment in COLAB_LEARNERS:
         solved = learner_path.solved_notebook(assignment)
         helped = learner_path.add_helper_cells(solved, COLAB_LEARNERS[assignment])

@@ -45,6 +45,12 @@ def test_quoted_figures_are_found_in_prose():
         ("49.8", "µs"),
         ("12", "B"),
     ]
+    # Percentages and rates are figures too: a stale "0.2 %" next to a printed 0.39 % is caught.
+    assert nbtools.QUOTED_FIGURE.findall("costs up to 0.2 % (or 10%) at 486 TFLOP/s; 3%s") == [
+        ("0.2", "%"),
+        ("10", "%"),
+        ("486", "TFLOP/s"),
+    ]
 
 
 def test_quoted_figures_match_whole_numbers_only():

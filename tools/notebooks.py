@@ -108,7 +108,7 @@ def cmd_run(args) -> None:
     print(f"{total:7.1f} s  in all ({len(paths)} notebooks)")
 
 
-QUOTED_FIGURE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s?(KiB|MiB|GiB|µs|ms|bytes|B)\b")
+QUOTED_FIGURE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s?(KiB|MiB|GiB|µs|ms|bytes|B|TFLOP/s|%)(?!\w)")
 
 
 # Numbers as whole tokens: not part of a longer number or a name ("1.5" in "11.5", "x1"), and not a
