@@ -50,7 +50,7 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 unit: venv
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=10
 
 notebooks: venv
 	$(PY) tools/notebooks.py hygiene
