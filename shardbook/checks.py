@@ -290,6 +290,45 @@ def call(fn: Any, *args: Any, what: str = "your function", hint: str | None = No
         _fail(what, "a result", words, known_hint or hint or "read the error from its first line.")
 
 
+def _notebook_lines(tb: Any) -> list[str]:
+    """The frames of a traceback that are notebook cells, as '  cell line N: <source>'."""
+    import linecache
+    import traceback
+
+    lines = []
+    for frame, lineno in traceback.walk_tb(tb):
+        filename = frame.f_code.co_filename
+        if "ipykernel_" in filename or filename.startswith("<ipython-input"):
+            lines.append(f"  cell line {lineno}: {linecache.getline(filename, lineno).strip()}")
+    return lines
+
+
+def _explain_or_show(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None):
+    """IPython's custom-exception handler: a common mistake in words, anything else as usual."""
+    words, hint = describe_error(value)
+    if hint is None:
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        return None
+    stb = [f"{words}.", f"Hint: {hint}", *_notebook_lines(tb)]
+    shell._showtraceback(etype, value, stb)  # an error output all the same: the cell failed
+    return stb
+
+
+def explain_common_errors(shell: Any) -> None:
+    """Makes an IPython shell show a common JAX mistake as one sentence, a hint and the notebook lines
+    that led to it, instead of a traceback through JAX's internals.
+
+    The mistakes are those :func:`describe_error` knows (out_specs on a varying value, a size that does
+    not divide over the mesh, Explicit/Auto mix-ups …). Any other exception keeps IPython's traceback,
+    and either way the cell fails with an error output, as before. ``shardbook.setup()`` calls this
+    when it runs in a notebook.
+
+    Example:
+      >>> explain_common_errors(get_ipython())  # doctest: +SKIP
+    """
+    shell.set_custom_exc((Exception,), _explain_or_show)
+
+
 # ---------------------------------------------------------------------------------------------------
 # checks on the compiled program (they use shardbook.comms)
 

@@ -457,7 +457,17 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
         print(summary)
         if summary.simulated and kind != "cpu" and devices == "auto":
             print(_one_chip_note(kind, count))
+    _explain_errors_in_notebook()
     return summary
+
+
+def _explain_errors_in_notebook() -> None:
+    """In a notebook, common JAX mistakes are shown in words (shardbook.checks.explain_common_errors)."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    if shell is not None and hasattr(shell, "set_custom_exc"):
+        from .checks import explain_common_errors
+
+        explain_common_errors(shell)
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
