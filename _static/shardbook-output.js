@@ -47,7 +47,7 @@
 
   function markScrollables() {
     var boxes = document.querySelectorAll(
-      "div.highlight pre, .cell_output pre, .pst-scrollable-table-container, .table-wrapper"
+      "div.highlight pre, .cell_output pre, .pst-scrollable-table-container, .table-wrapper, .sb-figure-scroll"
     );
     boxes.forEach(function (box) {
       updateCue(box);
@@ -58,8 +58,23 @@
     });
   }
 
+  // Each output image sits in its own box: on a phone (shardbook.css) the image keeps the width it was
+  // drawn at and the box scrolls sideways, so the figure's text stays legible.
+  function boxFigures() {
+    document.querySelectorAll(".cell_output img").forEach(function (img) {
+      var parent = img.parentElement;
+      if (parent && parent.classList.contains("sb-figure-scroll")) return;
+      var box = document.createElement("div");
+      box.className = "sb-figure-scroll";
+      img.parentNode.insertBefore(box, img);
+      box.appendChild(img);
+      img.addEventListener("load", markScrollables);
+    });
+  }
+
   function setup() {
     markOutputs();
+    boxFigures();
     markScrollables();
     window.addEventListener("resize", markScrollables);
     window.addEventListener("load", markScrollables);

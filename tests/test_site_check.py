@@ -144,3 +144,69 @@ def test_the_browser_sees_a_broken_image_and_a_script_error(tmp_path):
     assert "image did not load" in broken and "HTTP 404" in broken
     assert "JavaScript error" in broken and "undefinedFunction" in broken
     assert "scroll sideways with no visible cue" in broken
+
+
+def test_layout_findings_name_what_is_wrong():
+    facts = {
+        "pageWidth": 477,
+        "viewport": 390,
+        "out": ['code.literal "xla/service/gpu"'],
+        "cut": [],
+        "clipped": [],
+    }
+    facts["noAlt"] = ["img#_anim_img1"]
+    problems = site_check.layout_problems(facts)
+    assert problems == [
+        'the page scrolls sideways (477 px wide in a 390 px screen): code.literal "xla/service/gpu"',
+        "image without alt text: img#_anim_img1",
+    ]
+    clean = {"pageWidth": 390, "viewport": 390, "out": [], "cut": [], "clipped": [], "noAlt": []}
+    assert site_check.layout_problems(clean) == []
+
+
+LONG = "xla_gpu_all_reduce_combine_threshold_bytes_" * 3
+PHONE_PAGES = {
+    # Long inline code that does not wrap: the whole page scrolls sideways.
+    "sideways": f"<article class='bd-article'><p>The flag <code class='literal'>{LONG}</code>.</p></article>",
+    # A heading whose text is cut by its own box.
+    "heading": f"<article class='bd-article'><h2 style='overflow:hidden'>Steering {LONG}</h2></article>",
+    # A row of buttons wider than its box, which hides the rest (the animation controls).
+    "clipped": "<article class='bd-article'><div class='anim-buttons' style='width:300px;overflow:hidden;"
+    "white-space:nowrap'>" + "<button style='width:60px'>b</button>" * 9 + "</div></article>",
+    # An image (an animation frame, as a data: URI) with no alt text.
+    "no-alt": "<article class='bd-article'><img id='frame' src='data:image/png;base64,iVBO'></article>",
+    # Fine: a wide block that scrolls in its own box and shows the cue, and an image with alt text.
+    "fine": "<article class='bd-article'><div class='sb-scroll-frame sb-more-right'>"
+    f"<pre class='sb-scrollable' style='overflow-x:auto'>{LONG}</pre></div>"
+    "<img src='../_images/fig.png' alt='a figure'></article>",
+}
+
+
+@pytest.mark.skipif(
+    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
+    reason="no Chromium or playwright here (CI installs both)",
+)
+def test_the_browser_sees_what_breaks_a_phone_layout(tmp_path):
+    html, _ = _site(tmp_path, GOOD)
+    for name, body in PHONE_PAGES.items():
+        (html / "book" / f"{name}.html").write_text(
+            _page(body).replace("<head>", "<head><meta name='viewport' content='width=device-width'>")
+        )
+    pages = [html / "book" / f"{name}.html" for name in PHONE_PAGES]
+    results = site_check.browser_check(
+        html, pages, {}, site_check.find_browser(), None, set(), lambda text, secrets: [], False
+    )
+    phone = {
+        r.page.removeprefix("book/").removesuffix(".html"): r.problems
+        for r in results
+        if r.viewport == "phone"
+    }
+    desktop = [p for r in results if r.viewport == "desktop" for p in r.problems]
+    assert not any("sideways" in p or "alt text" in p for p in desktop)  # layout checks: phone only
+    assert any(p.startswith("the page scrolls sideways") and "code.literal" in p for p in phone["sideways"])
+    assert any(p.startswith("heading cut off: h2") for p in phone["heading"]), phone["heading"]
+    assert any(
+        p.startswith("clipped by its box with no scroll cue: div.anim-buttons") for p in phone["clipped"]
+    )
+    assert phone["no-alt"] == ["image without alt text: img#frame"], phone["no-alt"]
+    assert phone["fine"] == [], phone["fine"]
