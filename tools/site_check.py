@@ -268,8 +268,13 @@ LAYOUT_FACTS = """() => {
     if (clips(a)) return true; return false; };
   const all = Array.from(document.body.querySelectorAll('*'));
   const out = [], cut = [], clipped = [];
+  // The text column: what runs past its right edge overlaps the margin, or the screen's edge.
+  const article = document.querySelector('.bd-article');
+  const colRight = article ? article.getBoundingClientRect().right
+    - parseFloat(getComputedStyle(article).paddingRight) : vw;
+  const inColumn = e => article !== null && e !== article && article.contains(e);
   const sticksOut = e => { const r = e.getBoundingClientRect();
-    return r.right > vw + 1 || r.left < -1; };
+    return r.right > vw + 1 || r.left < -1 || (inColumn(e) && r.right > colRight + 1); };
   for (const e of all) {
     const st = getComputedStyle(e);
     if (st.position === 'fixed' || !shown(e)) continue;
@@ -297,7 +302,7 @@ def layout_problems(facts: dict) -> list[str]:
             f" screen): {where}"
         )
     elif facts["out"]:
-        problems.append(f"sticks out of the screen: {'; '.join(facts['out'][:5])}")
+        problems.append(f"runs past the text column: {'; '.join(facts['out'][:5])}")
     problems += [f"heading cut off: {h}" for h in facts["cut"]]
     problems += [f"clipped by its box with no scroll cue: {e}" for e in facts["clipped"][:5]]
     problems += [f"image without alt text: {i}" for i in facts["noAlt"]]
