@@ -1,8 +1,9 @@
 // Readable cell output. Printed text that looks like a table (two or more lines with columns lined up
 // by runs of spaces, or box-drawing characters) keeps its lines and scrolls sideways; every other
 // printed block (messages, errors) wraps, so no part of a long error hides past the right edge.
-// Anything that scrolls sideways (code, tables, wide outputs) gets the class `sb-scrollable`, which
-// _static/shardbook.css draws as a visible scrollbar and a shadow on the side with more to see.
+// Anything that scrolls sideways (code, tables, figures, HTML outputs such as a report's table) gets the
+// class `sb-scrollable`, which _static/shardbook.css draws as a visible scrollbar and a shadow on the side
+// with more to see.
 (function () {
   var TABULAR = /\S {2,}\S|[│┃|┆]/;
 
@@ -47,7 +48,8 @@
 
   function markScrollables() {
     var boxes = document.querySelectorAll(
-      "div.highlight pre, .cell_output pre, .pst-scrollable-table-container, .table-wrapper"
+      "div.highlight pre, .cell_output pre, .pst-scrollable-table-container, .table-wrapper, .sb-figure-scroll," +
+        " .cell_output .output.text_html"
     );
     boxes.forEach(function (box) {
       updateCue(box);
@@ -58,8 +60,23 @@
     });
   }
 
+  // Each output image sits in its own box: on a phone (shardbook.css) the image keeps the width it was
+  // drawn at and the box scrolls sideways, so the figure's text stays legible.
+  function boxFigures() {
+    document.querySelectorAll(".cell_output img").forEach(function (img) {
+      var parent = img.parentElement;
+      if (parent && parent.classList.contains("sb-figure-scroll")) return;
+      var box = document.createElement("div");
+      box.className = "sb-figure-scroll";
+      img.parentNode.insertBefore(box, img);
+      box.appendChild(img);
+      img.addEventListener("load", markScrollables);
+    });
+  }
+
   function setup() {
     markOutputs();
+    boxFigures();
     markScrollables();
     window.addEventListener("resize", markScrollables);
     window.addEventListener("load", markScrollables);

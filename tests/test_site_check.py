@@ -144,3 +144,130 @@ def test_the_browser_sees_a_broken_image_and_a_script_error(tmp_path):
     assert "image did not load" in broken and "HTTP 404" in broken
     assert "JavaScript error" in broken and "undefinedFunction" in broken
     assert "scroll sideways with no visible cue" in broken
+
+
+def test_layout_findings_name_what_is_wrong():
+    facts = {
+        "pageWidth": 477,
+        "viewport": 390,
+        "out": ['code.literal "xla/service/gpu"'],
+        "cut": [],
+        "clipped": [],
+    }
+    facts["noAlt"] = ["img#_anim_img1"]
+    problems = site_check.layout_problems(facts)
+    assert problems == [
+        'the page scrolls sideways (477 px wide in a 390 px screen): code.literal "xla/service/gpu"',
+        "image without alt text: img#_anim_img1",
+    ]
+    clean = {"pageWidth": 390, "viewport": 390, "out": [], "cut": [], "clipped": [], "noAlt": []}
+    assert site_check.layout_problems(clean) == []
+
+
+LONG = "xla_gpu_all_reduce_combine_threshold_bytes_" * 3
+PHONE_PAGES = {
+    # Long inline code that does not wrap: the whole page scrolls sideways.
+    "sideways": f"<article class='bd-article'><p>The flag <code class='literal'>{LONG}</code>.</p></article>",
+    # Something a few pixels wider than the text column: into the margin, not yet past the screen.
+    "column": "<article class='bd-article' style='padding:0 40px'><p>"
+    "<span class='wide' style='display:inline-block;width:340px'>x</span></p></article>",
+    # A heading whose text is cut by its own box.
+    "heading": f"<article class='bd-article'><h2 style='overflow:hidden'>Steering {LONG}</h2></article>",
+    # A row of buttons wider than its box, which hides the rest (the animation controls).
+    "clipped": "<article class='bd-article'><div class='anim-buttons' style='width:300px;overflow:hidden;"
+    "white-space:nowrap'>" + "<button style='width:60px'>b</button>" * 9 + "</div></article>",
+    # An image (an animation frame, as a data: URI) with no alt text.
+    "no-alt": "<article class='bd-article'><img id='frame' src='data:image/png;base64,iVBO'></article>",
+    # Fine: a wide block that scrolls in its own box and shows the cue, and an image with alt text.
+    "fine": "<article class='bd-article'><div class='sb-scroll-frame sb-more-right'>"
+    f"<pre class='sb-scrollable' style='overflow-x:auto'>{LONG}</pre></div>"
+    "<img src='../_images/fig.png' alt='a figure'></article>",
+}
+
+
+@pytest.mark.skipif(
+    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
+    reason="no Chromium or playwright here (CI installs both)",
+)
+def test_the_browser_sees_what_breaks_a_phone_layout(tmp_path):
+    html, _ = _site(tmp_path, GOOD)
+    for name, body in PHONE_PAGES.items():
+        (html / "book" / f"{name}.html").write_text(
+            _page(body).replace("<head>", "<head><meta name='viewport' content='width=device-width'>")
+        )
+    pages = [html / "book" / f"{name}.html" for name in PHONE_PAGES]
+    results = site_check.browser_check(
+        html, pages, {}, site_check.find_browser(), None, set(), lambda text, secrets: [], False
+    )
+    phone = {
+        r.page.removeprefix("book/").removesuffix(".html"): r.problems
+        for r in results
+        if r.viewport == "phone"
+    }
+    desktop = [p for r in results if r.viewport == "desktop" for p in r.problems]
+    assert not any("sideways" in p or "alt text" in p for p in desktop)  # layout checks: phone only
+    assert any(p.startswith("the page scrolls sideways") and "code.literal" in p for p in phone["sideways"])
+    assert phone["column"] == ['runs past the text column: span.wide "x"'], phone["column"]
+    assert any(p.startswith("heading cut off: h2") for p in phone["heading"]), phone["heading"]
+    assert any(
+        p.startswith("clipped by its box with no scroll cue: div.anim-buttons") for p in phone["clipped"]
+    )
+    assert phone["no-alt"] == ["image without alt text: img#frame"], phone["no-alt"]
+    assert phone["fine"] == [], phone["fine"]
+
+
+@pytest.mark.skipif(
+    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
+    reason="no Chromium or playwright here (CI installs both)",
+)
+def test_the_site_css_keeps_a_phone_page_in_its_column(tmp_path):
+    # The book's own _static files on a page with what broke the phone layout: long inline code in a
+    # paragraph and a heading, a table wider than the column, a figure drawn 900 px wide, and
+    # matplotlib's JS animation (374 px slider, a row of nine buttons). The themes' rules that matter
+    # are copied in: Sphinx's nowrap inline code, myst-nb's output box that scrolls.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.animation import FuncAnimation
+
+    html, _ = _site(tmp_path, GOOD)
+    static = html / "_static"
+    static.mkdir()
+    for name in ("shardbook.css", "shardbook-output.js"):
+        (static / name).write_text((ROOT / "_static" / name).read_text())
+    fig, ax = plt.subplots(figsize=(9, 3), dpi=100)
+    ax.set_title("a wide figure")
+    fig.savefig(html / "_images" / "wide.png")
+    animation = FuncAnimation(fig, lambda i: ax.set_title(f"frame {i}"), frames=2).to_jshtml()
+    plt.close(fig)
+    path = "xla/service/gpu/transforms/reduce_scatter_creator.cc"
+    code = f"<code class='docutils literal'><span class='pre'>{path}</span></code>"
+    row = "<td>" + " ".join(["several", "words"] * 6) + "</td>"
+    body = (
+        "<article class='bd-article' style='padding:0 16px'>"
+        f"<h2>Steering intermediates with {code}</h2><p>The pass is {code}.</p>"
+        f"<div class='pst-scrollable-table-container'><table><tr>{row * 4}</tr></table></div>"
+        "<div class='cell_output'><img src='../_images/wide.png' alt='a wide figure'></div>"
+        f"<div class='cell_output'><div class='output text_html'>{animation}</div></div></article>"
+    )
+    head = (
+        "<head><meta name='viewport' content='width=device-width'>"
+        "<link rel='stylesheet' href='../_static/shardbook.css'>"
+        "<style>span.pre{white-space:nowrap} div.cell_output .output{max-width:100%;overflow-x:auto}</style>"
+        "<script src='../_static/shardbook-output.js'></script>"
+    )
+    (html / "book" / "phone.html").write_text(_page(body).replace("<head>", head))
+    results = site_check.browser_check(
+        html,
+        [html / "book" / "phone.html"],
+        {"book/phone.html": 2},
+        site_check.find_browser(),
+        None,
+        set(),
+        lambda text, secrets: [],
+        False,
+    )
+    phone = next(r for r in results if r.viewport == "phone")
+    # The animation's frame has no alt here (matplotlib writes none); everything else is in place.
+    assert [p for p in phone.problems if "alt text" not in p] == [], phone.problems

@@ -13,7 +13,10 @@ the images of cell outputs loaded (naturalWidth > 0) and are as many as the note
 JavaScript error comes from the site's own files; no local request fails; the navigation works (phone:
 ☰ opens the sidebar, "On this page" opens the contents; desktop: ☰ collapses the sidebar); nothing that
 scrolls sideways lacks the scroll cue of _static/shardbook-output.js; the text shown holds no solution
-or hidden-test line (tools/notebooks.py's leak logic). Screenshots go to _build/screenshots/.
+or hidden-test line (tools/notebooks.py's leak logic). At phone size also: the page itself does not
+scroll sideways (the element sticking out is named), no heading is cut off, no box of the text clips
+its content without scrolling with the cue (animation controls, tables), and every <img> has alt text.
+Screenshots go to _build/screenshots/.
 
 No browser: says so loudly and exits 2 (CI=true always fails; --allow-no-browser lets a local run pass).
 """
@@ -244,6 +247,68 @@ PAGE_FACTS = """() => {
   };
 }"""
 
+# At phone size: what makes the page scroll sideways, what is cut off, and images without alt text.
+# A box that clips its content (overflow-x other than visible) is fine only if it scrolls and shows
+# the cue of _static/shardbook-output.js (class sb-scrollable inside a frame with sb-more-left/right).
+LAYOUT_FACTS = """() => {
+  const vw = document.documentElement.clientWidth;
+  const name = e => {
+    let s = e.tagName.toLowerCase() + (e.id ? '#' + e.id : '');
+    const cls = (typeof e.className === 'string' ? e.className : '').trim().split(/\\s+/).filter(Boolean);
+    if (cls.length) s += '.' + cls.slice(0, 2).join('.');
+    const text = (e.innerText || e.textContent || '').trim().replace(/\\s+/g, ' ');
+    return text ? `${s} "${text.slice(0, 60)}"` : s;
+  };
+  const shown = e => { const r = e.getBoundingClientRect(); const st = getComputedStyle(e);
+    return r.width > 0 && r.height > 0 && st.visibility !== 'hidden' && st.display !== 'none'; };
+  const clips = e => getComputedStyle(e).overflowX !== 'visible';
+  const cued = e => e.classList.contains('sb-scrollable') && e.parentElement !== null
+    && e.parentElement.matches('.sb-scroll-frame.sb-more-right, .sb-scroll-frame.sb-more-left');
+  const insideClip = e => { for (let a = e.parentElement; a && a !== document.body; a = a.parentElement)
+    if (clips(a)) return true; return false; };
+  const all = Array.from(document.body.querySelectorAll('*'));
+  const out = [], cut = [], clipped = [];
+  // The text column: what runs past its right edge overlaps the margin, or the screen's edge.
+  const article = document.querySelector('.bd-article');
+  const colRight = article ? article.getBoundingClientRect().right
+    - parseFloat(getComputedStyle(article).paddingRight) : vw;
+  const inColumn = e => article !== null && e !== article && article.contains(e);
+  const sticksOut = e => { const r = e.getBoundingClientRect();
+    return r.right > vw + 1 || r.left < -1 || (inColumn(e) && r.right > colRight + 1); };
+  for (const e of all) {
+    const st = getComputedStyle(e);
+    if (st.position === 'fixed' || !shown(e)) continue;
+    if (e.closest('dialog:not([open]), .bd-sidebar-primary, .bd-sidebar-secondary, [aria-hidden=true]'))
+      continue;
+    if (sticksOut(e) && !insideClip(e) && !(e.parentElement && sticksOut(e.parentElement)
+        && e.parentElement !== document.body)) out.push(name(e));
+    if (/^H[1-6]$/.test(e.tagName) && e.scrollWidth > e.clientWidth + 1) cut.push(name(e));
+    if (e.closest('.bd-article') && clips(e) && e.scrollWidth > e.clientWidth + 1
+        && !(/^(auto|scroll)$/.test(st.overflowX) && cued(e))) clipped.push(name(e));
+  }
+  const noAlt = Array.from(document.images).filter(i => !(i.getAttribute('alt') || '').trim())
+    .map(i => i.id ? `img#${i.id}` : `img ${(i.getAttribute('src') || '(no src)').slice(0, 60)}`);
+  return {pageWidth: document.documentElement.scrollWidth, viewport: vw, out, cut, clipped, noAlt};
+}"""
+
+
+def layout_problems(facts: dict) -> list[str]:
+    """Findings from LAYOUT_FACTS: sideways scrolling, cut-off headings, clipped boxes, missing alt."""
+    problems = []
+    if facts["pageWidth"] > facts["viewport"] + 1:
+        where = "; ".join(facts["out"][:5]) or "no single element found"
+        problems.append(
+            f"the page scrolls sideways ({facts['pageWidth']} px wide in a {facts['viewport']} px"
+            f" screen): {where}"
+        )
+    elif facts["out"]:
+        problems.append(f"runs past the text column: {'; '.join(facts['out'][:5])}")
+    problems += [f"heading cut off: {h}" for h in facts["cut"]]
+    problems += [f"clipped by its box with no scroll cue: {e}" for e in facts["clipped"][:5]]
+    problems += [f"image without alt text: {i}" for i in facts["noAlt"]]
+    return problems
+
+
 VISIBLE = (
     "el => { const r = el.getBoundingClientRect();"
     " return r.width > 0 && r.height > 0 && getComputedStyle(el).visibility !== 'hidden'; }"
@@ -427,6 +492,8 @@ def browser_check(
                             f"{facts['uncued']} blocks scroll sideways with no visible cue"
                         )
                     result.problems += [f"shows {what}" for what in leaks_in(facts["text"], secrets)]
+                    if phone:
+                        result.problems += layout_problems(page.evaluate(LAYOUT_FACTS))
                     if shots is not None:
                         # The whole page, as JPEG to keep a long chapter small.
                         name = f"{rel.replace('/', '__').removesuffix('.html')}--{viewport}"
