@@ -20,8 +20,10 @@ so two pictures of the same mesh can be compared side by side.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape as _html_escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +44,11 @@ __all__ = [
 
 # Light colours (matplotlib's Set3 and Pastel1) so black labels stay readable; indexed by device id.
 _PALETTE = (
-    "#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
-    "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f", "#fbb4ae", "#b3cde3", "#decbe4", "#fed9a6",
+    "#66c2a5", "#e6c229", "#8da0cb", "#fc8d62", "#6baed6", "#fdae6b", "#a6d854", "#e78ac3",
+    "#a3a3a3", "#c48ac5", "#74c476", "#f2b701", "#f4877b", "#7fa7d1", "#c49bd9", "#d9a45b",
 )  # fmt: skip
+# Every entry is saturated enough to stand out on a white page (contrast >= 1.6 against white) and light
+# enough for black text on it (>= 7 against black); tests/test_viz.py checks both.
 _DEVICES_PER_LINE = 4
 
 
@@ -943,9 +947,10 @@ def animate_ring_steps(
     return FuncAnimation(fig, show, frames=len(columns), interval=interval_ms, blit=False)
 
 
-def animation_html(animation: Any) -> Any:
+def animation_html(animation: Any, alt: str | None = None) -> Any:
     """Wraps ``animation.to_jshtml()`` for a notebook or a static web page, its frames shrunk to fit
-    a narrow screen (a phone) instead of running off its edge.
+    a narrow screen (a phone) instead of running off its edge. ``alt`` becomes the frame image's
+    ``alt`` text (say what the animation shows, for readers who cannot see it).
 
     Returns:
       An ``IPython.display.HTML`` object; make it the last line of a cell.
@@ -955,8 +960,11 @@ def animation_html(animation: Any) -> Any:
     """
     from IPython.display import HTML
 
+    html = animation.to_jshtml()
+    if alt is not None:  # the frame is one <img>: give it a text alternative for screen readers
+        html = re.sub(r"<img (?![^>]*\balt=)", f'<img alt="{_html_escape(alt, quote=True)}" ', html, count=1)
     style = "<style>.shardbook-animation img { max-width: 100%; height: auto; }</style>"
-    return HTML(f'<div class="shardbook-animation">{style}{animation.to_jshtml()}</div>')
+    return HTML(f'<div class="shardbook-animation">{style}{html}</div>')
 
 
 def _ring_figure(
@@ -968,12 +976,14 @@ def _ring_figure(
     ids, held = ring_schedule(mesh, axis_name, perm=perm, where=where)
     n = len(ids)
     perm = [(s, (s - 1) % n) for s in range(n)] if perm is None else [tuple(p) for p in perm]
-    fig, ax = plt.subplots(figsize=(2.0 * n + 1.6, 0.95 * n + 1.5))
+    # Narrow enough (7.3 in for n = 4) to be shown near its natural size in a 730 px column, so
+    # 10-11 pt text stays 10-11 pt on the page.
+    fig, ax = plt.subplots(figsize=(1.6 * n + 0.9, 0.95 * n + 1.4))
     columns: list[list[Any]] = [[] for _ in range(n)]
-    w, h, gap = 1.5, 0.7, 0.5
+    w, h, gap = 1.6, 0.78, 0.45
     for s in range(n):
         x0 = s * (w + gap)
-        columns[s].append(ax.text(x0 + w / 2, -0.35, f"step {s}", ha="center", va="center", fontsize=9))
+        columns[s].append(ax.text(x0 + w / 2, -0.35, f"step {s}", ha="center", va="center", fontsize=11))
         for y in range(n):
             k = held[s][y]
             rect = Rectangle(
@@ -986,10 +996,11 @@ def _ring_figure(
                 ax.text(
                     x0 + w / 2,
                     y + h / 2,
-                    f"holds A_{k} (from d{ids[k]})\nadds A_{k}·W_{k}",
+                    # W never moves: W_{k,y} is rows k of the device's own column block y of W
+                    f"$A_{{{k}}}$ (from d{ids[k]})\n+ $A_{{{k}}} W_{{{k},{y}}}$",
                     ha="center",
                     va="center",
-                    fontsize=7.5,
+                    fontsize=10.5,
                 )
             )
         if s + 1 < n:
@@ -1005,14 +1016,15 @@ def _ring_figure(
                 ax.add_patch(arrow)
                 columns[s + 1].append(arrow)
     for y in range(n):
-        ax.text(-0.15, y + h / 2, f"d{ids[y]}\n{axis_name}={y}", ha="right", va="center", fontsize=8)
-    ax.set_xlim(-1.0, n * (w + gap) - gap + 0.1)
+        ax.text(-0.15, y + h / 2, f"d{ids[y]}\n{axis_name}={y}", ha="right", va="center", fontsize=10.5)
+    ax.set_xlim(-0.75, n * (w + gap) - gap + 0.05)
     ax.set_ylim(n + 0.1, -0.7)
     ax.axis("off")
     ax.set_title(
         title
-        or f"ring collective matmul along {axis_name!r}: after {n} steps every device has added all blocks",
-        fontsize=9,
+        or f"ring along {axis_name!r}: block $A_k$ moves, W stays;\n"
+        f"after {n} steps every device has added all {n}",
+        fontsize=11,
     )
     fig.tight_layout()
     return fig, columns
@@ -1102,6 +1114,7 @@ def draw_routing(
     n_devices: int,
     n_experts: int | None = None,
     *,
+    capacity: int | None = None,
     title: str | None = None,
     path: str | Path | None = None,
 ) -> Figure:
@@ -1117,6 +1130,8 @@ def draw_routing(
       routing: int array [S] (one expert id per token) or [S, k].
       n_devices: devices of the mesh axis that splits tokens and experts.
       n_experts: number of experts E (default ``routing.max() + 1``); must divide by ``n_devices``.
+      capacity: if given, each expert's buffer holds this many token rows, filled in token order; the
+        rows past it (dropped) are crossed out on the left and counted in the title.
       title: the figure's title; by default it says how many token rows leave their device.
       path: if given, also save the figure there.
 
@@ -1136,39 +1151,60 @@ def draw_routing(
     per_device = b.shape[0] // n_devices
     dest = (b // (experts // n_devices)).reshape(n_devices, per_device * b.shape[1])
     leaving = int(counts.sum() - np.trace(counts))
+    dropped = np.zeros(b.shape, bool)
+    if capacity is not None:
+        flat = b.ravel()
+        seen = np.zeros(experts, int)
+        for i, e in enumerate(flat):  # token order: row i goes to row seen[e] of expert e's buffer
+            dropped.flat[i] = seen[e] >= capacity
+            seen[e] += 1
+    dropped = dropped.reshape(n_devices, per_device * b.shape[1])
 
+    # 7.3 in: shown near natural size in a 730 px column, so the 10-11 pt text stays legible.
     fig, (left, right) = plt.subplots(
-        1, 2, figsize=(10.0, 0.4 * n_devices + 2.0), gridspec_kw={"width_ratios": [1.7, 1]}
+        1, 2, figsize=(7.3, 0.35 * n_devices + 2.3), gridspec_kw={"width_ratios": [1.6, 1]}
     )
     colours = ListedColormap([_PALETTE[d % len(_PALETTE)] for d in range(n_devices)])
     left.imshow(dest, cmap=colours, vmin=-0.5, vmax=n_devices - 0.5, aspect="auto", interpolation="nearest")
     if dest.shape[1] <= 128:  # thin white lines between tokens
         for x in range(1, dest.shape[1]):
             left.axvline(x - 0.5, color="white", lw=0.4)
-    left.set_yticks(range(n_devices), [f"d{d}" for d in range(n_devices)])
-    left.set_ylabel("device holding the tokens")
-    left.set_xlabel(f"its {per_device} tokens" + (f" × {b.shape[1]} choices" if b.shape[1] > 1 else ""))
+    if dropped.any():
+        rows, cols = np.nonzero(dropped)
+        left.scatter(cols, rows, marker="x", s=9, linewidths=0.8, color="black", label="dropped")
+        left.legend(
+            loc="upper right", bbox_to_anchor=(1.02, 0.0), fontsize=10, frameon=False, handletextpad=0.2
+        )
+    left.set_yticks(range(n_devices), [f"d{d}" for d in range(n_devices)], fontsize=10)
+    left.set_ylabel("device holding the tokens", fontsize=10)
+    left.set_xlabel(
+        f"its {per_device} tokens" + (f" × {b.shape[1]} choices" if b.shape[1] > 1 else ""),
+        fontsize=10,
+        loc="left",
+    )
     left.set_xticks([])
-    left.set_title("each token, coloured by its expert's device", fontsize=9, loc="left")
+    left.set_title("each token, coloured by its expert's device", fontsize=10.5, loc="left")
 
-    right.imshow(counts, cmap="Greys", vmin=0, vmax=max(int(counts.max()), 1) * 1.6)
+    vmax = max(int(counts.max()), 1) * 1.6
+    right.imshow(counts, cmap="Greys", vmin=0, vmax=vmax)
     for i in range(n_devices):
         for j in range(n_devices):
             right.text(
-                j, i, str(counts[i, j]), ha="center", va="center", fontsize=8,
+                j, i, str(counts[i, j]), ha="center", va="center", fontsize=10 if n_devices <= 8 else 8,
                 fontweight="bold" if i == j else "normal",
+                color="white" if counts[i, j] / vmax > 0.45 else "black",  # readable on dark cells
             )  # fmt: skip
-    right.set_xticks(range(n_devices), [f"d{d}" for d in range(n_devices)], fontsize=8)
-    right.set_yticks(range(n_devices), [f"d{d}" for d in range(n_devices)], fontsize=8)
+    right.set_xticks(range(n_devices), [f"d{d}" for d in range(n_devices)], fontsize=10)
+    right.set_yticks(range(n_devices), [f"d{d}" for d in range(n_devices)], fontsize=10)
     for label in [*left.get_yticklabels(), *right.get_xticklabels(), *right.get_yticklabels()]:
         device = int(label.get_text()[1:])  # the device's colour, as in the token rows
         label.set_bbox({"facecolor": _PALETTE[device % len(_PALETTE)], "edgecolor": "none", "pad": 1.5})
-    right.set_xlabel("device holding the expert")
-    right.set_title("token rows from → to (diagonal stays)", fontsize=9, loc="left")
-    fig.suptitle(
-        title or f"{b.size} token rows, {experts} experts on {n_devices} devices: {leaving} rows leave home",
-        fontsize=10,
-    )
+    right.set_xlabel("device holding the expert", fontsize=10)
+    right.set_title("rows from → to\n(diagonal stays)", fontsize=10.5, loc="left")
+    default = f"{b.size} token rows, {experts} experts on {n_devices} devices: {leaving} rows leave home"
+    if capacity is not None:
+        default += f"\ncapacity {capacity} rows per expert: {int(dropped.sum())} rows dropped (×)"
+    fig.suptitle(title or default, fontsize=11)
     return _finish(fig, True, path)
 
 

@@ -304,6 +304,24 @@ def test_draw_ring_steps_follows_the_permutation():
     html = animation_html(animation).data
     assert html.count("data:image/png;base64") == 4  # one frame per step
     assert "max-width: 100%" in html  # frames shrink to a phone's width
+    assert "<img alt=" not in html  # no alt unless given
+    described = animation_html(animation, alt='the ring, step by step: "A" moves, W stays').data
+    assert '<img alt="the ring, step by step: &quot;A&quot; moves, W stays" id="_anim_img' in described
+
+
+def test_draw_ring_steps_labels_name_the_devices_own_w_block():
+    # regression: "adds A_1·W_1" next to "(from d1)" read as W of device 1, with literal underscores.
+    # Device y adds A_k times rows k of its own column block y of W: the label says W_{k,y} in mathtext.
+    ring_mesh = jax.make_mesh((2, 4), ("X", "Y"))
+    fig = draw_ring_steps(ring_mesh, "Y")
+    labels = [t.get_text() for t in fig.axes[0].texts if "from d" in t.get_text()]
+    assert len(labels) == 16
+    for s in range(4):
+        for y in range(4):
+            k = (y + s) % 4
+            assert f"$A_{{{k}}}$ (from d" in labels[s * 4 + y]
+            assert f"$A_{{{k}}} W_{{{k},{y}}}$" in labels[s * 4 + y]
+    assert min(t.get_fontsize() for t in fig.axes[0].texts) >= 10
 
 
 def test_route_counts_counts_each_token_row_once():
@@ -317,6 +335,46 @@ def test_route_counts_counts_each_token_row_once():
         route_counts(np.zeros(6, np.int32), 4, 4)
     with pytest.raises(ValueError, match=r"\[0, 4\)"):
         route_counts(np.array([0, 4]), 2, 4)
+
+
+def _luminance(hex_colour):
+    channels = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def test_palette_stands_out_on_white_and_carries_black_text():
+    # regression: device 1's "#ffffb3" (contrast 1.05 against white) made the crowd of tokens bound for
+    # d1 look like background. WCAG contrast ratios: >= 1.6 against the white page, >= 7 for black text.
+    for colour in _PALETTE:
+        lum = _luminance(colour)
+        assert 1.05 / (lum + 0.05) >= 1.6, f"{colour} is too pale to see on white"
+        assert (lum + 0.05) / 0.05 >= 7, f"{colour} is too dark for black text"
+    assert len(set(_PALETTE)) == len(_PALETTE) == 16
+
+
+def test_draw_routing_marks_capacity_drops_and_keeps_counts_readable():
+    # Property: with capacity C each expert keeps its first C rows in token order; the rest are crossed
+    # out on the left and counted in the title. Dark count cells print white numbers.
+    rng = np.random.default_rng(1)
+    b = np.where(rng.random(256) < 0.75, 1, rng.integers(0, 8, 256)).astype(np.int32)
+    capacity = 2 * 256 // 8
+    rank = np.array([np.sum(b[:i] == b[i]) for i in range(len(b))])
+    expected = rank >= capacity
+    fig = draw_routing(b, n_devices=8, n_experts=8, capacity=capacity)
+    left, right = fig.axes
+    crosses = left.collections[0].get_offsets()
+    marked = {(int(r), int(c)) for c, r in np.asarray(crosses)}
+    assert marked == {(i // 32, i % 32) for i in np.nonzero(expected)[0]}
+    assert (
+        f"capacity {capacity} rows per expert: {int(expected.sum())} rows dropped" in fig._suptitle.get_text()
+    )
+    counts = route_counts(b, 8, 8).ravel()
+    colours = [t.get_color() for t in right.texts]
+    assert colours[int(np.argmax(counts))] == "white"
+    assert colours[int(np.argmin(counts))] == "black"
+    no_cap = draw_routing(b, n_devices=8, n_experts=8)
+    assert not no_cap.axes[0].collections and "capacity" not in no_cap._suptitle.get_text()
 
 
 def test_draw_routing_colours_tokens_by_their_experts_device():
