@@ -1316,7 +1316,8 @@ def draw_residuals(
     Args:
       traces: a dict ``{schedule name: [bytes held after step 0, after step 1, …]}``.
       steps: optional dict ``{schedule name: [step label, …]}`` (e.g. ``"F0 L2"``, ``"B1"``), same
-        lengths as the traces; the first schedule's labels become the x ticks when there are at most 24.
+        lengths as the traces. The x ticks number the steps 1, 2, …; under them each schedule named here
+        gets its own row of step labels, in its line's colour (when there are at most 24 steps).
       unit: ``"bytes"``, ``"KiB"`` or ``"MiB"`` for the y axis.
       title: the axes' title; by default each schedule's peak.
       ax: matplotlib Axes to draw into; by default a new figure.
@@ -1336,28 +1337,39 @@ def draw_residuals(
         raise TypeError(
             f"draw_residuals: expected a non-empty dict {{name: [bytes, …]}}, got {type(traces).__name__}"
         )
-    fig, ax, created = _fig_or_axes(ax, (8.0, 3.4))
+    fig, ax, created = _fig_or_axes(ax, (7.3, 3.2 + 0.25 * len(steps or {})))
     styles = ["-", "--", "-.", ":"]
+    colours = {}
     for k, (name, trace) in enumerate(traces.items()):
         values = [v / scale[unit] for v in trace]
         peak = max(trace)
         # Step i holds values[i] over [i, i + 1); the last value is repeated to close the staircase.
-        ax.step(
+        (line,) = ax.step(
             range(len(values) + 1), [*values, values[-1]], where="post", ls=styles[k % len(styles)], lw=2,
             label=f"{name} (peak {peak:,} B)",
         )  # fmt: skip
+        colours[name] = line.get_color()
         at = list(trace).index(peak)
         ax.annotate(f"peak {peak:,} B", (at + 0.5, peak / scale[unit]), textcoords="offset points",
-                    xytext=(0, 4), fontsize=8, ha="center")  # fmt: skip
-    if steps:
-        labels = next(iter(steps.values()))
-        if len(labels) <= 24:
-            ax.set_xticks([i + 0.5 for i in range(len(labels))], labels, rotation=90, fontsize=7)
-    ax.set_xlabel("step of the schedule")
-    ax.set_ylabel(f"saved state held ({unit})")
+                    xytext=(0, 4), fontsize=10, ha="center")  # fmt: skip
+    n_steps = max(len(t) for t in traces.values())
+    rows = [name for name in traces if steps and name in steps and len(steps[name]) <= 24]
+    if n_steps <= 24:
+        ax.set_xticks([i + 0.5 for i in range(n_steps)], [str(i + 1) for i in range(n_steps)])
+    ax.tick_params(labelsize=10)
+    # one row of labels per schedule, under the step numbers: each schedule's own step names
+    for r, name in enumerate(rows):
+        where_ = {"xycoords": ("data", "axes fraction"), "textcoords": "offset points", "va": "top"}
+        ax.annotate(f"{name}:", (0, 0), xytext=(-6, -20 - 13 * r), ha="right", fontsize=9,
+                    color=colours[name], **where_)  # fmt: skip
+        for i, label in enumerate(steps[name]):
+            ax.annotate(label, (i + 0.5, 0), xytext=(0, -20 - 13 * r), ha="center", fontsize=9,
+                        color=colours[name], **where_)  # fmt: skip
+    ax.set_xlabel("step", fontsize=10, labelpad=4 + 13 * len(rows))
+    ax.set_ylabel(f"saved state held ({unit})", fontsize=10)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8, loc="upper left")
-    ax.set_title(title or "Residuals alive after each step", fontsize=10, loc="left")
+    ax.legend(fontsize=10, loc="upper left")
+    ax.set_title(title or "Residuals alive after each step", fontsize=11, loc="left")
     return _finish(fig, created, path)
 
 

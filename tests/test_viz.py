@@ -437,7 +437,21 @@ def test_draw_residuals_draws_each_trace_and_its_peak():
     assert [list(line.get_ydata()) for line in ax.lines] == [[*t, t[-1]] for t in traces.values()]
     texts = [t.get_text() for t in ax.texts]
     assert "peak 768 B" in texts and "peak 256 B" in texts
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["F0", "F1", "F2", "B0", "B1", "B2"]
+    # regression: the ticks used to be the first schedule's labels, wrong for the second schedule.
+    # Now the ticks number the steps and each schedule with labels gets its own row, in its colour.
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3", "4", "5", "6"]
+    own = {
+        "all forward": ["F0", "F1", "F2", "B0", "B1", "B2"],
+        "one in flight": ["F0", "B0", "F1", "B1", "F2", "B2"],
+    }
+    two = draw_residuals(traces, steps=own).axes[0]
+    for name, labels in own.items():
+        line = two.lines[list(traces).index(name)]
+        row = [
+            t for t in two.texts if t.get_color() == line.get_color() and not t.get_text().startswith("peak")
+        ]
+        assert [t.get_text() for t in row] == [f"{name}:", *labels]
+        assert [t.xy[0] for t in row[1:]] == [i + 0.5 for i in range(6)]
     in_kib = draw_residuals({"a": [2048, 0]}, unit="KiB").axes[0]
     assert list(in_kib.lines[0].get_ydata()) == [2.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="unit"):
