@@ -592,22 +592,26 @@ def draw_collective(
         ("before", [_as_2d(b.before) for b in blocks], None),
         ("after", [_as_2d(b.after) for b in blocks], [_as_2d(b.sources) for b in blocks]),
     ]
-    rows = max(sum(a.shape[0] for a in arrays) + 0.6 * (len(arrays) - 1) for _, arrays, _ in panels)
+    # One slot per device, as tall as its taller panel, at the same height in both panels: a device's
+    # "before" block sits level with its "after" block.
+    slot = [max(panels[0][1][k].shape[0], panels[1][1][k].shape[0]) for k in range(len(blocks))]
+    tops = [sum(slot[:k]) + 0.6 * k for k in range(len(blocks))]
+    rows = sum(slot) + 0.6 * (len(blocks) - 1)
     cols = [max(a.shape[1] for a in arrays) for _, arrays, _ in panels]
     cells = sum(a.size for _, arrays, _ in panels for a in arrays)
     label_values = cells <= 400
-    cell = 0.42 if label_values else 0.22
+    cell = 0.5 if label_values else 0.24
     fig, axes = plt.subplots(
         1,
         2,
-        figsize=(max(6.0, cell * (sum(cols) + 4) + 1.6), min(14.0, cell * rows + 1.4)),
-        gridspec_kw={"width_ratios": [max(c, 2) + 1.2 for c in cols]},
+        figsize=(max(6.0, cell * (sum(cols) + 4) + 1.6), min(14.0, cell * rows + 1.9)),
+        gridspec_kw={"width_ratios": [max(c, 2) + 2.8 for c in cols]},  # = each panel's x range: one scale
     )
-    fontsize = 8 if label_values else 6
+    fontsize = 10 if label_values else 7
     own_colour = [_PALETTE[b.device_id % len(_PALETTE)] for b in blocks]
-    for ax, (name, arrays, sources) in zip(axes, panels, strict=True):
-        top = 0.0
+    for ax, (name, arrays, sources), width in zip(axes, panels, cols, strict=True):
         for k, (block, arr) in enumerate(zip(blocks, arrays, strict=True)):
+            top = tops[k] + (slot[k] - arr.shape[0]) / 2
             for (r, c), value in _ndenumerate(arr):
                 if sources is None:
                     colour = own_colour[k]
@@ -637,21 +641,22 @@ def draw_collective(
                 va="center",
                 fontsize=fontsize,
             )
-            top += arr.shape[0] + 0.6
-        ax.set_xlim(-2.6, max(cols) + 0.2)
+        ax.set_xlim(-2.6, max(width, 2) + 0.2)
         ax.set_ylim(rows + 0.2, -0.2)
         ax.set_aspect("equal")
+        ax.set_anchor("N")  # both panels start at the top, so their device slots line up
         ax.axis("off")
         shape = "×".join(map(str, arrays[0].shape)) if arrays else ""
-        ax.set_title(f"{name}: block {shape} per device", fontsize=9)
+        ax.set_title(f"{name}: block {shape} per device", fontsize=11)
     call = f"{collective} over {axis_name!r}" + "".join(
         f", {k}={v!r}" for k, v in params.items() if k != "perm"
     )
     if "perm" in params:
         call += ", perm " + " ".join(f"{s}→{t}" for s, t in params["perm"])
-    legend = "colour: the device a value came from; grey: combined from several; white: nothing arrived"
-    fig.suptitle(f"{title or call}\n{legend}", fontsize=9)
-    fig.tight_layout()
+    legend = "colour: the device a value came from;\ngrey: combined from several; white: nothing arrived"
+    fig.suptitle(title or call, fontsize=11)
+    fig.text(0.5, 0.01, legend, ha="center", va="bottom", fontsize=10)
+    fig.tight_layout(rect=(0, 0.06 if label_values else 0.04, 1, 1))
     if path is not None:
         fig.savefig(path, dpi=150, bbox_inches="tight")
     plt.close(fig)

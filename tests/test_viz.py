@@ -236,6 +236,49 @@ def test_draw_collective_all_gather_and_scatter_shapes(mesh, tags):
     assert [swapped[(column[1], (r, 0))][1] for r in range(4)] == [[f"d{c}"] for c in column]
 
 
+@pytest.mark.parametrize(
+    ("collective", "params"),
+    [("all_gather", {"axis": 0, "tiled": True}),
+     ("all_to_all", {"split_axis": 1, "concat_axis": 0, "tiled": True}),
+     ("psum_scatter", {"scatter_dimension": 1, "tiled": True})],
+)  # fmt: skip
+def test_draw_collective_rows_line_up_and_titles_clear_the_heading(mesh, tags, collective, params):
+    # regression: the colour legend overprinted the panel titles, and a device's "before" block sat
+    # higher than its "after" block. On the rendered figure (display pixels): each device's two blocks
+    # share a vertical centre, both panels draw cells at one scale, and no title overlaps the heading.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = draw_collective(tags, collective, "X", where={"Y": 0}, **params)
+    canvas = FigureCanvasAgg(fig)  # the figure comes back closed in pyplot: give it a canvas to render
+    canvas.draw()
+    renderer = canvas.get_renderer()
+
+    def extents(panel):
+        out = {}
+        for ax in fig.axes:
+            for patch in ax.patches:
+                if (patch.get_gid() or "").startswith(panel + ":"):
+                    box = patch.get_window_extent(renderer)
+                    device = int(patch.get_gid().split(":")[1][1:])
+                    out.setdefault(device, []).append(box)
+        return out
+
+    before, after = extents("before"), extents("after")
+    assert before.keys() == after.keys()
+    for device in before:
+        centre = [
+            (min(b.y0 for b in boxes) + max(b.y1 for b in boxes)) / 2
+            for boxes in (before[device], after[device])
+        ]
+        assert centre[0] == pytest.approx(centre[1], abs=1.0)
+        assert before[device][0].height == pytest.approx(after[device][0].height, rel=0.01)
+    heading = fig._suptitle.get_window_extent(renderer)
+    for ax in fig.axes:
+        assert not ax.title.get_window_extent(renderer).overlaps(heading)
+    legend = [t for t in fig.texts if t is not fig._suptitle and "colour" in t.get_text()]
+    assert legend and all(not t.get_window_extent(renderer).overlaps(heading) for t in legend)
+
+
 def test_draw_collective_errors_quote_the_input(mesh, tags):
     # Property: a bad collective, axis or array is refused with a message naming it.
     with pytest.raises(ValueError, match="unknown collective 'psum_all'"):
