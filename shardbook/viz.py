@@ -1362,19 +1362,23 @@ def draw_residuals(
     if n_steps <= 24:
         ax.set_xticks([i + 0.5 for i in range(n_steps)], [str(i + 1) for i in range(n_steps)])
     ax.tick_params(labelsize=10)
-    # one row of labels per schedule, under the step numbers: each schedule's own step names
+    # one row of labels per schedule, under the step numbers: each schedule's own step names, in the
+    # colour of its line (the legend names the schedule)
     for r, name in enumerate(rows):
-        where_ = {"xycoords": ("data", "axes fraction"), "textcoords": "offset points", "va": "top"}
-        ax.annotate(f"{name}:", (0, 0), xytext=(-6, -20 - 13 * r), ha="right", fontsize=9,
-                    color=colours[name], **where_)  # fmt: skip
         for i, label in enumerate(steps[name]):
-            ax.annotate(label, (i + 0.5, 0), xytext=(0, -20 - 13 * r), ha="center", fontsize=9,
-                        color=colours[name], **where_)  # fmt: skip
-    ax.set_xlabel("step", fontsize=10, labelpad=4 + 13 * len(rows))
+            ax.annotate(label, (i + 0.5, 0), xycoords=("data", "axes fraction"), xytext=(0, -20 - 13 * r),
+                        textcoords="offset points", ha="center", va="top", fontsize=9,
+                        color=colours[name])  # fmt: skip
+    below = " (under each number, each schedule's own step, in its line's colour)" if rows else ""
+    ax.set_xlabel("step" + below, fontsize=10, labelpad=4 + 13 * len(rows))
     ax.set_ylabel(f"saved state held ({unit})", fontsize=10)
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=10, loc="upper left")
-    ax.set_title(title or "Residuals alive after each step", fontsize=11, loc="left")
+    top = max(max(t) for t in traces.values()) / scale[unit]
+    ax.set_ylim(0, max(top, 1e-9) * 1.15)  # room for the peak labels inside the frame
+    # the legend above the plot, where it hides no line
+    ax.legend(fontsize=10, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False, borderaxespad=0.2)
+    ax.set_title(
+        title or "Residuals alive after each step", fontsize=11, loc="left", pad=8 + 17 * len(traces)
+    )
     return _finish(fig, created, path)
 
 

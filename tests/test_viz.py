@@ -493,8 +493,8 @@ def test_draw_residuals_draws_each_trace_and_its_peak():
         row = [
             t for t in two.texts if t.get_color() == line.get_color() and not t.get_text().startswith("peak")
         ]
-        assert [t.get_text() for t in row] == [f"{name}:", *labels]
-        assert [t.xy[0] for t in row[1:]] == [i + 0.5 for i in range(6)]
+        assert [t.get_text() for t in row] == labels
+        assert [t.xy[0] for t in row] == [i + 0.5 for i in range(6)]
     in_kib = draw_residuals({"a": [2048, 0]}, unit="KiB").axes[0]
     assert list(in_kib.lines[0].get_ydata()) == [2.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="unit"):
