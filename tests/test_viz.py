@@ -321,6 +321,29 @@ def test_draw_communication_draws_the_groups_of_each_collective(mesh):
     assert len(arrows) == 8 and "pair:0:0->2" in arrows  # X = 0 -> X = 1 is device 0 -> device 2
 
 
+def test_draw_communication_line_width_grows_with_bytes():
+    # regression: every collective was drawn 5 pt wide, so a 4 MiB all-to-all looked like a 32 KiB
+    # all-reduce. Width is absolute (comparable across figures) and grows with the bytes sent.
+    from jax.sharding import AxisType
+
+    auto = jax.make_mesh((4, 2), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
+
+    def width(rows):
+        a = jax.device_put(jnp.ones((rows, 32)), NamedSharding(auto, P("X", "Y")))
+        w = jax.device_put(jnp.ones((32, 16)), NamedSharding(auto, P("Y", None)))
+        report = analyze(jax.jit(jnp.matmul, out_shardings=NamedSharding(auto, P("X", None))), a, w)
+        fig = draw_communication(report, mesh=auto)
+        (c,) = report.collectives
+        widths = {line.get_linewidth() for ax in fig.axes for line in ax.lines if line.get_gid()}
+        assert len(widths) == 1
+        return c.bytes, widths.pop()
+
+    small, big = width(64), width(64 * 256)
+    assert big[0] == 256 * small[0]
+    assert big[1] > small[1] + 3  # a factor 256 in bytes is plainly thicker
+    assert 1.0 <= small[1] and big[1] <= 9.0
+
+
 def test_draw_communication_without_collectives_says_so(mesh):
     # Property: a program with no collectives gets one panel that says so.
     x = jax.device_put(jnp.ones((8, 4)), NamedSharding(mesh, P("X", "Y")))
