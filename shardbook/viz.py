@@ -21,6 +21,7 @@ so two pictures of the same mesh can be compared side by side.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape as _html_escape
@@ -807,7 +808,9 @@ def draw_communication(
             axes_text = ",".join(repr(a) for a in c.axes) or "no mesh axis"
             runs = f" ×{c.executions}" if c.executions != 1 else ""
             ax.set_title(
-                f"{c.kind}{runs} over {axes_text}\n{c.result_text} per device · {format_bytes(c.bytes)} sent",
+                f"{c.kind}{runs} over {axes_text}\n"
+                + textwrap.fill(f"{c.result_text} per device", 30, break_long_words=False)
+                + f"\n{format_bytes(c.bytes)} sent",
                 fontsize=10.5,
                 color=colour,
             )
