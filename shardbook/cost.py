@@ -376,7 +376,7 @@ def draw_timeline(est: Estimate, ax: Any = None, title: str | None = None) -> An
     from matplotlib.patches import Patch
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 2.2))
+        _, ax = plt.subplots(figsize=(7.3, 2.2))
     # Axes sharing x with this one that already hold a timeline: the shared limit must cover theirs too.
     drawn_before = [a for a in ax.get_shared_x_axes().get_siblings(ax) if a is not ax and a.has_data()]
     rows = {"compute": 1, "communication": 0}

@@ -1271,15 +1271,15 @@ def draw_gradient_reduction(
             )
     lanes = [(label, c) for label, report in reports.items() for c in report.collectives if c.kind in kinds]
     widest = max([c.bytes for _, c in lanes] or [1])
-    fig, ax, created = _fig_or_axes(None, (9.0, 0.75 * max(len(lanes), 1) + 0.45 * len(reports) + 1.1))
+    fig, ax, created = _fig_or_axes(None, (7.3, 0.8 * max(len(lanes), 1) + 0.5 * len(reports) + 1.1))
     y = 0.0
     for label in reports:
         mine = [c for lab, c in lanes if lab == label]
         if label:
-            ax.text(0, y, label, fontsize=10, fontweight="bold", va="top")
+            ax.text(0, y, label, fontsize=11, fontweight="bold", va="top")
             y += 0.5
         if not mine:
-            ax.text(0, y + 0.25, "no reduction in this program", fontsize=8, color="#555555", va="center")
+            ax.text(0, y + 0.25, "no reduction in this program", fontsize=10, color="#555555", va="center")
             y += 0.8
         for c in mine:
             # What is summed, over which axes, from which line: written above the bar.
@@ -1287,7 +1287,7 @@ def draw_gradient_reduction(
             backward = ", in the backward pass" if "transpose(" in c.op_name else ""
             where = f" · {_source_text(c.source)}" if c.source else ""
             ax.text(
-                0, y, f"{c.kind} {c.result_text} summed over {axes}{backward}{where}", fontsize=8, va="top"
+                0, y, f"{c.kind} {c.result_text} summed over {axes}{backward}{where}", fontsize=10, va="top"
             )
             y += 0.32
             step = c.bytes_per_execution
@@ -1296,7 +1296,7 @@ def draw_gradient_reduction(
                     Rectangle((k * step, y), step, 0.4, facecolor="#80b1d3", edgecolor="black", lw=0.6)
                 )
             runs = f"{c.executions} runs × {step:,} B" if c.executions != 1 else "1 run"
-            ax.text(c.bytes + widest * 0.01, y + 0.2, f"{runs} = {c.bytes:,} B", va="center", fontsize=8)
+            ax.text(c.bytes + widest * 0.01, y + 0.2, f"{runs} = {c.bytes:,} B", va="center", fontsize=10)
             y += 0.7
         y += 0.15
     ax.set_ylim(y, -0.1)
@@ -1309,7 +1309,7 @@ def draw_gradient_reduction(
     totals = ", ".join(
         f"{label or 'program'}: {sum(c.bytes for lab, c in lanes if lab == label):,} B" for label in reports
     )
-    ax.set_title(title or f"Where the gradient is summed — {totals}", fontsize=10, loc="left")
+    ax.set_title(title or f"Where the gradient is summed — {totals}", fontsize=11, loc="left")
     return _finish(fig, created, path)
 
 
@@ -1380,7 +1380,7 @@ def draw_residuals(
     for r, name in enumerate(rows):
         for i, label in enumerate(steps[name]):
             ax.annotate(label, (i + 0.5, 0), xycoords=("data", "axes fraction"), xytext=(0, -20 - 13 * r),
-                        textcoords="offset points", ha="center", va="top", fontsize=9,
+                        textcoords="offset points", ha="center", va="top", fontsize=9.5,
                         color=colours[name])  # fmt: skip
     below = " (under each number, each schedule's own step, in its line's colour)" if rows else ""
     ax.set_xlabel("step" + below, fontsize=10, labelpad=4 + 13 * len(rows))
