@@ -109,11 +109,23 @@ class Collective:
         """One line for a learner: ``all-gather bf16[512,2048] over 'Y' (group of 4), 1.5 MiB``."""
         axes = ",".join(repr(a) for a in self.axes) or "no mesh axis"
         times = f" ×{self.executions}" if self.executions != 1 else ""
-        where = f" at {self.source}" if self.source else ""
+        where = f" at {source_text(self.source)}" if self.source else ""
         return (
             f"{self.kind} {self.result_text} over {axes} (groups of {self.group_size}){times}, "
             f"{format_bytes(self.bytes)} per device{where}"
         )
+
+
+def source_text(source: str) -> str:
+    """A source location as a reader of a notebook knows it.
+
+    ``'3418627298.py:4 (f)'`` (the temporary file of a notebook cell) becomes ``'cell line 4 (f)'``;
+    anything else comes back unchanged.
+    """
+    import re
+
+    match = re.fullmatch(r"\d+\.py:(\d+)(.*)", source)
+    return f"cell line {match.group(1)}{match.group(2)}" if match else source
 
 
 @dataclass
@@ -157,7 +169,7 @@ class Report:
                     str(c.group_size),
                     ("?" if c.unknown_trip_count else "") + str(c.executions),
                     format_bytes(c.bytes),
-                    c.source or "-",
+                    source_text(c.source) if c.source else "-",
                 ]
             )
         return out

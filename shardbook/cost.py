@@ -376,7 +376,9 @@ def draw_timeline(est: Estimate, ax: Any = None, title: str | None = None) -> An
     from matplotlib.patches import Patch
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 2.2))
+        _, ax = plt.subplots(figsize=(7.3, 2.2))
+    # Axes sharing x with this one that already hold a timeline: the shared limit must cover theirs too.
+    drawn_before = [a for a in ax.get_shared_x_axes().get_siblings(ax) if a is not ax and a.has_data()]
     rows = {"compute": 1, "communication": 0}
     for e in est.events:
         ax.barh(
@@ -389,18 +391,28 @@ def draw_timeline(est: Estimate, ax: Any = None, title: str | None = None) -> An
             linewidth=0.5,
             hatch="//" if e.blocked else None,
         )
-    ax.set_yticks([1, 0], ["matmuls", "collectives"])
-    ax.set_xlabel("µs")
-    ax.set_xlim(0, max(est.seconds * 1e6, 1e-3) * 1.02)
+    ax.set_yticks([1, 0], ["matmuls", "collectives"], fontsize=11)
+    ax.set_xlabel("µs", fontsize=11)
+    ax.tick_params(axis="x", labelsize=10, labelbottom=True)  # numbers on every panel, shared axis or not
+    end = max([est.seconds, *(e.end for e in est.events)]) * 1e6
+    right = max(end, 1e-3) * 1.02
+    if drawn_before:
+        right = max(right, ax.get_xlim()[1])
+    ax.set_xlim(0, right)
     kinds = list(dict.fromkeys(e.kind for e in est.events))
     handles = [Patch(color=_COLOURS.get(k, "#999999"), label=k) for k in kinds]
     if any(e.blocked for e in est.events):
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="waited for data"))
     if handles:
         ax.legend(
-            handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=len(handles), frameon=False
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.5),
+            ncol=len(handles),
+            frameon=False,
+            fontsize=10,
         )
-    ax.set_title(title or f"one step on TPU {est.chip.name}: {est.seconds * 1e6:.0f} µs")
+    ax.set_title(title or f"one step on TPU {est.chip.name}: {est.seconds * 1e6:.0f} µs", fontsize=12)
     return ax
 
 

@@ -20,8 +20,11 @@ so two pictures of the same mesh can be compared side by side.
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape as _html_escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +45,11 @@ __all__ = [
 
 # Light colours (matplotlib's Set3 and Pastel1) so black labels stay readable; indexed by device id.
 _PALETTE = (
-    "#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
-    "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f", "#fbb4ae", "#b3cde3", "#decbe4", "#fed9a6",
+    "#66c2a5", "#e6c229", "#8da0cb", "#fc8d62", "#6baed6", "#fdae6b", "#a6d854", "#e78ac3",
+    "#a3a3a3", "#c48ac5", "#74c476", "#f2b701", "#f4877b", "#7fa7d1", "#c49bd9", "#d9a45b",
 )  # fmt: skip
+# Every entry is saturated enough to stand out on a white page (contrast >= 1.6 against white) and light
+# enough for black text on it (>= 7 against black); tests/test_viz.py checks both.
 _DEVICES_PER_LINE = 4
 
 
@@ -588,22 +593,26 @@ def draw_collective(
         ("before", [_as_2d(b.before) for b in blocks], None),
         ("after", [_as_2d(b.after) for b in blocks], [_as_2d(b.sources) for b in blocks]),
     ]
-    rows = max(sum(a.shape[0] for a in arrays) + 0.6 * (len(arrays) - 1) for _, arrays, _ in panels)
+    # One slot per device, as tall as its taller panel, at the same height in both panels: a device's
+    # "before" block sits level with its "after" block.
+    slot = [max(panels[0][1][k].shape[0], panels[1][1][k].shape[0]) for k in range(len(blocks))]
+    tops = [sum(slot[:k]) + 0.6 * k for k in range(len(blocks))]
+    rows = sum(slot) + 0.6 * (len(blocks) - 1)
     cols = [max(a.shape[1] for a in arrays) for _, arrays, _ in panels]
     cells = sum(a.size for _, arrays, _ in panels for a in arrays)
     label_values = cells <= 400
-    cell = 0.42 if label_values else 0.22
+    cell = 0.5 if label_values else 0.24
     fig, axes = plt.subplots(
         1,
         2,
-        figsize=(max(6.0, cell * (sum(cols) + 4) + 1.6), min(14.0, cell * rows + 1.4)),
-        gridspec_kw={"width_ratios": [max(c, 2) + 1.2 for c in cols]},
+        figsize=(max(6.0, cell * (sum(cols) + 4) + 1.6), min(14.0, cell * rows + 1.9)),
+        gridspec_kw={"width_ratios": [max(c, 2) + 2.8 for c in cols]},  # = each panel's x range: one scale
     )
-    fontsize = 8 if label_values else 6
+    fontsize = 10 if label_values else 7
     own_colour = [_PALETTE[b.device_id % len(_PALETTE)] for b in blocks]
-    for ax, (name, arrays, sources) in zip(axes, panels, strict=True):
-        top = 0.0
+    for ax, (name, arrays, sources), width in zip(axes, panels, cols, strict=True):
         for k, (block, arr) in enumerate(zip(blocks, arrays, strict=True)):
+            top = tops[k] + (slot[k] - arr.shape[0]) / 2
             for (r, c), value in _ndenumerate(arr):
                 if sources is None:
                     colour = own_colour[k]
@@ -633,21 +642,22 @@ def draw_collective(
                 va="center",
                 fontsize=fontsize,
             )
-            top += arr.shape[0] + 0.6
-        ax.set_xlim(-2.6, max(cols) + 0.2)
+        ax.set_xlim(-2.6, max(width, 2) + 0.2)
         ax.set_ylim(rows + 0.2, -0.2)
         ax.set_aspect("equal")
+        ax.set_anchor("N")  # both panels start at the top, so their device slots line up
         ax.axis("off")
         shape = "×".join(map(str, arrays[0].shape)) if arrays else ""
-        ax.set_title(f"{name}: block {shape} per device", fontsize=9)
+        ax.set_title(f"{name}: block {shape} per device", fontsize=11)
     call = f"{collective} over {axis_name!r}" + "".join(
         f", {k}={v!r}" for k, v in params.items() if k != "perm"
     )
     if "perm" in params:
         call += ", perm " + " ".join(f"{s}→{t}" for s, t in params["perm"])
-    legend = "colour: the device a value came from; grey: combined from several; white: nothing arrived"
-    fig.suptitle(f"{title or call}\n{legend}", fontsize=9)
-    fig.tight_layout()
+    legend = "colour: the device a value came from;\ngrey: combined from several; white: nothing arrived"
+    fig.suptitle(title or call, fontsize=11)
+    fig.text(0.5, 0.01, legend, ha="center", va="bottom", fontsize=10)
+    fig.tight_layout(rect=(0, 0.06 if label_values else 0.04, 1, 1))
     if path is not None:
         fig.savefig(path, dpi=150, bbox_inches="tight")
     plt.close(fig)
@@ -756,11 +766,12 @@ def draw_communication(
                     zorder=3,
                 )
             )
-            ax.text(x, y, labels[p], ha="center", va="center", fontsize=8, zorder=4)
+            ax.text(x, y, labels[p], ha="center", va="center", fontsize=10, zorder=4)
         if c is None:
-            ax.set_title("no collectives:\nevery device works on its own blocks", fontsize=9)
+            ax.set_title("no collectives:\nevery device works on its own blocks", fontsize=10.5)
         else:
             colour = _KIND_COLOURS.get(c.kind, "#555555")
+            thickness = _bytes_linewidth(c.bytes)
             if c.kind == "collective-permute":
                 for k, (src, dst) in enumerate(c.groups):
                     (x0, y0), (x1, y1) = xy[src], xy[dst]
@@ -770,7 +781,7 @@ def draw_communication(
                         arrowstyle="-|>",
                         mutation_scale=12,
                         color=colour,
-                        lw=1.6,
+                        lw=thickness,
                         shrinkA=12,
                         shrinkB=12,
                         connectionstyle="arc3,rad=0.25",
@@ -788,8 +799,8 @@ def draw_communication(
                         [y for _, y in pts],
                         "-",
                         color=colour,
-                        lw=5,
-                        alpha=0.45,
+                        lw=thickness,
+                        alpha=0.75,  # the kind's colour still reads as itself (red stays red)
                         solid_capstyle="round",
                         zorder=2,
                     )
@@ -797,8 +808,10 @@ def draw_communication(
             axes_text = ",".join(repr(a) for a in c.axes) or "no mesh axis"
             runs = f" ×{c.executions}" if c.executions != 1 else ""
             ax.set_title(
-                f"{c.kind}{runs} over {axes_text}\n{c.result_text} per device · {format_bytes(c.bytes)} sent",
-                fontsize=9,
+                f"{c.kind}{runs} over {axes_text}\n"
+                + textwrap.fill(f"{c.result_text} per device", 30, break_long_words=False)
+                + f"\n{format_bytes(c.bytes)} sent",
+                fontsize=10.5,
                 color=colour,
             )
         ax.set_xlim(-0.6, width - 0.4)
@@ -806,19 +819,29 @@ def draw_communication(
         ax.set_aspect("equal")
         ax.set_xticks([])
         ax.set_yticks([])
-        ax.set_xlabel(f"→ {col_axis}" if col_axis else "", fontsize=8)
-        ax.set_ylabel(f"{row_axis} ↓" if row_axis else "", fontsize=8, rotation=0, labelpad=12)
+        ax.set_xlabel(f"→ {col_axis}" if col_axis else "", fontsize=10)
+        ax.set_ylabel(f"{row_axis} ↓" if row_axis else "", fontsize=10, rotation=0, labelpad=12)
         for side in ax.spines.values():
             side.set_visible(False)
     total = format_bytes(report.total_bytes)
-    fig.suptitle(
-        title or f"communication per device: {total} in {len(report.collectives)} collective(s)", fontsize=10
-    )
+    heading = f"communication per device: {total} in {len(report.collectives)} collective(s)"
+    if report.collectives:
+        heading += "\n(line width grows with the bytes sent)"
+    fig.suptitle(title or heading, fontsize=11)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=150, bbox_inches="tight")
     plt.close(fig)
     return fig
+
+
+def _bytes_linewidth(n_bytes: int) -> float:
+    """Line width (points) for a collective sending n_bytes per device: 1 pt at 1 KiB or less, +1.5 pt
+    per factor of 10, at most 9 pt. Absolute, so figures of different reports compare: 32 KiB draws
+    about 3.3 pt, 4 MiB about 6.4 pt."""
+    import math
+
+    return min(9.0, 1.0 + 1.5 * math.log10(max(n_bytes, 1024) / 1024))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -943,9 +966,10 @@ def animate_ring_steps(
     return FuncAnimation(fig, show, frames=len(columns), interval=interval_ms, blit=False)
 
 
-def animation_html(animation: Any) -> Any:
+def animation_html(animation: Any, alt: str | None = None) -> Any:
     """Wraps ``animation.to_jshtml()`` for a notebook or a static web page, its frames shrunk to fit
-    a narrow screen (a phone) instead of running off its edge.
+    a narrow screen (a phone) instead of running off its edge. ``alt`` becomes the frame image's
+    ``alt`` text (say what the animation shows, for readers who cannot see it).
 
     Returns:
       An ``IPython.display.HTML`` object; make it the last line of a cell.
@@ -955,8 +979,11 @@ def animation_html(animation: Any) -> Any:
     """
     from IPython.display import HTML
 
+    html = animation.to_jshtml()
+    if alt is not None:  # the frame is one <img>: give it a text alternative for screen readers
+        html = re.sub(r"<img (?![^>]*\balt=)", f'<img alt="{_html_escape(alt, quote=True)}" ', html, count=1)
     style = "<style>.shardbook-animation img { max-width: 100%; height: auto; }</style>"
-    return HTML(f'<div class="shardbook-animation">{style}{animation.to_jshtml()}</div>')
+    return HTML(f'<div class="shardbook-animation">{style}{html}</div>')
 
 
 def _ring_figure(
@@ -968,12 +995,14 @@ def _ring_figure(
     ids, held = ring_schedule(mesh, axis_name, perm=perm, where=where)
     n = len(ids)
     perm = [(s, (s - 1) % n) for s in range(n)] if perm is None else [tuple(p) for p in perm]
-    fig, ax = plt.subplots(figsize=(2.0 * n + 1.6, 0.95 * n + 1.5))
+    # Narrow enough (7.3 in for n = 4) to be shown near its natural size in a 730 px column, so
+    # 10-11 pt text stays 10-11 pt on the page.
+    fig, ax = plt.subplots(figsize=(1.6 * n + 0.9, 0.95 * n + 1.4))
     columns: list[list[Any]] = [[] for _ in range(n)]
-    w, h, gap = 1.5, 0.7, 0.5
+    w, h, gap = 1.6, 0.78, 0.45
     for s in range(n):
         x0 = s * (w + gap)
-        columns[s].append(ax.text(x0 + w / 2, -0.35, f"step {s}", ha="center", va="center", fontsize=9))
+        columns[s].append(ax.text(x0 + w / 2, -0.35, f"step {s}", ha="center", va="center", fontsize=11))
         for y in range(n):
             k = held[s][y]
             rect = Rectangle(
@@ -986,10 +1015,11 @@ def _ring_figure(
                 ax.text(
                     x0 + w / 2,
                     y + h / 2,
-                    f"holds A_{k} (from d{ids[k]})\nadds A_{k}·W_{k}",
+                    # W never moves: W_{k,y} is rows k of the device's own column block y of W
+                    f"$A_{{{k}}}$ (from d{ids[k]})\n+ $A_{{{k}}} W_{{{k},{y}}}$",
                     ha="center",
                     va="center",
-                    fontsize=7.5,
+                    fontsize=10.5,
                 )
             )
         if s + 1 < n:
@@ -1005,14 +1035,15 @@ def _ring_figure(
                 ax.add_patch(arrow)
                 columns[s + 1].append(arrow)
     for y in range(n):
-        ax.text(-0.15, y + h / 2, f"d{ids[y]}\n{axis_name}={y}", ha="right", va="center", fontsize=8)
-    ax.set_xlim(-1.0, n * (w + gap) - gap + 0.1)
+        ax.text(-0.15, y + h / 2, f"d{ids[y]}\n{axis_name}={y}", ha="right", va="center", fontsize=10.5)
+    ax.set_xlim(-0.75, n * (w + gap) - gap + 0.05)
     ax.set_ylim(n + 0.1, -0.7)
     ax.axis("off")
     ax.set_title(
         title
-        or f"ring collective matmul along {axis_name!r}: after {n} steps every device has added all blocks",
-        fontsize=9,
+        or f"ring along {axis_name!r}: block $A_k$ moves, W stays;\n"
+        f"after {n} steps every device has added all {n}",
+        fontsize=11,
     )
     fig.tight_layout()
     return fig, columns
@@ -1102,6 +1133,7 @@ def draw_routing(
     n_devices: int,
     n_experts: int | None = None,
     *,
+    capacity: int | None = None,
     title: str | None = None,
     path: str | Path | None = None,
 ) -> Figure:
@@ -1117,6 +1149,8 @@ def draw_routing(
       routing: int array [S] (one expert id per token) or [S, k].
       n_devices: devices of the mesh axis that splits tokens and experts.
       n_experts: number of experts E (default ``routing.max() + 1``); must divide by ``n_devices``.
+      capacity: if given, each expert's buffer holds this many token rows, filled in token order; the
+        rows past it (dropped) are crossed out on the left and counted in the title.
       title: the figure's title; by default it says how many token rows leave their device.
       path: if given, also save the figure there.
 
@@ -1136,39 +1170,60 @@ def draw_routing(
     per_device = b.shape[0] // n_devices
     dest = (b // (experts // n_devices)).reshape(n_devices, per_device * b.shape[1])
     leaving = int(counts.sum() - np.trace(counts))
+    dropped = np.zeros(b.shape, bool)
+    if capacity is not None:
+        flat = b.ravel()
+        seen = np.zeros(experts, int)
+        for i, e in enumerate(flat):  # token order: row i goes to row seen[e] of expert e's buffer
+            dropped.flat[i] = seen[e] >= capacity
+            seen[e] += 1
+    dropped = dropped.reshape(n_devices, per_device * b.shape[1])
 
+    # 7.3 in: shown near natural size in a 730 px column, so the 10-11 pt text stays legible.
     fig, (left, right) = plt.subplots(
-        1, 2, figsize=(10.0, 0.4 * n_devices + 2.0), gridspec_kw={"width_ratios": [1.7, 1]}
+        1, 2, figsize=(7.3, 0.35 * n_devices + 2.3), gridspec_kw={"width_ratios": [1.6, 1]}
     )
     colours = ListedColormap([_PALETTE[d % len(_PALETTE)] for d in range(n_devices)])
     left.imshow(dest, cmap=colours, vmin=-0.5, vmax=n_devices - 0.5, aspect="auto", interpolation="nearest")
     if dest.shape[1] <= 128:  # thin white lines between tokens
         for x in range(1, dest.shape[1]):
             left.axvline(x - 0.5, color="white", lw=0.4)
-    left.set_yticks(range(n_devices), [f"d{d}" for d in range(n_devices)])
-    left.set_ylabel("device holding the tokens")
-    left.set_xlabel(f"its {per_device} tokens" + (f" × {b.shape[1]} choices" if b.shape[1] > 1 else ""))
+    if dropped.any():
+        rows, cols = np.nonzero(dropped)
+        left.scatter(cols, rows, marker="x", s=9, linewidths=0.8, color="black", label="dropped")
+        left.legend(
+            loc="upper right", bbox_to_anchor=(1.02, 0.0), fontsize=10, frameon=False, handletextpad=0.2
+        )
+    left.set_yticks(range(n_devices), [f"d{d}" for d in range(n_devices)], fontsize=10)
+    left.set_ylabel("device holding the tokens", fontsize=10)
+    left.set_xlabel(
+        f"its {per_device} tokens" + (f" × {b.shape[1]} choices" if b.shape[1] > 1 else ""),
+        fontsize=10,
+        loc="left",
+    )
     left.set_xticks([])
-    left.set_title("each token, coloured by its expert's device", fontsize=9, loc="left")
+    left.set_title("each token, coloured by its expert's device", fontsize=10.5, loc="left")
 
-    right.imshow(counts, cmap="Greys", vmin=0, vmax=max(int(counts.max()), 1) * 1.6)
+    vmax = max(int(counts.max()), 1) * 1.6
+    right.imshow(counts, cmap="Greys", vmin=0, vmax=vmax)
     for i in range(n_devices):
         for j in range(n_devices):
             right.text(
-                j, i, str(counts[i, j]), ha="center", va="center", fontsize=8,
+                j, i, str(counts[i, j]), ha="center", va="center", fontsize=10 if n_devices <= 8 else 8,
                 fontweight="bold" if i == j else "normal",
+                color="white" if counts[i, j] / vmax > 0.45 else "black",  # readable on dark cells
             )  # fmt: skip
-    right.set_xticks(range(n_devices), [f"d{d}" for d in range(n_devices)], fontsize=8)
-    right.set_yticks(range(n_devices), [f"d{d}" for d in range(n_devices)], fontsize=8)
+    right.set_xticks(range(n_devices), [f"d{d}" for d in range(n_devices)], fontsize=10)
+    right.set_yticks(range(n_devices), [f"d{d}" for d in range(n_devices)], fontsize=10)
     for label in [*left.get_yticklabels(), *right.get_xticklabels(), *right.get_yticklabels()]:
         device = int(label.get_text()[1:])  # the device's colour, as in the token rows
         label.set_bbox({"facecolor": _PALETTE[device % len(_PALETTE)], "edgecolor": "none", "pad": 1.5})
-    right.set_xlabel("device holding the expert")
-    right.set_title("token rows from → to (diagonal stays)", fontsize=9, loc="left")
-    fig.suptitle(
-        title or f"{b.size} token rows, {experts} experts on {n_devices} devices: {leaving} rows leave home",
-        fontsize=10,
-    )
+    right.set_xlabel("device holding the expert", fontsize=10)
+    right.set_title("rows from → to\n(diagonal stays)", fontsize=10.5, loc="left")
+    default = f"{b.size} token rows, {experts} experts on {n_devices} devices: {leaving} rows leave home"
+    if capacity is not None:
+        default += f"\ncapacity {capacity} rows per expert: {int(dropped.sum())} rows dropped (×)"
+    fig.suptitle(title or default, fontsize=11)
     return _finish(fig, True, path)
 
 
@@ -1216,15 +1271,15 @@ def draw_gradient_reduction(
             )
     lanes = [(label, c) for label, report in reports.items() for c in report.collectives if c.kind in kinds]
     widest = max([c.bytes for _, c in lanes] or [1])
-    fig, ax, created = _fig_or_axes(None, (9.0, 0.75 * max(len(lanes), 1) + 0.45 * len(reports) + 1.1))
+    fig, ax, created = _fig_or_axes(None, (7.3, 0.8 * max(len(lanes), 1) + 0.5 * len(reports) + 1.1))
     y = 0.0
     for label in reports:
         mine = [c for lab, c in lanes if lab == label]
         if label:
-            ax.text(0, y, label, fontsize=10, fontweight="bold", va="top")
+            ax.text(0, y, label, fontsize=11, fontweight="bold", va="top")
             y += 0.5
         if not mine:
-            ax.text(0, y + 0.25, "no reduction in this program", fontsize=8, color="#555555", va="center")
+            ax.text(0, y + 0.25, "no reduction in this program", fontsize=10, color="#555555", va="center")
             y += 0.8
         for c in mine:
             # What is summed, over which axes, from which line: written above the bar.
@@ -1232,7 +1287,7 @@ def draw_gradient_reduction(
             backward = ", in the backward pass" if "transpose(" in c.op_name else ""
             where = f" · {_source_text(c.source)}" if c.source else ""
             ax.text(
-                0, y, f"{c.kind} {c.result_text} summed over {axes}{backward}{where}", fontsize=8, va="top"
+                0, y, f"{c.kind} {c.result_text} summed over {axes}{backward}{where}", fontsize=10, va="top"
             )
             y += 0.32
             step = c.bytes_per_execution
@@ -1241,7 +1296,7 @@ def draw_gradient_reduction(
                     Rectangle((k * step, y), step, 0.4, facecolor="#80b1d3", edgecolor="black", lw=0.6)
                 )
             runs = f"{c.executions} runs × {step:,} B" if c.executions != 1 else "1 run"
-            ax.text(c.bytes + widest * 0.01, y + 0.2, f"{runs} = {c.bytes:,} B", va="center", fontsize=8)
+            ax.text(c.bytes + widest * 0.01, y + 0.2, f"{runs} = {c.bytes:,} B", va="center", fontsize=10)
             y += 0.7
         y += 0.15
     ax.set_ylim(y, -0.1)
@@ -1254,16 +1309,15 @@ def draw_gradient_reduction(
     totals = ", ".join(
         f"{label or 'program'}: {sum(c.bytes for lab, c in lanes if lab == label):,} B" for label in reports
     )
-    ax.set_title(title or f"Where the gradient is summed — {totals}", fontsize=10, loc="left")
+    ax.set_title(title or f"Where the gradient is summed — {totals}", fontsize=11, loc="left")
     return _finish(fig, created, path)
 
 
 def _source_text(source: str) -> str:
     """'3418627298.py:4 (f)' (a notebook cell's temporary file) reads better as 'cell line 4 (f)'."""
-    import re
+    from .comms import source_text
 
-    match = re.fullmatch(r"\d+\.py:(\d+)(.*)", source)
-    return f"cell line {match.group(1)}{match.group(2)}" if match else source
+    return source_text(source)
 
 
 def draw_residuals(
@@ -1280,7 +1334,8 @@ def draw_residuals(
     Args:
       traces: a dict ``{schedule name: [bytes held after step 0, after step 1, …]}``.
       steps: optional dict ``{schedule name: [step label, …]}`` (e.g. ``"F0 L2"``, ``"B1"``), same
-        lengths as the traces; the first schedule's labels become the x ticks when there are at most 24.
+        lengths as the traces. The x ticks number the steps 1, 2, …; under them each schedule named here
+        gets its own row of step labels, in its line's colour (when there are at most 24 steps).
       unit: ``"bytes"``, ``"KiB"`` or ``"MiB"`` for the y axis.
       title: the axes' title; by default each schedule's peak.
       ax: matplotlib Axes to draw into; by default a new figure.
@@ -1300,28 +1355,43 @@ def draw_residuals(
         raise TypeError(
             f"draw_residuals: expected a non-empty dict {{name: [bytes, …]}}, got {type(traces).__name__}"
         )
-    fig, ax, created = _fig_or_axes(ax, (8.0, 3.4))
+    fig, ax, created = _fig_or_axes(ax, (7.3, 3.2 + 0.25 * len(steps or {})))
     styles = ["-", "--", "-.", ":"]
+    colours = {}
     for k, (name, trace) in enumerate(traces.items()):
         values = [v / scale[unit] for v in trace]
         peak = max(trace)
         # Step i holds values[i] over [i, i + 1); the last value is repeated to close the staircase.
-        ax.step(
+        (line,) = ax.step(
             range(len(values) + 1), [*values, values[-1]], where="post", ls=styles[k % len(styles)], lw=2,
             label=f"{name} (peak {peak:,} B)",
         )  # fmt: skip
+        colours[name] = line.get_color()
         at = list(trace).index(peak)
         ax.annotate(f"peak {peak:,} B", (at + 0.5, peak / scale[unit]), textcoords="offset points",
-                    xytext=(0, 4), fontsize=8, ha="center")  # fmt: skip
-    if steps:
-        labels = next(iter(steps.values()))
-        if len(labels) <= 24:
-            ax.set_xticks([i + 0.5 for i in range(len(labels))], labels, rotation=90, fontsize=7)
-    ax.set_xlabel("step of the schedule")
-    ax.set_ylabel(f"saved state held ({unit})")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8, loc="upper left")
-    ax.set_title(title or "Residuals alive after each step", fontsize=10, loc="left")
+                    xytext=(0, 4), fontsize=10, ha="center")  # fmt: skip
+    n_steps = max(len(t) for t in traces.values())
+    rows = [name for name in traces if steps and name in steps and len(steps[name]) <= 24]
+    if n_steps <= 24:
+        ax.set_xticks([i + 0.5 for i in range(n_steps)], [str(i + 1) for i in range(n_steps)])
+    ax.tick_params(labelsize=10)
+    # one row of labels per schedule, under the step numbers: each schedule's own step names, in the
+    # colour of its line (the legend names the schedule)
+    for r, name in enumerate(rows):
+        for i, label in enumerate(steps[name]):
+            ax.annotate(label, (i + 0.5, 0), xycoords=("data", "axes fraction"), xytext=(0, -20 - 13 * r),
+                        textcoords="offset points", ha="center", va="top", fontsize=9.5,
+                        color=colours[name])  # fmt: skip
+    below = " (under each number, each schedule's own step, in its line's colour)" if rows else ""
+    ax.set_xlabel("step" + below, fontsize=10, labelpad=4 + 13 * len(rows))
+    ax.set_ylabel(f"saved state held ({unit})", fontsize=10)
+    top = max(max(t) for t in traces.values()) / scale[unit]
+    ax.set_ylim(0, max(top, 1e-9) * 1.15)  # room for the peak labels inside the frame
+    # the legend above the plot, where it hides no line
+    ax.legend(fontsize=10, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False, borderaxespad=0.2)
+    ax.set_title(
+        title or "Residuals alive after each step", fontsize=11, loc="left", pad=8 + 17 * len(traces)
+    )
     return _finish(fig, created, path)
 
 

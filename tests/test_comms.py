@@ -62,6 +62,17 @@ def test_analyze_auto_mode_all_reduce():
     assert any("f32" in n for n in report.notes)
     assert report.flops == 2 * 2 * 8192 * 1024
     assert "all-reduce" in repr(report) and "<table>" in report._repr_html_()
+    # a notebook cell's temporary file ("795775335.py:9 (<module>)") is printed as "cell line 9 (<module>)",
+    # as the figures say it; other files keep their name
+    import dataclasses
+
+    in_cell = dataclasses.replace(
+        report, collectives=[dataclasses.replace(c, source="795775335.py:9 (<module>)")]
+    )
+    assert in_cell.rows()[0][-1] == "cell line 9 (<module>)"
+    assert in_cell.collectives[0].describe().endswith("at cell line 9 (<module>)")
+    assert "795775335.py" not in repr(in_cell) and "795775335.py" not in in_cell._repr_html_()
+    assert report.rows()[0][-1].startswith("test_comms.py:")
 
 
 def test_analyze_plain_jit_all_gather(mesh24, matmul_args):

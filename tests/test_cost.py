@@ -104,6 +104,29 @@ def test_draw_timeline(mesh):
     assert "v5e" in ax.get_title()
 
 
+@pytest.mark.parametrize("order", [("plain", "ring"), ("ring", "plain")])
+def test_draw_timeline_shared_axis_covers_every_bar(mesh, order):
+    # regression: two panels sharing x stopped at the last-drawn (shorter) step, cutting plain jit's
+    # last matmul off, and the top panel had no tick numbers
+    import matplotlib.pyplot as plt
+
+    args = _args(mesh, jnp.bfloat16)
+    ests = {
+        "plain": cost.estimate(comms.analyze(_plain(mesh), *args)),
+        "ring": cost.estimate(comms.analyze(_collective(mesh), *args)),
+    }
+    fig, axes = plt.subplots(2, 1, sharex=True)
+    for ax, name in zip(axes, order, strict=True):
+        cost.draw_timeline(ests[name], ax=ax)
+    fig.canvas.draw()
+    last_end = max(e.end for est in ests.values() for e in est.events) * 1e6
+    for ax in axes:
+        assert ax.get_xlim()[1] >= last_end
+        labels = [t.get_text() for t in ax.get_xticklabels() if t.get_visible()]
+        assert any(lab.strip() for lab in labels), "every panel shows its time ticks"
+    plt.close(fig)
+
+
 def test_collective_seconds_ring_vs_line():
     # property: an axis that closes into a ring uses both directions: half the time of a line
     chip = cost.CHIPS["v5e"]

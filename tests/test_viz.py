@@ -236,6 +236,49 @@ def test_draw_collective_all_gather_and_scatter_shapes(mesh, tags):
     assert [swapped[(column[1], (r, 0))][1] for r in range(4)] == [[f"d{c}"] for c in column]
 
 
+@pytest.mark.parametrize(
+    ("collective", "params"),
+    [("all_gather", {"axis": 0, "tiled": True}),
+     ("all_to_all", {"split_axis": 1, "concat_axis": 0, "tiled": True}),
+     ("psum_scatter", {"scatter_dimension": 1, "tiled": True})],
+)  # fmt: skip
+def test_draw_collective_rows_line_up_and_titles_clear_the_heading(mesh, tags, collective, params):
+    # regression: the colour legend overprinted the panel titles, and a device's "before" block sat
+    # higher than its "after" block. On the rendered figure (display pixels): each device's two blocks
+    # share a vertical centre, both panels draw cells at one scale, and no title overlaps the heading.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = draw_collective(tags, collective, "X", where={"Y": 0}, **params)
+    canvas = FigureCanvasAgg(fig)  # the figure comes back closed in pyplot: give it a canvas to render
+    canvas.draw()
+    renderer = canvas.get_renderer()
+
+    def extents(panel):
+        out = {}
+        for ax in fig.axes:
+            for patch in ax.patches:
+                if (patch.get_gid() or "").startswith(panel + ":"):
+                    box = patch.get_window_extent(renderer)
+                    device = int(patch.get_gid().split(":")[1][1:])
+                    out.setdefault(device, []).append(box)
+        return out
+
+    before, after = extents("before"), extents("after")
+    assert before.keys() == after.keys()
+    for device in before:
+        centre = [
+            (min(b.y0 for b in boxes) + max(b.y1 for b in boxes)) / 2
+            for boxes in (before[device], after[device])
+        ]
+        assert centre[0] == pytest.approx(centre[1], abs=1.0)
+        assert before[device][0].height == pytest.approx(after[device][0].height, rel=0.01)
+    heading = fig._suptitle.get_window_extent(renderer)
+    for ax in fig.axes:
+        assert not ax.title.get_window_extent(renderer).overlaps(heading)
+    legend = [t for t in fig.texts if t is not fig._suptitle and "colour" in t.get_text()]
+    assert legend and all(not t.get_window_extent(renderer).overlaps(heading) for t in legend)
+
+
 def test_draw_collective_errors_quote_the_input(mesh, tags):
     # Property: a bad collective, axis or array is refused with a message naming it.
     with pytest.raises(ValueError, match="unknown collective 'psum_all'"):
@@ -278,6 +321,29 @@ def test_draw_communication_draws_the_groups_of_each_collective(mesh):
     assert len(arrows) == 8 and "pair:0:0->2" in arrows  # X = 0 -> X = 1 is device 0 -> device 2
 
 
+def test_draw_communication_line_width_grows_with_bytes():
+    # regression: every collective was drawn 5 pt wide, so a 4 MiB all-to-all looked like a 32 KiB
+    # all-reduce. Width is absolute (comparable across figures) and grows with the bytes sent.
+    from jax.sharding import AxisType
+
+    auto = jax.make_mesh((4, 2), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
+
+    def width(rows):
+        a = jax.device_put(jnp.ones((rows, 32)), NamedSharding(auto, P("X", "Y")))
+        w = jax.device_put(jnp.ones((32, 16)), NamedSharding(auto, P("Y", None)))
+        report = analyze(jax.jit(jnp.matmul, out_shardings=NamedSharding(auto, P("X", None))), a, w)
+        fig = draw_communication(report, mesh=auto)
+        (c,) = report.collectives
+        widths = {line.get_linewidth() for ax in fig.axes for line in ax.lines if line.get_gid()}
+        assert len(widths) == 1
+        return c.bytes, widths.pop()
+
+    small, big = width(64), width(64 * 256)
+    assert big[0] == 256 * small[0]
+    assert big[1] > small[1] + 3  # a factor 256 in bytes is plainly thicker
+    assert 1.0 <= small[1] and big[1] <= 9.0
+
+
 def test_draw_communication_without_collectives_says_so(mesh):
     # Property: a program with no collectives gets one panel that says so.
     x = jax.device_put(jnp.ones((8, 4)), NamedSharding(mesh, P("X", "Y")))
@@ -304,6 +370,24 @@ def test_draw_ring_steps_follows_the_permutation():
     html = animation_html(animation).data
     assert html.count("data:image/png;base64") == 4  # one frame per step
     assert "max-width: 100%" in html  # frames shrink to a phone's width
+    assert "<img alt=" not in html  # no alt unless given
+    described = animation_html(animation, alt='the ring, step by step: "A" moves, W stays').data
+    assert '<img alt="the ring, step by step: &quot;A&quot; moves, W stays" id="_anim_img' in described
+
+
+def test_draw_ring_steps_labels_name_the_devices_own_w_block():
+    # regression: "adds A_1·W_1" next to "(from d1)" read as W of device 1, with literal underscores.
+    # Device y adds A_k times rows k of its own column block y of W: the label says W_{k,y} in mathtext.
+    ring_mesh = jax.make_mesh((2, 4), ("X", "Y"))
+    fig = draw_ring_steps(ring_mesh, "Y")
+    labels = [t.get_text() for t in fig.axes[0].texts if "from d" in t.get_text()]
+    assert len(labels) == 16
+    for s in range(4):
+        for y in range(4):
+            k = (y + s) % 4
+            assert f"$A_{{{k}}}$ (from d" in labels[s * 4 + y]
+            assert f"$A_{{{k}}} W_{{{k},{y}}}$" in labels[s * 4 + y]
+    assert min(t.get_fontsize() for t in fig.axes[0].texts) >= 10
 
 
 def test_route_counts_counts_each_token_row_once():
@@ -317,6 +401,46 @@ def test_route_counts_counts_each_token_row_once():
         route_counts(np.zeros(6, np.int32), 4, 4)
     with pytest.raises(ValueError, match=r"\[0, 4\)"):
         route_counts(np.array([0, 4]), 2, 4)
+
+
+def _luminance(hex_colour):
+    channels = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def test_palette_stands_out_on_white_and_carries_black_text():
+    # regression: device 1's "#ffffb3" (contrast 1.05 against white) made the crowd of tokens bound for
+    # d1 look like background. WCAG contrast ratios: >= 1.6 against the white page, >= 7 for black text.
+    for colour in _PALETTE:
+        lum = _luminance(colour)
+        assert 1.05 / (lum + 0.05) >= 1.6, f"{colour} is too pale to see on white"
+        assert (lum + 0.05) / 0.05 >= 7, f"{colour} is too dark for black text"
+    assert len(set(_PALETTE)) == len(_PALETTE) == 16
+
+
+def test_draw_routing_marks_capacity_drops_and_keeps_counts_readable():
+    # Property: with capacity C each expert keeps its first C rows in token order; the rest are crossed
+    # out on the left and counted in the title. Dark count cells print white numbers.
+    rng = np.random.default_rng(1)
+    b = np.where(rng.random(256) < 0.75, 1, rng.integers(0, 8, 256)).astype(np.int32)
+    capacity = 2 * 256 // 8
+    rank = np.array([np.sum(b[:i] == b[i]) for i in range(len(b))])
+    expected = rank >= capacity
+    fig = draw_routing(b, n_devices=8, n_experts=8, capacity=capacity)
+    left, right = fig.axes
+    crosses = left.collections[0].get_offsets()
+    marked = {(int(r), int(c)) for c, r in np.asarray(crosses)}
+    assert marked == {(i // 32, i % 32) for i in np.nonzero(expected)[0]}
+    assert (
+        f"capacity {capacity} rows per expert: {int(expected.sum())} rows dropped" in fig._suptitle.get_text()
+    )
+    counts = route_counts(b, 8, 8).ravel()
+    colours = [t.get_color() for t in right.texts]
+    assert colours[int(np.argmax(counts))] == "white"
+    assert colours[int(np.argmin(counts))] == "black"
+    no_cap = draw_routing(b, n_devices=8, n_experts=8)
+    assert not no_cap.axes[0].collections and "capacity" not in no_cap._suptitle.get_text()
 
 
 def test_draw_routing_colours_tokens_by_their_experts_device():
@@ -379,7 +503,21 @@ def test_draw_residuals_draws_each_trace_and_its_peak():
     assert [list(line.get_ydata()) for line in ax.lines] == [[*t, t[-1]] for t in traces.values()]
     texts = [t.get_text() for t in ax.texts]
     assert "peak 768 B" in texts and "peak 256 B" in texts
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["F0", "F1", "F2", "B0", "B1", "B2"]
+    # regression: the ticks used to be the first schedule's labels, wrong for the second schedule.
+    # Now the ticks number the steps and each schedule with labels gets its own row, in its colour.
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3", "4", "5", "6"]
+    own = {
+        "all forward": ["F0", "F1", "F2", "B0", "B1", "B2"],
+        "one in flight": ["F0", "B0", "F1", "B1", "F2", "B2"],
+    }
+    two = draw_residuals(traces, steps=own).axes[0]
+    for name, labels in own.items():
+        line = two.lines[list(traces).index(name)]
+        row = [
+            t for t in two.texts if t.get_color() == line.get_color() and not t.get_text().startswith("peak")
+        ]
+        assert [t.get_text() for t in row] == labels
+        assert [t.xy[0] for t in row] == [i + 0.5 for i in range(6)]
     in_kib = draw_residuals({"a": [2048, 0]}, unit="KiB").axes[0]
     assert list(in_kib.lines[0].get_ydata()) == [2.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="unit"):
@@ -428,3 +566,45 @@ def test_new_pictures_are_closed_so_a_notebook_shows_each_once():
     draw_residuals({"a": [1, 0]})
     draw_precision_tradeoff({"a": (1, 1e-3)})
     assert plt.get_fignums() == []
+
+
+def _smallest_shown_points(fig, column_inches=7.3):
+    """The smallest font of any visible text, in points as shown in a 730 px (7.3 in) page column: a
+    figure wider than the column is shrunk to fit, and its text with it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    width = fig.get_tightbbox(canvas.get_renderer()).width  # inches, as saved with bbox_inches="tight"
+    shrink = min(1.0, column_inches / width)
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return min(sizes) * shrink
+
+
+def test_figures_are_legible_in_a_desktop_column(mesh, tags):
+    # regression (reader review, item 6): 7-9 pt text in 9-10 in wide figures came out at ~5-7 pt on
+    # the page. Every helper's text is >= 9.5 pt once the figure is shrunk to the 730 px column.
+    from jax.sharding import AxisType
+
+    from shardbook import cost
+
+    auto = jax.make_mesh((4, 2), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
+    a = jax.device_put(jnp.ones((64, 32)), NamedSharding(auto, P("X", "Y")))
+    w = jax.device_put(jnp.ones((32, 16)), NamedSharding(auto, P("Y", None)))
+    report = analyze(jax.jit(jnp.matmul, out_shardings=NamedSharding(auto, P("X", None))), a, w)
+    rng = np.random.default_rng(0)
+    figures = {
+        "draw_collective": draw_collective(tags, "all_gather", "X", where={"Y": 0}, axis=0, tiled=True),
+        "draw_communication": draw_communication(report, mesh=auto),
+        "draw_ring_steps": draw_ring_steps(jax.make_mesh((2, 4), ("X", "Y")), "Y"),
+        "draw_routing": draw_routing(rng.integers(0, 8, 512).astype(np.int32), 8, 8, capacity=128),
+        "draw_residuals": draw_residuals(
+            {"a": [256, 512, 0], "b": [256, 0, 256]}, steps={"a": ["F0", "F1", "B"]}
+        ),
+        "draw_timeline": cost.draw_timeline(cost.estimate(report)).figure,
+        "draw_gradient_reduction": draw_gradient_reduction({"matmul": report}),
+    }
+    for name, fig in figures.items():
+        assert _smallest_shown_points(fig) >= 9.5, name
+        plt.close(fig)
