@@ -5,8 +5,11 @@ package imports nothing heavy itself: each public name below is loaded from its 
 
 Modules (one topic each):
   setup   -- choose devices (8 simulated CPU devices when fewer than 8 accelerators), install on Colab.
-  viz     -- draw how an array's blocks lie on a mesh.
+  viz     -- pictures: where an array's blocks lie, what a collective or a program moves, routing,
+             gradient reductions, saved state, precision against cost.
   checks  -- comparisons for self-checks and graders, with messages written for learners.
+  comms   -- the communication analyzer (collectives and bytes of a compiled program).
+  cost    -- the TPU cost model (estimate, draw_timeline).
 """
 
 from __future__ import annotations

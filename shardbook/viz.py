@@ -16,6 +16,15 @@ Both accept a ``jax.Array`` (its own sharding and shape are used) or a sharding 
 
 Colours follow the devices, not the blocks: the block that device 0 holds is always the same colour,
 so two pictures of the same mesh can be compared side by side.
+
+The other pictures follow the chapters, each drawn from the learner's own arrays or programs:
+
+* where data moves — :func:`draw_collective` (every device's block before and after one collective,
+  computed by running it), :func:`draw_communication` (the collectives of an analysed program),
+  :func:`draw_ring_steps` and :func:`animate_ring_steps` (a ring collective matmul step by step);
+* below the marker line, what chapters 6–9 look at — :func:`draw_routing` (tokens to experts to
+  devices), :func:`draw_gradient_reduction` (where a backward pass reduces), :func:`draw_residuals`
+  (saved state per schedule), :func:`draw_precision_tradeoff` (error against cost).
 """
 
 from __future__ import annotations
