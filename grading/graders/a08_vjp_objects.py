@@ -116,6 +116,12 @@ def _restore(f_vjp: Any, w: Any) -> Any:
     return f_vjp.replace(args_res=[w, *f_vjp.args_res[1:]])
 
 
+def _compiled(log: CompileLog) -> str:
+    """'N (first names, …)': how many programs a CompileLog saw, and which."""
+    names = ", ".join(name for name, _ in log.programs[:4])
+    return f"{len(log.programs)} ({names}{', …' if len(log.programs) > 4 else ''})"
+
+
 def check_light_vjp(fn: Callable) -> None:
     for text, f, w, x in _light_cases():
         call = f"light_vjp(f, w, x) with f(w, x) = {text}"
@@ -229,10 +235,9 @@ def check_pipeline_grads(fn: Callable) -> None:
                         "layer's backward, and call them once per layer and microbatch."
                     )
             if n_layers == 6 and len(log.programs) > MAX_RECOMPILES:
-                names = ", ".join(name for name, _ in log.programs[:4])
                 raise CheckFailed(
                     f"{call}: expected at most {MAX_RECOMPILES} compilations on a second call with shapes "
-                    f"already seen (more layers only), got {len(log.programs)} ({names}, …). Hint: build "
+                    f"already seen (more layers only), got {_compiled(log)}. Hint: build "
                     "the jitted forward and backward once, outside the loop over layers; a new jax.jit "
                     "(or a new closure) per layer compiles again."
                 )
@@ -241,10 +246,9 @@ def check_pipeline_grads(fn: Callable) -> None:
                 with CompileLog() as log:
                     call_learner(fn, "pipeline_grads", ws, x, n_micro, where=f"{call}, called again")
                 if log.programs:
-                    names = ", ".join(name for name, _ in log.programs[:4])
                     raise CheckFailed(
                         f"{call}, called again with the same arguments: expected no compilation, got "
-                        f"{len(log.programs)} ({names}). Hint: build the jitted forward and backward "
+                        f"{_compiled(log)}. Hint: build the jitted forward and backward "
                         "once, outside pipeline_grads; a jax.jit or jax.fwd_and_bwd of a function made "
                         "inside it is new on every call, so it is traced and compiled again."
                     )
