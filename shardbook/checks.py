@@ -440,10 +440,10 @@ def expect_no_intermediate_larger_than(
     Raises:
       CheckFailed: naming the largest offending array and the operation that made it.
     """
-    from .comms import _lower, largest_intermediates
+    from .comms import largest_intermediates, lower
 
     try:
-        text = _lower(fn, args, {}).compile().as_text()
+        text = lower(fn, args, {}).compile().as_text()
     except NotImplementedError:
         raise
     except Exception as e:

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .comms import Collective, Report, _base_kind, dot_flops
+from .comms import Collective, Report, collective_kind, dot_flops
 from .hlo import Computation, Instruction, Module
 
 # Sources:
@@ -236,7 +236,7 @@ class _Simulator:
             ins = [ready.get(op, 0.0) for op in inst.operands]
             after = max((_latest(v) for v in ins), default=0.0)
             waited_on_collective = any(from_collective.get(op, False) for op in inst.operands)
-            kind, phase = _base_kind(inst.opcode)
+            kind, phase = collective_kind(inst.opcode)
             if inst.opcode == "parameter":
                 index = int(inst.operand_text) if inst.operand_text.isdigit() else 0
                 ready[inst.name] = params[index] if index < len(params) else 0.0
