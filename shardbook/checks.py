@@ -78,7 +78,7 @@ def expect_equal(got: Any, expected: Any, what: str = "the result", hint: str | 
     """
     try:
         same = bool(got == expected)
-    except Exception:  # e.g. an array compared with a tuple
+    except (TypeError, ValueError):  # an array compared with a tuple; an array's ambiguous truth value
         same = False
     if not same:
         _fail(what, repr(expected), repr(got) if _is_plain(got) else describe_array(got), hint)
@@ -567,14 +567,20 @@ class CompileLog(logging.Handler):
 
     Use it to see whether a second call of a function compiles again:
 
-      >>> with CompileLog() as log:          # doctest: +SKIP
-      ...     pipeline_grads(ws, x, 2)
-      >>> len(log.programs)                  # doctest: +SKIP
-      0
+      >>> import jax, jax.numpy as jnp
+      >>> f = jax.jit(lambda a: jnp.sin(a) * 3)
+      >>> with CompileLog() as log:
+      ...     _ = f(jnp.ones(5)), f(jnp.ones(5))
+      >>> [name for name, _ in log.programs]  # compiled once: the second call hit the cache
+      ['jit(<lambda>)']
 
-    JAX logs "Compiling <name> with global shapes and types <avals>" (at DEBUG level, from
-    ``jax._src.interpreters.pxla``) once per XLA compilation, eager operations included; this
-    handler lowers that logger's level while it is active and keeps ``(name, avals)`` per record.
+    JAX has no public hook for this. It logs "Compiling <name> with global shapes and types <avals>"
+    (at DEBUG level) once per XLA compilation, eager operations included, from its internal logger
+    :attr:`LOGGER` (``jax._src.interpreters.pxla`` in JAX 0.12); this handler lowers that logger's level
+    while it is active and keeps ``(name, avals)`` per record. Because a silent logger would read as
+    "nothing was compiled", entering checks once per process, with a small program of its own, that the
+    record still arrives, and raises :class:`RuntimeError` saying so when a JAX has renamed the logger
+    or reworded the message.
     """
 
     LOGGER = "jax._src.interpreters.pxla"
@@ -584,18 +590,55 @@ class CompileLog(logging.Handler):
         self.programs: list[tuple[str, tuple]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.msg.startswith("Compiling ") and isinstance(record.args, tuple) and len(record.args) >= 2:
+        if (
+            isinstance(record.msg, str)
+            and record.msg.startswith("Compiling ")
+            and isinstance(record.args, tuple)
+            and len(record.args) >= 2
+        ):
             self.programs.append((str(record.args[0]), tuple(record.args[1])))
 
     def __enter__(self) -> CompileLog:
+        _check_compile_log_hears_jax(self.LOGGER)
+        self._attach()
+        return self
+
+    def _attach(self) -> None:
         self._logger = logging.getLogger(self.LOGGER)
         self._level, self._propagate = self._logger.level, self._logger.propagate
         self._logger.setLevel(logging.DEBUG)
         self._logger.propagate = False  # keep the notebook quiet
         self._logger.addHandler(self)
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         self._logger.removeHandler(self)
         self._logger.setLevel(self._level)
         self._logger.propagate = self._propagate
+
+
+_LOGGERS_HEARD: set[str] = set()
+
+
+def _check_compile_log_hears_jax(logger: str) -> None:
+    """Compiles a fresh small program under a CompileLog on ``logger``; RuntimeError if none is heard."""
+    if logger in _LOGGERS_HEARD:
+        return
+    import jax
+    import jax.numpy as jnp
+
+    probe = CompileLog.__new__(CompileLog)
+    CompileLog.__init__(probe)
+    probe.LOGGER = logger
+    probe._attach()
+    try:
+        jax.jit(lambda a: a * 2 + 1)(jnp.zeros(3)).block_until_ready()  # a new function: always compiled
+    finally:
+        probe.__exit__()
+    if not probe.programs:
+        raise RuntimeError(
+            f"CompileLog cannot see compilations in JAX {jax.__version__}: it listens to JAX's internal "
+            f"logger {logger!r} for 'Compiling <name> ...' records, and none arrived for a program that "
+            "was compiled (a JAX that renamed the logger or reworded the message); update "
+            "shardbook.checks.CompileLog.LOGGER"
+        )
+    _LOGGERS_HEARD.add(logger)

@@ -436,17 +436,15 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
 
     simulate = choose_devices(kind, count, devices)
     if _backends_started():
-        found = jax.devices()
-        if len(found) < NUM_DEVICES:
-            raise SetupError(
-                f"JAX already started with {len(found)} {found[0].platform} device(s) before this cell "
-                f"ran, and the number of simulated devices can only be chosen before that: "
-                f"{restart_advice()}, before any other cell."
-            )
+        found = _enough_started_devices(jax.devices())
     else:
         if simulate:
-            jax.config.update("jax_platforms", "cpu")
-            jax.config.update("jax_num_cpu_devices", NUM_DEVICES)
+            try:
+                jax.config.update("jax_num_cpu_devices", NUM_DEVICES)
+            except RuntimeError:  # JAX refuses once a backend has started (when _backends_started cannot tell)
+                _enough_started_devices(jax.devices())
+            else:
+                jax.config.update("jax_platforms", "cpu")
         found = jax.devices()
     summary = DeviceSummary(
         backend=found[0].platform,
@@ -475,7 +473,32 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:4])
 
 
-def _backends_started() -> bool:
-    from jax._src import xla_bridge
+def _enough_started_devices(found: list) -> list:
+    """``found`` when JAX, already started, has enough devices; else SetupError with what to do."""
+    if len(found) < NUM_DEVICES:
+        raise SetupError(
+            f"JAX already started with {len(found)} {found[0].platform} device(s) before this cell "
+            f"ran, and the number of simulated devices can only be chosen before that: "
+            f"{restart_advice()}, before any other cell."
+        )
+    return found
 
-    return xla_bridge.backends_are_initialized()
+
+#: JAX's private answer to "has a backend started?" (module, function); see _backends_started.
+PRIVATE_BACKEND_QUERY = ("jax._src.xla_bridge", "backends_are_initialized")
+
+
+def _backends_started() -> bool | None:
+    """Whether JAX has already started a backend (the device count is fixed from then on); None when
+    this JAX cannot say.
+
+    JAX 0.12 has no public question for this: the answer is ``backends_are_initialized`` in the private
+    module ``jax._src.xla_bridge``. If a later JAX moves or renames it, this returns None and
+    :func:`setup` relies on JAX's public refusal instead: ``jax.config.update("jax_num_cpu_devices", n)``
+    raises RuntimeError once a backend has started, which becomes the same SetupError.
+    """
+    module, name = PRIVATE_BACKEND_QUERY
+    try:
+        return bool(getattr(importlib.import_module(module), name)())
+    except (ImportError, AttributeError):
+        return None

@@ -277,3 +277,13 @@ def test_a_notebook_shows_a_common_mistake_in_words_and_still_fails(capsys):
     finally:
         shell.set_custom_exc((), None)
         InteractiveShell.clear_instance()
+
+
+def test_compile_log_that_hears_nothing_says_so(monkeypatch):
+    # property: a JAX that renamed its internal logger makes CompileLog raise, not report "no compile"
+    monkeypatch.setattr(CompileLog, "LOGGER", "jax._src.interpreters.renamed")
+    with pytest.raises(
+        RuntimeError, match=r"CompileLog cannot see compilations .* 'jax._src.interpreters.renamed'"
+    ):
+        with CompileLog():
+            pass

@@ -77,6 +77,30 @@ def test_setup_after_jax_started_with_too_few_devices_says_what_to_do(colab):
     assert "pip is installing" not in result.stdout  # the pinned JAX is there: nothing to install
 
 
+# as if a later JAX had renamed the private function (deleting JAX's own would break JAX itself)
+HIDE_PRIVATE_BACKEND_QUERY = (
+    "import sys, shardbook; s = sys.modules['shardbook.setup']; s.PRIVATE_BACKEND_QUERY = ('jax._src.xla_bridge', 'renamed')\n"
+    "assert s._backends_started() is None\n"
+)
+
+
+@pytest.mark.parametrize("started", [False, True])
+def test_setup_without_jax_private_backend_query(started):
+    # setup() asks the private jax._src.xla_bridge.backends_are_initialized whether JAX has started; a
+    # JAX without it gets the same outcome through the public config's refusal, not a traceback.
+    result = _run(
+        HIDE_PRIVATE_BACKEND_QUERY
+        + ("import jax.numpy as jnp; jnp.zeros(1)\n" if started else "")
+        + "import shardbook\n"
+        "try:\n    print('DEVICES', shardbook.setup(quiet=True).count)\n"
+        "except shardbook.SetupError as e:\n    print('MESSAGE', e)\n"
+    )
+    if started:
+        assert "MESSAGE JAX already started with 1 cpu device(s)" in result.stdout, result.stderr
+    else:
+        assert "DEVICES 8" in result.stdout, result.stderr
+
+
 def test_too_old_jax_is_refused_in_one_sentence(monkeypatch):
     # Outside Colab an old JAX that is both installed and loaded is the learner's to upgrade.
     monkeypatch.setattr(jax, "__version__", "0.4.30")
