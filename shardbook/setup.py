@@ -441,7 +441,7 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
         if simulate:
             try:
                 jax.config.update("jax_num_cpu_devices", NUM_DEVICES)
-            except RuntimeError:  # JAX refuses once a backend has started (when _backends_started cannot tell)
+            except RuntimeError:  # refused once a backend has started (when _backends_started cannot tell)
                 _enough_started_devices(jax.devices())
             else:
                 jax.config.update("jax_platforms", "cpu")

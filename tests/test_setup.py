@@ -79,7 +79,8 @@ def test_setup_after_jax_started_with_too_few_devices_says_what_to_do(colab):
 
 # as if a later JAX had renamed the private function (deleting JAX's own would break JAX itself)
 HIDE_PRIVATE_BACKEND_QUERY = (
-    "import sys, shardbook; s = sys.modules['shardbook.setup']; s.PRIVATE_BACKEND_QUERY = ('jax._src.xla_bridge', 'renamed')\n"
+    "import sys, shardbook; s = sys.modules['shardbook.setup']\n"
+    "s.PRIVATE_BACKEND_QUERY = ('jax._src.xla_bridge', 'renamed')\n"
     "assert s._backends_started() is None\n"
 )
 
