@@ -361,8 +361,17 @@ def expect_no_collectives(
     Raises:
       CheckFailed: naming each collective found, its shape, mesh axes and source line.
 
-    Example:
-      >>> expect_no_collectives(per_shard_mean, x_sharded)  # doctest: +SKIP
+    Example: doubling each device's own block needs no communication; a sum over the sharded rows does:
+
+      >>> import jax, jax.numpy as jnp
+      >>> from jax.sharding import NamedSharding, PartitionSpec as P
+      >>> x = jax.device_put(jnp.ones((8, 4)), NamedSharding(jax.make_mesh((8,), ("X",)), P("X")))
+      >>> expect_no_collectives(lambda x: x * 2, x)
+      >>> expect_no_collectives(lambda x: x.sum(), x)  # doctest: +ELLIPSIS
+      Traceback (most recent call last):
+        ...
+      shardbook.checks.CheckFailed: the compiled program: expected no collectives (each device works on its \
+own block), got 1 collective: all-reduce f32[] over 'X' (groups of 8), 7 B per device at ...
     """
     report = _analyze_for_check(fn, args, what)
     if report.collectives:
@@ -568,9 +577,9 @@ class CompileLog(logging.Handler):
     Use it to see whether a second call of a function compiles again:
 
       >>> import jax, jax.numpy as jnp
-      >>> f = jax.jit(lambda a: jnp.sin(a) * 3)
+      >>> f, x = jax.jit(lambda a: jnp.sin(a) * 3), jnp.ones(5)
       >>> with CompileLog() as log:
-      ...     _ = f(jnp.ones(5)), f(jnp.ones(5))
+      ...     _ = f(x), f(x)
       >>> [name for name, _ in log.programs]  # compiled once: the second call hit the cache
       ['jit(<lambda>)']
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 #: The JAX release every notebook of the book is executed with in CI.
 PINNED_JAX = "0.12.0.1"
-#: The oldest JAX with the APIs the book uses (jax.shard_map, jax.typeof, jax.reshard, DotAlgorithmPreset).
+#: The oldest JAX with the APIs the book uses (jax.shard_map, jax.typeof, jax.reshard, DotAlgorithmPreset);
+#: pyproject.toml's ``jax>=`` says the same (a test keeps them equal).
 MIN_JAX = "0.12.0"
 #: The oldest Python the pinned JAX is released for.
 MIN_PYTHON = (3, 12)
@@ -41,7 +42,7 @@ INSTALL_URL_ENV = "SHARDBOOK_URL"
 #: How many devices every example is written for.
 NUM_DEVICES = 8
 #: The helper's own requirements besides JAX (pyproject.toml's dependencies; a test keeps them equal).
-REQUIREMENTS = ("numpy", "matplotlib", "rich", "packaging")
+REQUIREMENTS = ("numpy", "matplotlib", "packaging")
 #: Modules a session may already hold at another version than the one installed: the packages JAX is
 #: made of and the ones it imports. Import name -> distribution name.
 WATCHED = {

@@ -226,8 +226,10 @@ def describe_sharding(
         with more entries than dimensions, an unknown mesh axis).
 
     Example:
-      >>> mesh = jax.make_mesh((4, 2), ('X', 'Y'))  # doctest: +SKIP
-      >>> print(describe_sharding(NamedSharding(mesh, P('X')), (8, 4)))  # doctest: +SKIP
+      >>> import jax
+      >>> from jax.sharding import NamedSharding, PartitionSpec as P
+      >>> mesh = jax.make_mesh((4, 2), ('X', 'Y'))
+      >>> print(describe_sharding(NamedSharding(mesh, P('X')), (8, 4)))
       array[8,4] · P('X') · mesh ('X': 4, 'Y': 2) · block (2, 4) per device
         block        devices
         [0:2, 0:4]   d0,d1
@@ -1100,7 +1102,7 @@ def route_counts(routing: Any, n_devices: int, n_experts: int | None = None) -> 
       i and need an expert on device j. The diagonal stays on its device.
 
     Example:
-      >>> route_counts([0, 3, 1, 2], n_devices=2, n_experts=4)  # doctest: +SKIP
+      >>> route_counts([0, 3, 1, 2], n_devices=2, n_experts=4)
       array([[1, 1],
              [1, 1]])
     """

@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 import types
 from pathlib import Path
 
@@ -169,6 +170,13 @@ def test_requirements_match_pyproject():
     assert sorted(deps) == sorted(["jax", *devices_setup.REQUIREMENTS])
 
 
+def test_minimum_jax_matches_pyproject():
+    # one fact, two places: setup() refuses an older JAX than pip would accept for the helper package
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (jax_requirement,) = [d for d in dependencies if re.match(r"jax\b", d)]
+    assert jax_requirement == f"jax>={devices_setup.MIN_JAX}"
+
+
 def test_importing_shardbook_loads_nothing_heavy():
     # The setup cell imports shardbook before JAX exists at the right version: nothing may load yet.
     result = _run(
@@ -207,7 +215,7 @@ BOOK_STACK = dict(jax="0.12.0.1", jaxlib="0.12.0.1", numpy="2.5.5")
         (BOOK_STACK, "tpu", True, True, []),
         (BOOK_STACK, "tpu", True, False, ["jax[tpu]==0.12.0.1", "jaxlib==0.12.0.1"]),  # libtpu left old
         (COLAB_STACK, "cpu", False, True, []),  # a learner's own Python: told, not upgraded
-        (dict(BOOK_STACK, rich=None), "cpu", False, True, ["jax==0.12.0.1", "jaxlib==0.12.0.1"]),
+        (dict(BOOK_STACK, matplotlib=None), "cpu", False, True, ["jax==0.12.0.1", "jaxlib==0.12.0.1"]),
     ],
 )
 def test_what_gets_installed(monkeypatch, stack, kind, colab, extra_ok, wanted):

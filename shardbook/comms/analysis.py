@@ -52,19 +52,21 @@ def analyze(fn: Callable, *args: Any, **kwargs: Any) -> Report:
       ``.notes`` (corrections made for the CPU backend, corrections that could not be made, loops with
       unknown trip counts). It prints as a table, and as an HTML table in a notebook.
 
-    Example: a matmul whose rows are split over 'X' and contraction over 'Y' gathers the blocks of
-    ``a`` along 'Y' (8 simulated CPU devices, as ``shardbook.setup()`` gives):
+    Example: A[B_X, D_Y] @ W[D, F_Y] with the result sharded like A: each device gathers its row
+    block of A over 'Y', (4-1)/4 of bf16[512,2048] (8 simulated CPU devices, as ``shardbook.setup()``
+    gives):
 
       >>> import jax, jax.numpy as jnp
-      >>> from jax.sharding import NamedSharding, PartitionSpec as P
-      >>> mesh = jax.make_mesh((2, 4), ("X", "Y"))
+      >>> from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+      >>> mesh = jax.make_mesh((2, 4), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
       >>> a = jax.device_put(jnp.ones((1024, 2048), jnp.bfloat16), NamedSharding(mesh, P("X", "Y")))
       >>> w = jax.device_put(jnp.ones((2048, 8192), jnp.bfloat16), NamedSharding(mesh, P(None, "Y")))
-      >>> report = analyze(lambda a, w: jnp.matmul(a, w, out_sharding=P("X", "Y")), a, w)
+      >>> f = jax.jit(lambda a, w: a @ w, out_shardings=NamedSharding(mesh, P("X", "Y")))
+      >>> report = analyze(f, a, w)
       >>> report.count("all-gather"), report.total_bytes
       (1, 1572864)
-      >>> print(report.collectives[0].describe())  # doctest: +ELLIPSIS
-      all-gather bf16[512,2048] over 'Y' (groups of 4), 1.5 MiB per device at ...
+      >>> print(report.collectives[0].describe())
+      all-gather bf16[512,2048] over 'Y' (groups of 4), 1.5 MiB per device
     """
     start = time.perf_counter()
     compiled, text, corrected_text, notes = compile_texts(fn, *args, **kwargs)
