@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -18,7 +18,7 @@ class CheckFailed(AssertionError):
     """A check did not pass. The message says what was expected, what came back, and a hint."""
 
 
-def _fail(what: str, expected: str, got: str, hint: str | None = None) -> None:
+def _fail(what: str, expected: str, got: str, hint: str | None = None) -> NoReturn:
     message = f"{what}: expected {expected}, got {got}."
     if hint:
         message += f" Hint: {hint}"
@@ -38,16 +38,14 @@ def describe_array(x: Any) -> str:
       >>> describe_array(np.zeros((2, 3), np.float32))
       'a NumPy array float32[2,3]'
     """
-    try:
-        import jax
-    except ImportError:  # pragma: no cover - jax is a dependency
-        jax = None
-    if jax is not None and isinstance(x, jax.Array):
+    import jax
+
+    if isinstance(x, jax.Array):
         shape = ",".join(map(str, x.shape))
         text = f"{x.dtype}[{shape}]"
         sharding = getattr(x, "sharding", None)
         spec = getattr(sharding, "spec", None)
-        if spec is not None:
+        if spec is not None and sharding is not None:
             if sharding.is_fully_replicated and x.ndim > 0:
                 text += " replicated"
             else:
@@ -605,7 +603,7 @@ class CompileLog(logging.Handler):
             and isinstance(record.args, tuple)
             and len(record.args) >= 2
         ):
-            self.programs.append((str(record.args[0]), tuple(record.args[1])))
+            self.programs.append((str(record.args[0]), tuple(record.args[1])))  # type: ignore[arg-type]
 
     def __enter__(self) -> CompileLog:
         _check_compile_log_hears_jax(self.LOGGER)

@@ -154,7 +154,7 @@ def collective_seconds(c: Collective, chip: Chip, mesh_axes: dict[str, int]) -> 
     """Time of one execution of a collective on ``chip`` (see the module docstring)."""
     if c.bytes_per_execution == 0 and c.group_size <= 1:
         return 0.0
-    axes = [a for a in c.axes if a in mesh_axes] or [None]
+    axes: list[str | None] = [a for a in c.axes if a in mesh_axes] or [None]  # None: no mesh axis named
     links = 0
     hops = 0
     for a in axes:
@@ -218,6 +218,7 @@ class _Simulator:
 
     def __init__(self, report: Report, chip: Chip) -> None:
         self.report = report
+        assert report.module is not None  # estimate() has checked
         self.module: Module = report.module
         self.chip = chip
         self.compute_free = 0.0

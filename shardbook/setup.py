@@ -239,6 +239,8 @@ def stale_modules() -> list[tuple[str, str, str]]:
 def _satisfied(requirement: str) -> bool:
     """Whether an installed distribution meets a requirement such as ``libtpu==0.0.50.*``."""
     match = re.match(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[[^\]]*\])?\s*([^;]*)", requirement)
+    if match is None:
+        return False
     name, spec = match.group(1), match.group(2).strip()
     have = installed_version(name)
     if have is None:
@@ -300,7 +302,7 @@ def pip_install(requirements: list[str], *, tick_seconds: float = 10.0, pip: lis
     cmd = [*(pip or [sys.executable, "-m", "pip"]), "install", "--progress-bar", "off", *requirements]
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
-        shown = 0
+        shown = 0.0
         while process.poll() is None:
             time.sleep(0.2)
             elapsed = time.monotonic() - start

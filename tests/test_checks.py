@@ -51,6 +51,8 @@ def test_expect_equal_describes_arrays_instead_of_crashing():
     # Comparing an array with a tuple raises inside NumPy; the check must still answer in words.
     with pytest.raises(CheckFailed, match=r"expected \(2, 4\), got a NumPy array int64\[2\]"):
         expect_equal(np.array([2, 4]), (2, 4))
+    with pytest.raises(CheckFailed, match=r"expected \(2, 4\), got int32\[2\]"):  # JAX raises TypeError here
+        expect_equal(jnp.array([2, 4]), (2, 4))
 
 
 def test_expect_allclose_names_first_wrong_entry():

@@ -26,7 +26,8 @@ def compile_texts(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str, st
     lowered = lower(fn, args, kwargs)
     compiled = lowered.compile()
     text = compiled.as_text()
-    corrected, notes = None, []
+    corrected: str | None = None
+    notes: list[str] = []
     if platform_of(compiled) == "cpu":
         corrected, notes = compile_without_cpu_passes(lowered)
     return compiled, text, corrected, notes

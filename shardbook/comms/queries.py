@@ -148,7 +148,7 @@ def flops_per_computation(module: Module) -> dict[str, int]:
 
 def total_flops(module: Module, executions: dict[str, int]) -> int:
     """Per-device matmul FLOPs of one call of the program, loop trip counts included."""
-    fused_into = set()
+    fused_into: set[str] = set()
     for comp in module.computations.values():
         for inst in comp.instructions:
             if inst.opcode in CALLING_OPCODES:
