@@ -484,3 +484,12 @@ def test_one_gpu_is_counted_from_nvidia_smi(tmp_path, monkeypatch):
     kind, count = devices_setup.count_accelerators(str(tmp_path))  # no TPU under this root
     assert (kind, count) == ("gpu", 1) and devices_setup.choose_devices(kind, count)
     assert devices_setup._one_chip_note(kind, count).startswith("shardbook: this runtime has 1 GPU and every")
+
+
+def test_every_subpackage_of_shardbook_is_installed():
+    # pip installs only the packages pyproject.toml lists: a new subpackage left out breaks Colab
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    found = [
+        ".".join(p.parent.relative_to(ROOT).parts) for p in sorted((ROOT / "shardbook").rglob("__init__.py"))
+    ]
+    assert sorted(found) == sorted(listed)
