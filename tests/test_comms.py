@@ -407,3 +407,14 @@ def test_refused_cpu_correction_is_noticed():
     text, notes = cpu.compile_without_cpu_passes(Refusing())
     assert text is None
     assert len(notes) == 1 and "No such compile option" in notes[0] and "could not be applied" in notes[0]
+
+
+def test_cpu_pass_probe_is_skipped_for_a_program_without_collectives(monkeypatch, mesh24):
+    # property: only a program with collectives pays for (and can be affected by) the pass probe
+    from shardbook.comms import cpu
+
+    asked = []
+    monkeypatch.setattr(cpu, "passes_without_effect", lambda names: asked.append(names) or ())
+    x = _put(jnp.ones((8, 1024), jnp.float32), mesh24, P("X", "Y"))
+    assert comms.analyze(lambda b: b * 2, x).count() == 0 and asked == []
+    assert comms.analyze(lambda b: b.sum(), x).count("all-reduce") >= 1 and len(asked) == 1

@@ -29,7 +29,7 @@ def compile_texts(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str, st
     corrected: str | None = None
     notes: list[str] = []
     if platform_of(compiled) == "cpu":
-        corrected, notes = compile_without_cpu_passes(lowered)
+        corrected, notes = compile_without_cpu_passes(lowered, text)
     return compiled, text, corrected, notes
 
 

@@ -18,6 +18,7 @@ changed nothing (a pass renamed in a newer XLA); the report then says which corr
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from ..hlo import ArrayType, Computation, Instruction, Module
@@ -28,6 +29,11 @@ CPU_PASSES = {
     "float-normalization-bf16": "runs bf16 collectives in f32",
     "cpu-all-reduce-combiner": "combines independent all-reduces into one",
 }
+
+# an instruction of one of the collective kinds in program text: ``= f32[8] all-gather(`` (or -start)
+_COLLECTIVE_OP = re.compile(
+    r" (all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(-start)?\("
+)
 
 # ops a value passes through unchanged on its way from an all-reduce to the dynamic-slice
 PASS_THROUGH = ("convert", "bitcast", "copy", "reshape", "bitcast-convert")
@@ -43,19 +49,22 @@ def disabled_passes() -> str:
     return ",".join(CPU_PASSES)
 
 
-def compile_without_cpu_passes(lowered: Any) -> tuple[str | None, list[str]]:
+def compile_without_cpu_passes(lowered: Any, executed_text: str = "") -> tuple[str | None, list[str]]:
     """(text of ``lowered`` compiled without :data:`CPU_PASSES`, notes on what could not be done).
 
     The text is None when XLA refuses the option itself; a pass name XLA does not know is not an
-    error for XLA, so :func:`passes_without_effect` is asked, and each such name gets a note.
+    error for XLA, so :func:`passes_without_effect` is asked, and each such name gets a note. When
+    ``executed_text`` (the program as the CPU runs it) is given and has no collective, there is
+    nothing these passes change, and the probe is not compiled.
     """
     import jax
 
+    probe = not executed_text or _COLLECTIVE_OP.search(executed_text) is not None
     notes = [
         f"the correction for a CPU pass that {CPU_PASSES[name]} could not be applied: this XLA does not "
         f"know a pass named {name!r} (renamed?), so figures it affects are those of the program the CPU "
         "runs; update shardbook.comms.cpu.CPU_PASSES"
-        for name in passes_without_effect(tuple(CPU_PASSES))
+        for name in (passes_without_effect(tuple(CPU_PASSES)) if probe else ())
     ]
     try:
         text = lowered.compile(compiler_options={"xla_disable_hlo_passes": disabled_passes()}).as_text()
