@@ -48,6 +48,7 @@ book: venv
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 unit: venv
 	$(BIN)/pytest -q --durations=10

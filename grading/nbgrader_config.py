@@ -1,9 +1,14 @@
-"""nbgrader configuration of the course. Paths are relative to the repository root (the course root).
+"""nbgrader configuration of the course, loaded by the root nbgrader_config.py.
+
+The course root is ``$SHARDBOOK_COURSE_ROOT`` (set by grading/grade.py) or else the working directory,
+the repository root when nbgrader runs from there. Paths below are relative to it:
 
 solutions/<assignment>/   instructor notebooks (nbgrader "source")
 exercises/<assignment>/   student notebooks generated from them (nbgrader "release"), committed for Colab
-grading/submitted/<learner>/<assignment>/    what `make grade` copies learners' notebooks into
-grading/autograded/, grading/feedback/      nbgrader's outputs; grading/reports/ holds our CSV
+grading/submitted/<learner>/<assignment>/    where `make grade` copies learners' notebooks
+grading/autograded/, grading/feedback/       nbgrader's outputs
+grading/reports/<assignment>/                our outputs: scores.csv, report.txt, feedback/<learner>.html
+grading/gradebook.db                         nbgrader's database
 """
 
 import os
@@ -12,7 +17,7 @@ import sys
 c = get_config()  # noqa: F821 (provided by traitlets)
 
 _root = os.environ.get("SHARDBOOK_COURSE_ROOT", os.getcwd())
-sys.path.insert(0, _root)  # so `grading.feedback` is importable below
+sys.path.insert(0, _root)  # so `grading.preprocessors` is importable below
 
 c.CourseDirectory.root = _root
 c.CourseDirectory.source_directory = "solutions"

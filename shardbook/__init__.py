@@ -8,7 +8,9 @@ Modules (one topic each):
   viz     -- pictures: where an array's blocks lie, what a collective or a program moves, routing,
              gradient reductions, saved state, precision against cost.
   checks  -- comparisons for self-checks and graders, with messages written for learners.
-  comms   -- the communication analyzer (collectives and bytes of a compiled program).
+  comms   -- the communication analyzer (collectives and bytes of a compiled program), a package by
+             concern: report, queries, cpu (the simulator's differences), compiling, analysis.
+  hlo     -- the parser of XLA's program text that comms and cost read.
   cost    -- the TPU cost model (estimate, draw_timeline).
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 
-# setup.py imports only the standard library and packaging, so it is safe to load eagerly. The
+# setup.py imports only the standard library when loaded, so it is safe to load eagerly. The
 # function shadows the module of the same name on purpose: ``shardbook.setup()`` is the call to make.
 from .setup import NUM_DEVICES, PINNED_JAX, REPOSITORY, DeviceSummary, SetupError, setup
 
@@ -53,6 +55,9 @@ _EXPORTS = {
     "draw_precision_tradeoff": "viz",
 }
 
+# modules reachable as attributes without an import statement (``shardbook.comms.analyze``)
+_MODULES = ("viz", "checks", "comms", "hlo", "cost")
+
 __all__ = [
     "NUM_DEVICES",
     "PINNED_JAX",
@@ -70,7 +75,7 @@ def __getattr__(name: str):
         value = getattr(module, name)
         globals()[name] = value
         return value
-    if name in ("viz", "checks"):
+    if name in _MODULES:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'shardbook' has no attribute {name!r}")
 

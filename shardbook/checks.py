@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -18,7 +18,7 @@ class CheckFailed(AssertionError):
     """A check did not pass. The message says what was expected, what came back, and a hint."""
 
 
-def _fail(what: str, expected: str, got: str, hint: str | None = None) -> None:
+def _fail(what: str, expected: str, got: str, hint: str | None = None) -> NoReturn:
     message = f"{what}: expected {expected}, got {got}."
     if hint:
         message += f" Hint: {hint}"
@@ -38,16 +38,14 @@ def describe_array(x: Any) -> str:
       >>> describe_array(np.zeros((2, 3), np.float32))
       'a NumPy array float32[2,3]'
     """
-    try:
-        import jax
-    except ImportError:  # pragma: no cover - jax is a dependency
-        jax = None
-    if jax is not None and isinstance(x, jax.Array):
+    import jax
+
+    if isinstance(x, jax.Array):
         shape = ",".join(map(str, x.shape))
         text = f"{x.dtype}[{shape}]"
         sharding = getattr(x, "sharding", None)
         spec = getattr(sharding, "spec", None)
-        if spec is not None:
+        if spec is not None and sharding is not None:
             if sharding.is_fully_replicated and x.ndim > 0:
                 text += " replicated"
             else:
@@ -78,7 +76,7 @@ def expect_equal(got: Any, expected: Any, what: str = "the result", hint: str | 
     """
     try:
         same = bool(got == expected)
-    except Exception:  # e.g. an array compared with a tuple
+    except (TypeError, ValueError):  # an array compared with a tuple; an array's ambiguous truth value
         same = False
     if not same:
         _fail(what, repr(expected), repr(got) if _is_plain(got) else describe_array(got), hint)
@@ -361,8 +359,17 @@ def expect_no_collectives(
     Raises:
       CheckFailed: naming each collective found, its shape, mesh axes and source line.
 
-    Example:
-      >>> expect_no_collectives(per_shard_mean, x_sharded)  # doctest: +SKIP
+    Example: doubling each device's own block needs no communication; a sum over the sharded rows does:
+
+      >>> import jax, jax.numpy as jnp
+      >>> from jax.sharding import NamedSharding, PartitionSpec as P
+      >>> x = jax.device_put(jnp.ones((8, 4)), NamedSharding(jax.make_mesh((8,), ("X",)), P("X")))
+      >>> expect_no_collectives(lambda x: x * 2, x)
+      >>> expect_no_collectives(lambda x: x.sum(), x)  # doctest: +ELLIPSIS
+      Traceback (most recent call last):
+        ...
+      shardbook.checks.CheckFailed: the compiled program: expected no collectives (each device works on its \
+own block), got 1 collective: all-reduce f32[] over 'X' (groups of 8), 7 B per device at ...
     """
     report = _analyze_for_check(fn, args, what)
     if report.collectives:
@@ -440,10 +447,10 @@ def expect_no_intermediate_larger_than(
     Raises:
       CheckFailed: naming the largest offending array and the operation that made it.
     """
-    from .comms import _lower, largest_intermediates
+    from .comms import largest_intermediates, lower
 
     try:
-        text = _lower(fn, args, {}).compile().as_text()
+        text = lower(fn, args, {}).compile().as_text()
     except NotImplementedError:
         raise
     except Exception as e:
@@ -567,14 +574,20 @@ class CompileLog(logging.Handler):
 
     Use it to see whether a second call of a function compiles again:
 
-      >>> with CompileLog() as log:          # doctest: +SKIP
-      ...     pipeline_grads(ws, x, 2)
-      >>> len(log.programs)                  # doctest: +SKIP
-      0
+      >>> import jax, jax.numpy as jnp
+      >>> f, x = jax.jit(lambda a: jnp.sin(a) * 3), jnp.ones(5)
+      >>> with CompileLog() as log:
+      ...     _ = f(x), f(x)
+      >>> [name for name, _ in log.programs]  # compiled once: the second call hit the cache
+      ['jit(<lambda>)']
 
-    JAX logs "Compiling <name> with global shapes and types <avals>" (at DEBUG level, from
-    ``jax._src.interpreters.pxla``) once per XLA compilation, eager operations included; this
-    handler lowers that logger's level while it is active and keeps ``(name, avals)`` per record.
+    JAX has no public hook for this. It logs "Compiling <name> with global shapes and types <avals>"
+    (at DEBUG level) once per XLA compilation, eager operations included, from its internal logger
+    :attr:`LOGGER` (``jax._src.interpreters.pxla`` in JAX 0.12); this handler lowers that logger's level
+    while it is active and keeps ``(name, avals)`` per record. Because a silent logger would read as
+    "nothing was compiled", entering checks once per process, with a small program of its own, that the
+    record still arrives, and raises :class:`RuntimeError` saying so when a JAX has renamed the logger
+    or reworded the message.
     """
 
     LOGGER = "jax._src.interpreters.pxla"
@@ -584,18 +597,55 @@ class CompileLog(logging.Handler):
         self.programs: list[tuple[str, tuple]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.msg.startswith("Compiling ") and isinstance(record.args, tuple) and len(record.args) >= 2:
-            self.programs.append((str(record.args[0]), tuple(record.args[1])))
+        if (
+            isinstance(record.msg, str)
+            and record.msg.startswith("Compiling ")
+            and isinstance(record.args, tuple)
+            and len(record.args) >= 2
+        ):
+            self.programs.append((str(record.args[0]), tuple(record.args[1])))  # type: ignore[arg-type]
 
     def __enter__(self) -> CompileLog:
+        _check_compile_log_hears_jax(self.LOGGER)
+        self._attach()
+        return self
+
+    def _attach(self) -> None:
         self._logger = logging.getLogger(self.LOGGER)
         self._level, self._propagate = self._logger.level, self._logger.propagate
         self._logger.setLevel(logging.DEBUG)
         self._logger.propagate = False  # keep the notebook quiet
         self._logger.addHandler(self)
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         self._logger.removeHandler(self)
         self._logger.setLevel(self._level)
         self._logger.propagate = self._propagate
+
+
+_LOGGERS_HEARD: set[str] = set()
+
+
+def _check_compile_log_hears_jax(logger: str) -> None:
+    """Compiles a fresh small program under a CompileLog on ``logger``; RuntimeError if none is heard."""
+    if logger in _LOGGERS_HEARD:
+        return
+    import jax
+    import jax.numpy as jnp
+
+    probe = CompileLog.__new__(CompileLog)
+    CompileLog.__init__(probe)
+    probe.LOGGER = logger
+    probe._attach()
+    try:
+        jax.jit(lambda a: a * 2 + 1)(jnp.zeros(3)).block_until_ready()  # a new function: always compiled
+    finally:
+        probe.__exit__()
+    if not probe.programs:
+        raise RuntimeError(
+            f"CompileLog cannot see compilations in JAX {jax.__version__}: it listens to JAX's internal "
+            f"logger {logger!r} for 'Compiling <name> ...' records, and none arrived for a program that "
+            "was compiled (a JAX that renamed the logger or reworded the message); update "
+            "shardbook.checks.CompileLog.LOGGER"
+        )
+    _LOGGERS_HEARD.add(logger)

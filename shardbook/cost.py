@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .comms import Collective, Report, _base_kind, dot_flops
+from .comms import Collective, Report, collective_kind, dot_flops
 from .hlo import Computation, Instruction, Module
 
 # Sources:
@@ -154,7 +154,7 @@ def collective_seconds(c: Collective, chip: Chip, mesh_axes: dict[str, int]) -> 
     """Time of one execution of a collective on ``chip`` (see the module docstring)."""
     if c.bytes_per_execution == 0 and c.group_size <= 1:
         return 0.0
-    axes = [a for a in c.axes if a in mesh_axes] or [None]
+    axes: list[str | None] = [a for a in c.axes if a in mesh_axes] or [None]  # None: no mesh axis named
     links = 0
     hops = 0
     for a in axes:
@@ -218,6 +218,7 @@ class _Simulator:
 
     def __init__(self, report: Report, chip: Chip) -> None:
         self.report = report
+        assert report.module is not None  # estimate() has checked
         self.module: Module = report.module
         self.chip = chip
         self.compute_free = 0.0
@@ -236,7 +237,7 @@ class _Simulator:
             ins = [ready.get(op, 0.0) for op in inst.operands]
             after = max((_latest(v) for v in ins), default=0.0)
             waited_on_collective = any(from_collective.get(op, False) for op in inst.operands)
-            kind, phase = _base_kind(inst.opcode)
+            kind, phase = collective_kind(inst.opcode)
             if inst.opcode == "parameter":
                 index = int(inst.operand_text) if inst.operand_text.isdigit() else 0
                 ready[inst.name] = params[index] if index < len(params) else 0.0

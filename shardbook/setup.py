@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 #: The JAX release every notebook of the book is executed with in CI.
 PINNED_JAX = "0.12.0.1"
-#: The oldest JAX with the APIs the book uses (jax.shard_map, jax.typeof, jax.reshard, DotAlgorithmPreset).
+#: The oldest JAX with the APIs the book uses (jax.shard_map, jax.typeof, jax.reshard, DotAlgorithmPreset);
+#: pyproject.toml's ``jax>=`` says the same (a test keeps them equal).
 MIN_JAX = "0.12.0"
 #: The oldest Python the pinned JAX is released for.
 MIN_PYTHON = (3, 12)
@@ -41,7 +42,7 @@ INSTALL_URL_ENV = "SHARDBOOK_URL"
 #: How many devices every example is written for.
 NUM_DEVICES = 8
 #: The helper's own requirements besides JAX (pyproject.toml's dependencies; a test keeps them equal).
-REQUIREMENTS = ("numpy", "matplotlib", "rich", "packaging")
+REQUIREMENTS = ("numpy", "matplotlib", "packaging")
 #: Modules a session may already hold at another version than the one installed: the packages JAX is
 #: made of and the ones it imports. Import name -> distribution name.
 WATCHED = {
@@ -238,6 +239,8 @@ def stale_modules() -> list[tuple[str, str, str]]:
 def _satisfied(requirement: str) -> bool:
     """Whether an installed distribution meets a requirement such as ``libtpu==0.0.50.*``."""
     match = re.match(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[[^\]]*\])?\s*([^;]*)", requirement)
+    if match is None:
+        return False
     name, spec = match.group(1), match.group(2).strip()
     have = installed_version(name)
     if have is None:
@@ -299,7 +302,7 @@ def pip_install(requirements: list[str], *, tick_seconds: float = 10.0, pip: lis
     cmd = [*(pip or [sys.executable, "-m", "pip"]), "install", "--progress-bar", "off", *requirements]
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
-        shown = 0
+        shown = 0.0
         while process.poll() is None:
             time.sleep(0.2)
             elapsed = time.monotonic() - start
@@ -436,17 +439,15 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
 
     simulate = choose_devices(kind, count, devices)
     if _backends_started():
-        found = jax.devices()
-        if len(found) < NUM_DEVICES:
-            raise SetupError(
-                f"JAX already started with {len(found)} {found[0].platform} device(s) before this cell "
-                f"ran, and the number of simulated devices can only be chosen before that: "
-                f"{restart_advice()}, before any other cell."
-            )
+        found = _enough_started_devices(jax.devices())
     else:
         if simulate:
-            jax.config.update("jax_platforms", "cpu")
-            jax.config.update("jax_num_cpu_devices", NUM_DEVICES)
+            try:
+                jax.config.update("jax_num_cpu_devices", NUM_DEVICES)
+            except RuntimeError:  # refused once a backend has started (when _backends_started cannot tell)
+                _enough_started_devices(jax.devices())
+            else:
+                jax.config.update("jax_platforms", "cpu")
         found = jax.devices()
     summary = DeviceSummary(
         backend=found[0].platform,
@@ -475,7 +476,32 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:4])
 
 
-def _backends_started() -> bool:
-    from jax._src import xla_bridge
+def _enough_started_devices(found: list) -> list:
+    """``found`` when JAX, already started, has enough devices; else SetupError with what to do."""
+    if len(found) < NUM_DEVICES:
+        raise SetupError(
+            f"JAX already started with {len(found)} {found[0].platform} device(s) before this cell "
+            f"ran, and the number of simulated devices can only be chosen before that: "
+            f"{restart_advice()}, before any other cell."
+        )
+    return found
 
-    return xla_bridge.backends_are_initialized()
+
+#: JAX's private answer to "has a backend started?" (module, function); see _backends_started.
+PRIVATE_BACKEND_QUERY = ("jax._src.xla_bridge", "backends_are_initialized")
+
+
+def _backends_started() -> bool | None:
+    """Whether JAX has already started a backend (the device count is fixed from then on); None when
+    this JAX cannot say.
+
+    JAX 0.12 has no public question for this: the answer is ``backends_are_initialized`` in the private
+    module ``jax._src.xla_bridge``. If a later JAX moves or renames it, this returns None and
+    :func:`setup` relies on JAX's public refusal instead: ``jax.config.update("jax_num_cpu_devices", n)``
+    raises RuntimeError once a backend has started, which becomes the same SetupError.
+    """
+    module, name = PRIVATE_BACKEND_QUERY
+    try:
+        return bool(getattr(importlib.import_module(module), name)())
+    except (ImportError, AttributeError):
+        return None

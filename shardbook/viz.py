@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape as _html_escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # matplotlib and jax are imported on first use: shardbook.setup() must run first.
     import jax
@@ -187,7 +187,7 @@ def _resolve(x_or_sharding: Any, shape: Sequence[int] | None, caller: str) -> _L
         )
     try:
         block_shape = tuple(sharding.shard_shape(shape))
-        index_map = sharding.devices_indices_map(shape)
+        index_map: dict[Any, Any] = dict(sharding.devices_indices_map(shape))
     except Exception as e:  # IndivisibleError, DuplicateSpecError, unknown axis name …
         what = _spec_text(spec) if spec is not None else str(sharding)
         raise ValueError(f"{caller}: cannot lay out shape {shape} with {what}: {e}") from e
@@ -226,8 +226,10 @@ def describe_sharding(
         with more entries than dimensions, an unknown mesh axis).
 
     Example:
-      >>> mesh = jax.make_mesh((4, 2), ('X', 'Y'))  # doctest: +SKIP
-      >>> print(describe_sharding(NamedSharding(mesh, P('X')), (8, 4)))  # doctest: +SKIP
+      >>> import jax
+      >>> from jax.sharding import NamedSharding, PartitionSpec as P
+      >>> mesh = jax.make_mesh((4, 2), ('X', 'Y'))
+      >>> print(describe_sharding(NamedSharding(mesh, P('X')), (8, 4)))
       array[8,4] · P('X') · mesh ('X': 4, 'Y': 2) · block (2, 4) per device
         block        devices
         [0:2, 0:4]   d0,d1
@@ -320,6 +322,7 @@ def draw_sharding(
     fontsize = max(6.0, 10.0 * scale)
 
     created = ax is None
+    fig: Any  # a Figure, or the SubFigure an ax passed in belongs to
     if ax is None:
         fig, ax = plt.subplots(figsize=(grid_w * scale + 1.2, grid_h * scale + 1.5))
     else:
@@ -587,7 +590,7 @@ def draw_collective(
     if collective not in COLLECTIVES:
         raise ValueError(f"draw_collective: unknown collective {collective!r}; expected one of {COLLECTIVES}")
     blocks = run_collective(x, collective, axis_name, **params)
-    mesh = x.sharding.mesh
+    mesh = cast(Any, x.sharding).mesh  # run_collective has checked it is a NamedSharding
     names = tuple(mesh.axis_names)
     id_of_position = [d.id for d in mesh.devices.flat]
     if where:
@@ -753,7 +756,7 @@ def draw_communication(
     width = max(x for x, _ in xy) + 1
     height = max(y for _, y in xy) + 1
 
-    collectives = report.collectives or [None]
+    collectives: list[Any] = report.collectives or [None]  # None: an empty panel saying so
     per_row = min(len(collectives), 3)
     n_rows = -(-len(collectives) // per_row)
     panel_w, panel_h = 1.0 * width + 1.2, 0.85 * height + 1.6
@@ -880,7 +883,7 @@ def ring_schedule(
     if axis_name not in names:
         raise ValueError(f"draw_ring_steps: axis {axis_name!r} is not on the mesh; its axes are {names}")
     n = mesh.shape[axis_name]
-    perm = [(s, (s - 1) % n) for s in range(n)] if perm is None else [tuple(p) for p in perm]
+    perm = [(s, (s - 1) % n) for s in range(n)] if perm is None else [(int(p[0]), int(p[1])) for p in perm]
 
     def body():
         tag = jax.lax.axis_index(axis_name).astype(jnp.float32).reshape(1)
@@ -1100,7 +1103,7 @@ def route_counts(routing: Any, n_devices: int, n_experts: int | None = None) -> 
       i and need an expert on device j. The diagonal stays on its device.
 
     Example:
-      >>> route_counts([0, 3, 1, 2], n_devices=2, n_experts=4)  # doctest: +SKIP
+      >>> route_counts([0, 3, 1, 2], n_devices=2, n_experts=4)
       array([[1, 1],
              [1, 1]])
     """

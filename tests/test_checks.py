@@ -51,6 +51,8 @@ def test_expect_equal_describes_arrays_instead_of_crashing():
     # Comparing an array with a tuple raises inside NumPy; the check must still answer in words.
     with pytest.raises(CheckFailed, match=r"expected \(2, 4\), got a NumPy array int64\[2\]"):
         expect_equal(np.array([2, 4]), (2, 4))
+    with pytest.raises(CheckFailed, match=r"expected \(2, 4\), got int32\[2\]"):  # JAX raises TypeError here
+        expect_equal(jnp.array([2, 4]), (2, 4))
 
 
 def test_expect_allclose_names_first_wrong_entry():
@@ -277,3 +279,13 @@ def test_a_notebook_shows_a_common_mistake_in_words_and_still_fails(capsys):
     finally:
         shell.set_custom_exc((), None)
         InteractiveShell.clear_instance()
+
+
+def test_compile_log_that_hears_nothing_says_so(monkeypatch):
+    # property: a JAX that renamed its internal logger makes CompileLog raise, not report "no compile"
+    monkeypatch.setattr(CompileLog, "LOGGER", "jax._src.interpreters.renamed")
+    with pytest.raises(
+        RuntimeError, match=r"CompileLog cannot see compilations .* 'jax._src.interpreters.renamed'"
+    ):
+        with CompileLog():
+            pass

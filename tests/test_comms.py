@@ -1,6 +1,7 @@
 """Tests for shardbook.comms and shardbook.hlo: exact figures read from real compiled programs."""
 
 import functools
+import html
 
 import jax
 import jax.numpy as jnp
@@ -361,3 +362,59 @@ ENTRY %main (p0: f32[4], p1: f32[4], p2: f32[4], p3: f32[4], p4: f32[4], p5: f32
     module = hlo.parse_module(text)
     root = module.entry.instructions[-1]
     assert root.operands == ["p0", "p1", "p2", "p3", "p4", "p5"]
+
+
+# ---- corrections for the CPU backend that cannot be applied are said, not skipped ------------------------
+
+
+def test_every_cpu_pass_the_analyzer_switches_off_is_known_to_this_xla():
+    # property: switching off each pass of CPU_PASSES changes the probe program (none is renamed)
+    from shardbook.comms import cpu
+
+    assert cpu.passes_without_effect(tuple(cpu.CPU_PASSES)) == ()
+    assert cpu.passes_without_effect(("no-such-pass",)) == ("no-such-pass",)
+
+
+def test_renamed_cpu_pass_is_noticed_in_the_report(monkeypatch, matmul_args):
+    # property: a pass name this XLA does not know (as after a rename) gives a note, shown when printed
+    from shardbook.comms import cpu
+
+    renamed = {
+        "float-normalization-bf16-renamed": "runs bf16 collectives in f32",
+        "cpu-all-reduce-combiner": "",
+    }
+    monkeypatch.setattr(cpu, "CPU_PASSES", renamed)
+    report = comms.analyze(lambda a, w: a @ w, *matmul_args)
+    (note,) = [n for n in report.notes if "could not be applied" in n]
+    assert "'float-normalization-bf16-renamed'" in note and "runs bf16 collectives in f32" in note
+    assert "cpu-all-reduce-combiner" not in note  # the name XLA knows is not reported
+    assert f"* {note}" in str(report)
+    assert html.escape(note) in report._repr_html_()
+    monkeypatch.undo()
+    assert not any("could not be applied" in n for n in comms.analyze(lambda a, w: a @ w, *matmul_args).notes)
+
+
+def test_refused_cpu_correction_is_noticed():
+    # property: when XLA refuses the bf16-preserving compile, the text is None and a note says why
+    from shardbook.comms import cpu
+
+    class Refusing:
+        def compile(self, compiler_options=None):
+            raise jax.errors.JaxRuntimeError(
+                "INVALID_ARGUMENT: No such compile option: 'xla_disable_hlo_passes'"
+            )
+
+    text, notes = cpu.compile_without_cpu_passes(Refusing())
+    assert text is None
+    assert len(notes) == 1 and "No such compile option" in notes[0] and "could not be applied" in notes[0]
+
+
+def test_cpu_pass_probe_is_skipped_for_a_program_without_collectives(monkeypatch, mesh24):
+    # property: only a program with collectives pays for (and can be affected by) the pass probe
+    from shardbook.comms import cpu
+
+    asked = []
+    monkeypatch.setattr(cpu, "passes_without_effect", lambda names: asked.append(names) or ())
+    x = _put(jnp.ones((8, 1024), jnp.float32), mesh24, P("X", "Y"))
+    assert comms.analyze(lambda b: b * 2, x).count() == 0 and asked == []
+    assert comms.analyze(lambda b: b.sum(), x).count("all-reduce") >= 1 and len(asked) == 1

@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 import types
 from pathlib import Path
 
@@ -77,6 +78,31 @@ def test_setup_after_jax_started_with_too_few_devices_says_what_to_do(colab):
     assert "pip is installing" not in result.stdout  # the pinned JAX is there: nothing to install
 
 
+# as if a later JAX had renamed the private function (deleting JAX's own would break JAX itself)
+HIDE_PRIVATE_BACKEND_QUERY = (
+    "import sys, shardbook; s = sys.modules['shardbook.setup']\n"
+    "s.PRIVATE_BACKEND_QUERY = ('jax._src.xla_bridge', 'renamed')\n"
+    "assert s._backends_started() is None\n"
+)
+
+
+@pytest.mark.parametrize("started", [False, True])
+def test_setup_without_jax_private_backend_query(started):
+    # setup() asks the private jax._src.xla_bridge.backends_are_initialized whether JAX has started; a
+    # JAX without it gets the same outcome through the public config's refusal, not a traceback.
+    result = _run(
+        HIDE_PRIVATE_BACKEND_QUERY
+        + ("import jax.numpy as jnp; jnp.zeros(1)\n" if started else "")
+        + "import shardbook\n"
+        "try:\n    print('DEVICES', shardbook.setup(quiet=True).count)\n"
+        "except shardbook.SetupError as e:\n    print('MESSAGE', e)\n"
+    )
+    if started:
+        assert "MESSAGE JAX already started with 1 cpu device(s)" in result.stdout, result.stderr
+    else:
+        assert "DEVICES 8" in result.stdout, result.stderr
+
+
 def test_too_old_jax_is_refused_in_one_sentence(monkeypatch):
     # Outside Colab an old JAX that is both installed and loaded is the learner's to upgrade.
     monkeypatch.setattr(jax, "__version__", "0.4.30")
@@ -144,6 +170,13 @@ def test_requirements_match_pyproject():
     assert sorted(deps) == sorted(["jax", *devices_setup.REQUIREMENTS])
 
 
+def test_minimum_jax_matches_pyproject():
+    # one fact, two places: setup() refuses an older JAX than pip would accept for the helper package
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (jax_requirement,) = [d for d in dependencies if re.match(r"jax\b", d)]
+    assert jax_requirement == f"jax>={devices_setup.MIN_JAX}"
+
+
 def test_importing_shardbook_loads_nothing_heavy():
     # The setup cell imports shardbook before JAX exists at the right version: nothing may load yet.
     result = _run(
@@ -182,7 +215,7 @@ BOOK_STACK = dict(jax="0.12.0.1", jaxlib="0.12.0.1", numpy="2.5.5")
         (BOOK_STACK, "tpu", True, True, []),
         (BOOK_STACK, "tpu", True, False, ["jax[tpu]==0.12.0.1", "jaxlib==0.12.0.1"]),  # libtpu left old
         (COLAB_STACK, "cpu", False, True, []),  # a learner's own Python: told, not upgraded
-        (dict(BOOK_STACK, rich=None), "cpu", False, True, ["jax==0.12.0.1", "jaxlib==0.12.0.1"]),
+        (dict(BOOK_STACK, matplotlib=None), "cpu", False, True, ["jax==0.12.0.1", "jaxlib==0.12.0.1"]),
     ],
 )
 def test_what_gets_installed(monkeypatch, stack, kind, colab, extra_ok, wanted):
@@ -451,3 +484,12 @@ def test_one_gpu_is_counted_from_nvidia_smi(tmp_path, monkeypatch):
     kind, count = devices_setup.count_accelerators(str(tmp_path))  # no TPU under this root
     assert (kind, count) == ("gpu", 1) and devices_setup.choose_devices(kind, count)
     assert devices_setup._one_chip_note(kind, count).startswith("shardbook: this runtime has 1 GPU and every")
+
+
+def test_every_subpackage_of_shardbook_is_installed():
+    # pip installs only the packages pyproject.toml lists: a new subpackage left out breaks Colab
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    found = [
+        ".".join(p.parent.relative_to(ROOT).parts) for p in sorted((ROOT / "shardbook").rglob("__init__.py"))
+    ]
+    assert sorted(found) == sorted(listed)

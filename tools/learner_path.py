@@ -97,7 +97,7 @@ def _uses_helper(source: str, name: str, helper: str) -> str:
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
     first = fn.body[0]
     has_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-    at = first.end_lineno if has_doc else first.lineno - 1  # insert after this many lines
+    at = (first.end_lineno or first.lineno) if has_doc else first.lineno - 1  # insert after this many lines
     lines = source.splitlines(keepends=True)
     indent = " " * first.col_offset
     lines.insert(at, f"{indent}assert {helper}() == 1  # defined in a cell of the learner's own\n")

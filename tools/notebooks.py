@@ -221,7 +221,9 @@ def points_problems(nb, name: str) -> tuple[list[str], dict[str, int]]:
         problems.append(
             f"{name}: the intro says 'Points: {stated[0]} in all'; the test cells' metadata sums to {total}"
         )
-    current, heading_points, counted = None, {}, {}
+    current: str | None = None
+    heading_points: dict[str, int] = {}
+    counted: dict[str, int] = {}
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             for number, points in EXERCISE_HEADING.findall(cell.source):
@@ -365,7 +367,8 @@ def secret_texts(line: str) -> list[str]:
 
 def secret_lines(paths: list[Path] | None = None) -> set[str]:
     """Distinctive lines of every solution block and hidden-test block in solutions/ (or `paths`)."""
-    lines, public = set(), set()
+    lines: set[str] = set()
+    public: set[str] = set()
     for path in solution_notebooks() if paths is None else paths:
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:

@@ -51,6 +51,7 @@ IMAGE_MIME = re.compile(r"^image/")
 def _nbtools():
     """tools/notebooks.py, for its leak logic (one implementation for the notebooks and the site)."""
     spec = importlib.util.spec_from_file_location("nbtools", Path(__file__).with_name("notebooks.py"))
+    assert spec is not None and spec.loader is not None, "tools/notebooks.py is missing"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -503,7 +504,8 @@ def browser_check(
                     if shots is not None and phone and result.images:
                         # On a phone, also the first figure as a reader scrolls to it.
                         first = page.query_selector(".cell_output img")
-                        first.scroll_into_view_if_needed()
+                        if first is not None:
+                            first.scroll_into_view_if_needed()
                         page.screenshot(path=str(shots / f"{name}--first-figure.png"))
                         page.evaluate("window.scrollTo(0, 0)")
                     result.problems += _check_navigation(page, viewport, require_nav)
@@ -594,8 +596,9 @@ def main(argv: list[str] | None = None) -> int:
     width = max(len(page) for page in by_page)
     print(f"{'page':<{width}} {'figures':>7} {'desktop':>8} {'phone':>6}   (images loaded)")
     for page, views in by_page.items():
-        d, p = views.get("desktop"), views.get("phone")
-        print(f"{page:<{width}} {d.expected:>7} {d.loaded:>8} {p.loaded:>6}")
+        d, p = views.get("desktop"), views.get("phone")  # None: that viewport was not checked
+        figures = d.expected if d else p.expected if p else "-"
+        print(f"{page:<{width}} {figures:>7} {d.loaded if d else '-':>8} {p.loaded if p else '-':>6}")
     failed = [f"{r.page} ({r.viewport}): {problem}" for r in results for problem in r.problems]
     seconds = time.monotonic() - start
     if failed:

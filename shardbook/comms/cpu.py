@@ -1,0 +1,161 @@
+"""What the CPU backend (the simulated devices this book uses) does differently, and the corrections.
+
+* The CPU compiler turns bf16 collectives into f32 ones (the ``float-normalization-bf16`` pass),
+  doubling their bytes, and combines independent all-reduces into one (``cpu-all-reduce-combiner``).
+  :func:`compile_without_cpu_passes` compiles a second, never-executed copy with those passes switched
+  off (:data:`CPU_PASSES`). That copy keeps bf16 for all-gather, all-to-all and collective-permute;
+  all-reduce and reduce-scatter stay f32 but keep a reducer whose name ends in ``_promoted``, so
+  :func:`intended_dtype` reports them with the dtype the program meant (bf16).
+* The SPMD partitioner writes a reduce-scatter as an all-reduce followed by a dynamic-slice that keeps
+  1/n of the result; XLA:GPU's ``ReduceScatterCreator`` pass fuses the pair into one reduce-scatter,
+  and XLA:CPU runs no such pass. :func:`reduce_scatter_block` finds that pair.
+
+XLA ignores a pass name it does not know, without an error. So before trusting the copy,
+:func:`passes_without_effect` compiles a tiny program that each pass changes and reports any name that
+changed nothing (a pass renamed in a newer XLA); the report then says which correction is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from ..hlo import ArrayType, Computation, Instruction, Module
+from .queries import value_type
+
+#: The CPU passes switched off in the copy the analyzer reads (jax/jaxlib 0.12.0.1), with what each does.
+CPU_PASSES = {
+    "float-normalization-bf16": "runs bf16 collectives in f32",
+    "cpu-all-reduce-combiner": "combines independent all-reduces into one",
+}
+
+# an instruction of one of the collective kinds in program text: ``= f32[8] all-gather(`` (or -start)
+_COLLECTIVE_OP = re.compile(
+    r" (all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(-start)?\("
+)
+
+# ops a value passes through unchanged on its way from an all-reduce to the dynamic-slice
+PASS_THROUGH = ("convert", "bitcast", "copy", "reshape", "bitcast-convert")
+
+
+def disabled_passes() -> str:
+    """The value of XLA's ``xla_disable_hlo_passes`` option for :data:`CPU_PASSES`.
+
+    Example:
+      >>> disabled_passes()
+      'float-normalization-bf16,cpu-all-reduce-combiner'
+    """
+    return ",".join(CPU_PASSES)
+
+
+def compile_without_cpu_passes(lowered: Any, executed_text: str = "") -> tuple[str | None, list[str]]:
+    """(text of ``lowered`` compiled without :data:`CPU_PASSES`, notes on what could not be done).
+
+    The text is None when XLA refuses the option itself; a pass name XLA does not know is not an
+    error for XLA, so :func:`passes_without_effect` is asked, and each such name gets a note. When
+    ``executed_text`` (the program as the CPU runs it) is given and has no collective, there is
+    nothing these passes change, and the probe is not compiled.
+    """
+    import jax
+
+    probe = not executed_text or _COLLECTIVE_OP.search(executed_text) is not None
+    notes = [
+        f"the correction for a CPU pass that {CPU_PASSES[name]} could not be applied: this XLA does not "
+        f"know a pass named {name!r} (renamed?), so figures it affects are those of the program the CPU "
+        "runs; update shardbook.comms.cpu.CPU_PASSES"
+        for name in (passes_without_effect(tuple(CPU_PASSES)) if probe else ())
+    ]
+    try:
+        text = lowered.compile(compiler_options={"xla_disable_hlo_passes": disabled_passes()}).as_text()
+    except jax.errors.JaxRuntimeError as e:  # e.g. an XLA without the xla_disable_hlo_passes option
+        first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
+        notes.append(
+            "the corrections for the CPU backend could not be applied (XLA refused to compile a copy "
+            f"without {disabled_passes()}: {first_line}); bytes are those of the program the CPU runs, "
+            "where bf16 collectives move f32"
+        )
+        return None, notes
+    return text, notes
+
+
+@functools.cache
+def passes_without_effect(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The pass names whose switching off leaves a small probe program unchanged (unknown to XLA).
+
+    The probe (compiled once per process for two CPU devices) has a bf16 all-gather, which
+    float-normalization widens to f32, and two independent all-reduces, which the combiner joins.
+    With fewer than two CPU devices nothing can be probed, and nothing is reported.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import AxisType, Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    devices = jax.devices("cpu")[:2]
+    if len(devices) < 2:
+        return ()
+    mesh = Mesh(np.array(devices), ("i",), axis_types=(AxisType.Auto,))
+
+    def spec(*s: str | None) -> NamedSharding:
+        return NamedSharding(mesh, P(*s))
+
+    a = jax.ShapeDtypeStruct((4, 8), jnp.bfloat16, sharding=spec("i"))
+    b = jax.ShapeDtypeStruct((4, 8), jnp.float32, sharding=spec(None, "i"))
+    probe = jax.jit(lambda a, b, c: (a * 2, b.sum(1), c.sum(1)), out_shardings=(spec(), spec(), spec()))
+    lowered = probe.lower(a, b, b)
+    plain = lowered.compile().as_text()
+    return tuple(
+        name
+        for name in names
+        if lowered.compile(compiler_options={"xla_disable_hlo_passes": name}).as_text() == plain
+    )
+
+
+def intended_dtype(module: Module, comp: Computation, name: str, depth: int = 0) -> str | None:
+    """The element type a value had before the converts the CPU backend inserted around it."""
+    inst = comp.by_name.get(name)
+    if inst is None or depth > 8:
+        return None
+    if inst.opcode == "convert" and inst.operands:
+        src = value_type(comp, inst.operands[0])
+        return src.dtype if src else None
+    if inst.opcode == "fusion":
+        callee = next((module.computations.get(c) for _, c in inst.called()), None)
+        if callee is not None and callee.root.opcode == "convert" and callee.root.operands:
+            src = value_type(callee, callee.root.operands[0])
+            return src.dtype if src else None
+    if inst.opcode in ("bitcast", "copy", "reshape") and inst.operands:
+        return intended_dtype(module, comp, inst.operands[0], depth + 1)
+    return None
+
+
+def reduce_scatter_block(module: Module, comp: Computation, inst: Instruction, n: int) -> ArrayType | None:
+    """The kept block when every use of the all-reduce ``inst`` (through converts/copies) is a
+    dynamic-slice keeping 1/n of it — a reduce-scatter as XLA:CPU writes it — else None."""
+    users = module.users(comp)
+    full = inst.arrays[0].elements if inst.arrays else 0
+    frontier, seen, found = [inst.name], set(), None
+    while frontier:
+        name = frontier.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for user in users.get(name, []):
+            opcodes = {user.opcode}
+            if user.opcode == "fusion":
+                callee = next((module.computations.get(c) for _, c in user.called()), None)
+                if callee is None:
+                    return None
+                opcodes = {i.opcode for i in callee.instructions} - {"parameter", "constant"}
+            if "dynamic-slice" in opcodes:
+                kept = user.arrays[0].elements if user.arrays else 0
+                if kept * n != full or (found is not None and found.dims != user.arrays[0].dims):
+                    return None
+                found = user.arrays[0]
+            elif opcodes <= set(PASS_THROUGH):
+                frontier.append(user.name)
+            else:
+                return None
+    return found

@@ -1,0 +1,268 @@
+"""Questions asked of a parsed program (:class:`shardbook.hlo.Module`), with no correction applied.
+
+How many times each computation runs (loop trip counts), the matmul FLOPs, which instructions are
+collectives, the mesh axes a device group spans, the ring size of a permutation, the large arrays.
+The CPU backend's differences are :mod:`shardbook.comms.cpu`'s business, not this module's.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..hlo import ArrayType, Computation, Instruction, Module, parse_module, parse_type
+from .report import COLLECTIVE_KINDS
+
+# opcodes whose called computations run as part of the caller (their FLOPs count through it)
+CALLING_OPCODES = ("fusion", "call", "async-start", "custom-call")
+
+
+def collective_kind(opcode: str) -> tuple[str | None, str]:
+    """The collective an opcode belongs to and its phase: ``''``, ``'start'`` or ``'done'``.
+
+    Example:
+      >>> collective_kind("all-gather-start"), collective_kind("all-reduce"), collective_kind("add")
+      (('all-gather', 'start'), ('all-reduce', ''), (None, ''))
+    """
+    for kind in COLLECTIVE_KINDS:
+        if opcode == kind:
+            return kind, ""
+        if opcode == kind + "-start":
+            return kind, "start"
+        if opcode == kind + "-done":
+            return kind, "done"
+    return None, ""
+
+
+def value_type(comp: Computation, name: str) -> ArrayType | None:
+    """The (first) array type of the value ``name`` in ``comp``, None when unknown."""
+    inst = comp.by_name.get(name)
+    if inst is None or not inst.arrays:
+        return None
+    return inst.arrays[0]
+
+
+def types_of(comp: Computation, name: str) -> list[ArrayType]:
+    """Every array type of the value ``name`` in ``comp`` (a tuple has several)."""
+    inst = comp.by_name.get(name)
+    return inst.arrays if inst is not None else []
+
+
+# ---------------------------------------------------------------------------------------------------
+# loops: how many times each computation runs
+
+
+def executions_per_computation(module: Module) -> tuple[dict[str, int], set[str], list[str]]:
+    """(computation -> times it runs per call, computations inside an unknown-trip-count loop, notes).
+
+    A while body runs ``known_trip_count`` times per execution of the while op (its condition once
+    more); fusions, reducers and branches run as often as their caller (branches: an upper bound).
+    ``compiled.cost_analysis()`` counts a loop body once; this is why the analyzer counts for itself.
+    """
+    counts: dict[str, int] = {}
+    unknown: set[str] = set()
+    notes: list[str] = []
+
+    def visit(comp: Computation, times: int, in_unknown: bool, depth: int = 0) -> None:
+        counts[comp.name] = counts.get(comp.name, 0) + times
+        if in_unknown:
+            unknown.add(comp.name)
+        if depth > 64:
+            return
+        for inst in comp.instructions:
+            calls = inst.called()
+            if not calls:
+                continue
+            trip, unknown_here = 1, False
+            if inst.opcode == "while":
+                n = inst.backend_config().get("known_trip_count", {}).get("n")
+                if n is None:
+                    unknown_here = True
+                    notes.append(
+                        f"the loop {inst.name} has no known trip count: what it contains is counted "
+                        "once per execution (a lower bound)"
+                    )
+                else:
+                    trip = int(n)
+            for role, name in calls:
+                callee = module.computations.get(name)
+                if callee is None:
+                    continue
+                k = trip + 1 if role == "condition" and inst.opcode == "while" else trip
+                if role == "condition" and unknown_here:
+                    k = 1
+                visit(callee, times * k, in_unknown or unknown_here, depth + 1)
+
+    visit(module.entry, 1, False)
+    return counts, unknown, notes
+
+
+# ---------------------------------------------------------------------------------------------------
+# matmul FLOPs
+
+
+def dot_flops(inst: Instruction, comp: Computation) -> int:
+    """2·(result elements)·(contracted size) for a dot; 2·(result)·(kernel elements / out features)
+    for a convolution. 0 for anything else."""
+    if inst.opcode not in ("dot", "convolution"):
+        return 0
+    result = inst.arrays[0].elements if inst.arrays else 0
+    operand_types = [value_type(comp, op) for op in inst.operands]
+    if inst.opcode == "dot":
+        lhs = operand_types[0] if operand_types else None
+        dims_text = (inst.attr("lhs_contracting_dims") or "{}").strip("{}")
+        dims = [int(d) for d in dims_text.split(",") if d.strip()]
+        k = math.prod(lhs.dims[d] for d in dims) if lhs is not None else 1
+        return 2 * result * k
+    kernel = operand_types[1] if len(operand_types) > 1 else None
+    labels = inst.attr("dim_labels") or ""
+    if kernel is None or "_" not in labels:
+        return 0
+    kernel_labels = labels.split("_")[1].split("->")[0]
+    out_features = kernel.dims[kernel_labels.index("o")] if "o" in kernel_labels else 1
+    return 2 * result * kernel.elements // max(out_features, 1)
+
+
+def flops_per_computation(module: Module) -> dict[str, int]:
+    """Matmul FLOPs of one run of each computation, counting the fusions and calls it makes
+    (but not while bodies, which are counted through their own trip counts)."""
+    memo: dict[str, int] = {}
+
+    def of(name: str, depth: int = 0) -> int:
+        if name in memo:
+            return memo[name]
+        comp = module.computations.get(name)
+        total = 0
+        if comp is not None and depth < 64:
+            for inst in comp.instructions:
+                total += dot_flops(inst, comp)
+                if inst.opcode in CALLING_OPCODES:
+                    for _, callee in inst.called():
+                        total += of(callee, depth + 1)
+        memo[name] = total
+        return total
+
+    for name in module.computations:
+        of(name)
+    return memo
+
+
+def total_flops(module: Module, executions: dict[str, int]) -> int:
+    """Per-device matmul FLOPs of one call of the program, loop trip counts included."""
+    fused_into: set[str] = set()
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            if inst.opcode in CALLING_OPCODES:
+                fused_into.update(c for _, c in inst.called())
+    per_run = flops_per_computation(module)
+    total = 0
+    for comp in module.computations.values():
+        if comp.name in fused_into:
+            continue  # counted through its caller
+        own = sum(dot_flops(i, comp) for i in comp.instructions)
+        nested = sum(
+            per_run.get(c, 0)
+            for inst in comp.instructions
+            if inst.opcode in CALLING_OPCODES
+            for _, c in inst.called()
+        )
+        total += (own + nested) * executions.get(comp.name, 0)
+    return total
+
+
+# ---------------------------------------------------------------------------------------------------
+# device groups
+
+
+def axes_of_groups(groups: list[list[int]], mesh_shape: dict[str, int]) -> tuple[str, ...]:
+    """Mesh axes along which the device coordinates differ within a group (logical ids in mesh order).
+
+    Example: on a 2×4 mesh, devices 0-3 share X and differ in Y; devices 0 and 4 differ in X:
+
+      >>> axes_of_groups([[0, 1, 2, 3], [4, 5, 6, 7]], {"X": 2, "Y": 4})
+      ('Y',)
+      >>> axes_of_groups([[0, 4], [1, 5], [2, 6], [3, 7]], {"X": 2, "Y": 4})
+      ('X',)
+    """
+    if not mesh_shape or not groups:
+        return ()
+    names, sizes = list(mesh_shape), list(mesh_shape.values())
+    total = math.prod(sizes)
+    varying = set()
+    for group in groups:
+        if any(d >= total or d < 0 for d in group):
+            return ()
+        coords = [_unravel(d, sizes) for d in group]
+        for axis in range(len(names)):
+            if len({c[axis] for c in coords}) > 1:
+                varying.add(axis)
+    return tuple(names[a] for a in sorted(varying))
+
+
+def _unravel(i: int, sizes: list[int]) -> tuple[int, ...]:
+    out = []
+    for s in reversed(sizes):
+        out.append(i % s)
+        i //= s
+    return tuple(reversed(out))
+
+
+def cycle_size(pairs: list[tuple[int, int]]) -> int:
+    """The length of the longest permutation cycle (the ring size of a ppermute), 1 if none.
+
+    Example:
+      >>> cycle_size([(0, 1), (1, 2), (2, 3), (3, 0)]), cycle_size([(0, 1), (1, 0), (2, 3), (3, 2)])
+      (4, 2)
+    """
+    nxt = dict(pairs)
+    best = 1 if pairs else 0
+    for start in nxt:
+        length, cur = 0, start
+        while cur in nxt and length <= len(pairs):
+            cur = nxt[cur]
+            length += 1
+            if cur == start:
+                best = max(best, length)
+                break
+    return best or (2 if pairs else 0)
+
+
+def num_partitions(text: str) -> int:
+    """The device count in the program's header (``num_partitions=8``), 0 when it names none above 1."""
+    head = text[: text.find("\n")] if "\n" in text else text
+    for key in ("num_partitions=", "replica_count="):
+        i = head.find(key)
+        if i >= 0:
+            digits = ""
+            for ch in head[i + len(key) :]:
+                if not ch.isdigit():
+                    break
+                digits += ch
+            if digits and int(digits) > 1:
+                return int(digits)
+    return 0
+
+
+def count_f32_collectives(module: Module) -> int:
+    """How many collective ops the program runs on f32 data, as written (no corrections)."""
+    count = 0
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            kind, phase = collective_kind(inst.opcode)
+            if kind and phase != "done" and any(t.dtype == "f32" for t in inst.arrays):
+                count += 1
+    return count
+
+
+def largest_intermediates(text: str, elements: int) -> list[tuple[str, ArrayType, str]]:
+    """Arrays with at least ``elements`` elements made anywhere in the program (per device), as
+    (instruction name, type, op name); parameters are not counted, fused values are."""
+    module = parse_module(text)
+    out = []
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            if inst.opcode in ("parameter", "get-tuple-element", "tuple", "bitcast"):
+                continue
+            for t in parse_type(inst.type_text):
+                if t.elements >= elements:
+                    out.append((inst.name, t, module.op_name(inst)))
+    return out
