@@ -67,6 +67,9 @@ def test_every_chapter_is_a_md_source_with_its_generated_notebook():
     assert len(sources) == 11 and ROOT / "book" / "intro.md" not in sources
     for source in sources:
         assert source.with_suffix(".ipynb").read_text() == nbtools.chapter_text(source), source.name
+        # The book renders what myst-nb reads from the .md; Colab opens the .ipynb: the same cells.
+        as_built = read_myst_markdown_notebook(source.read_text(), MdParserConfig())
+        assert _cells(as_built) == _cells(nbformat.read(source.with_suffix(".ipynb"), as_version=4))
 
 
 def test_chapter_notebook_keeps_metadata_and_derives_ids(tmp_path, monkeypatch):

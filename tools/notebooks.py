@@ -161,7 +161,7 @@ def cmd_run(args) -> None:
     chapters = {p: p.with_suffix(".md") for p in book_notebooks()}
     cache = execution_cache.open_cache()
     _use_env()
-    total = 0.0
+    total, from_cache = 0.0, 0
     for path in paths:
         start = time.monotonic()
         executed = _executed_path(out_dir, path)
@@ -170,6 +170,7 @@ def cmd_run(args) -> None:
         if cached is not None:
             nbformat.write(cached, executed)
             print(f"{'cached':>9}  {path.relative_to(ROOT)}", flush=True)
+            from_cache += 1
             continue
         try:
             papermill.execute_notebook(
@@ -191,7 +192,8 @@ def cmd_run(args) -> None:
             _cache_chapter(cache, chapters[path], source, nbformat.read(executed, as_version=4), seconds)
         total += seconds
         print(f"{seconds:7.1f} s  {path.relative_to(ROOT)}", flush=True)
-    print(f"{total:7.1f} s  in all ({len(paths)} notebooks)")
+    cached = f", {from_cache} outputs from the cache" if from_cache else ""
+    print(f"{total:7.1f} s  in all ({len(paths)} notebooks{cached})")
 
 
 def _cache_chapter(cache, md: Path, source, executed, seconds: float) -> None:
