@@ -1,8 +1,6 @@
 """Chapters as MyST Markdown and each chapter executed once: tools/notebooks.py chapters and run's
 cache, tools/execution_cache.py and tools/chapter_sources.py."""
 
-import importlib.util
-import sys
 import types
 
 import nbformat
@@ -12,14 +10,8 @@ from myst_nb.core.read import read_myst_markdown_notebook
 from myst_parser.config.main import MdParserConfig
 
 from tests.notebooks import ROOT
-
-spec = importlib.util.spec_from_file_location("nbtools", ROOT / "tools" / "notebooks.py")
-nbtools = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(nbtools)
-execution_cache = sys.modules["execution_cache"]
-spec = importlib.util.spec_from_file_location("chapter_sources", ROOT / "tools" / "chapter_sources.py")
-chapter_sources = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(chapter_sources)
+from tools import chapter_sources, execution_cache
+from tools import notebooks as nbtools
 
 CHAPTER = """---
 jupytext:

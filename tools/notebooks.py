@@ -28,8 +28,9 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))  # tools/ is a folder of scripts: its sibling module
-import execution_cache  # noqa: E402
+if str(ROOT) not in sys.path:  # run as a script: tools/ is a package of the repository root
+    sys.path.insert(0, str(ROOT))
+from tools import execution_cache  # noqa: E402
 
 SETUP_MARK = "# Setup: on Colab this installs the book's helper package; everywhere it picks the devices."
 SOLUTION_BLOCK = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
