@@ -167,6 +167,9 @@ def cmd_run(args) -> None:
         start = time.monotonic()
         executed = _executed_path(out_dir, path)
         source = chapter_notebook(chapters[path]) if path in chapters else None
+        if source is not None and path.read_text() != chapter_text(chapters[path]):
+            # Its outputs would be cached under the .md's code while papermill ran the .ipynb's.
+            fail(f"{path.relative_to(ROOT)} disagrees with its .md source: run `make chapters` first")
         cached = None if source is None or args.force else execution_cache.cached_outputs(cache, source)
         if cached is not None:
             nbformat.write(cached, executed)
