@@ -1,5 +1,6 @@
 # Sharding in JAX — every command a reader, an instructor or CI needs. See README.md.
 #   make book       build and execute the book into _build/html (creates .venv on first use)
+#   make chapters   regenerate book/*.ipynb (what Colab opens) from the chapters' sources book/*.md
 #   make test       everything CI checks, then a table of where the time went
 #   make site-check the built site in Chromium at desktop and phone sizes (screenshots: _build/screenshots)
 #   make learner-path a Colab learner's path, setup cell to grade, in a Colab-like runtime
@@ -22,10 +23,10 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help venv book test lint unit notebooks exercises check-exercises leaks site-check learner-path grade bench bench-grading clean
+.PHONY: help venv book test lint unit notebooks chapters exercises check-exercises leaks site-check learner-path grade bench bench-grading clean
 
 help:
-	@sed -n '2,9p' Makefile | sed 's/^# *//'
+	@sed -n '2,10p' Makefile | sed 's/^# *//'
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Python 3.12 or newer is needed: install it, or run make PYTHON=/path/to/python3.12"; exit 1; fi
@@ -38,6 +39,8 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 venv: $(VENV)/.installed
 
+# Chapters executed by `make notebooks` are not executed again: their outputs come from the execution
+# cache it filled (tools/execution_cache.py). A second `make book` with nothing changed reads no page.
 # env -u: a matplotlib backend set in the caller's environment (MPLBACKEND=Agg) would reach the kernels
 # and turn every figure into "<Figure size ...>" text; the kernels' own inline backend draws images.
 book: venv
@@ -54,10 +57,15 @@ unit: venv
 	$(BIN)/pytest -q --durations=10
 
 notebooks: venv
+	$(PY) tools/notebooks.py chapters --check
 	$(PY) tools/notebooks.py hygiene
 	$(PY) tools/notebooks.py points
 	$(PY) tools/notebooks.py run
 	$(PY) tools/notebooks.py prose
+
+chapters: venv
+	$(PY) tools/notebooks.py chapters
+	@echo "book/*.ipynb regenerated from book/*.md; commit them."
 
 exercises: venv
 	rm -rf exercises.new && mkdir exercises.new

@@ -1,6 +1,9 @@
 """CI checks over the book's notebooks. Each subcommand exits non-zero with a readable reason.
 
-python tools/notebooks.py run         execute book/ and solutions/ notebooks with papermill, timing each
+python tools/notebooks.py chapters    write book/NN_x.ipynb (what Colab opens) from book/NN_x.md, the
+                                      MyST Markdown source; --check: fail where they disagree
+python tools/notebooks.py run         execute book/ and solutions/ notebooks with papermill, timing each;
+                                      the chapters' outputs go into the book build's execution cache
 python tools/notebooks.py hygiene     no outputs, plain metadata, the same setup cell everywhere
 python tools/notebooks.py exercises   exercises/ equals a fresh generation from solutions/, and
                                       each exercise notebook fails only with NotImplementedError,
@@ -25,6 +28,10 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: tools/ is a package of the repository root
+    sys.path.insert(0, str(ROOT))
+from tools import execution_cache  # noqa: E402
+
 SETUP_MARK = "# Setup: on Colab this installs the book's helper package; everywhere it picks the devices."
 SOLUTION_BLOCK = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
@@ -39,8 +46,68 @@ RETURN = re.compile(r"^(return|yield)\b\s*")
 TRAILING_COMMENT = re.compile(r"\s+#\s[^\"']*$")
 
 
+CHAPTER_FORMAT = "md:myst"
+FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.S)
+
+
+def chapter_sources() -> list[Path]:
+    """The chapters' sources: the MyST Markdown notebooks of book/ (pages with a kernelspec)."""
+    return sorted(p for p in (ROOT / "book").glob("*.md") if _is_notebook_source(p.read_text()))
+
+
+def _is_notebook_source(text: str) -> bool:
+    front = FRONT_MATTER.match(text)
+    return bool(front) and re.search(r"^kernelspec:", front.group(1), re.M) is not None
+
+
 def book_notebooks() -> list[Path]:
-    return sorted((ROOT / "book").glob("*.ipynb"))
+    """The chapters' generated .ipynb, the files Colab opens and `run` executes."""
+    return [p.with_suffix(".ipynb") for p in chapter_sources()]
+
+
+def chapter_notebook(source: Path) -> nbformat.NotebookNode:
+    """The notebook a chapter's .md stands for, as committed beside it: kernelspec only, no outputs,
+    cell ids from the chapter's name and the cell's position (the same ids on every generation)."""
+    import jupytext
+
+    nb = jupytext.read(source, fmt=CHAPTER_FORMAT)
+    nb.metadata = nbformat.from_dict({"kernelspec": nb.metadata.get("kernelspec", {})})
+    nb.nbformat, nb.nbformat_minor = 4, 5
+    for index, cell in enumerate(nb.cells):
+        cell.id = f"{source.stem}-{index:03d}"[-64:]
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return nb
+
+
+def chapter_text(source: Path) -> str:
+    """The committed text of the .ipynb generated from `source` (nbformat's own layout)."""
+    return nbformat.writes(chapter_notebook(source)) + "\n"
+
+
+def cmd_chapters(args) -> None:
+    """Writes book/x.ipynb from each book/x.md, or with --check fails where one differs or is missing."""
+    sources = chapter_sources()
+    if not sources:
+        fail("found no chapter sources (book/*.md with a kernelspec)")
+    stray = sorted(
+        p.name for p in (ROOT / "book").glob("*.ipynb") if p.with_suffix(".md") not in set(sources)
+    )
+    if stray:
+        fail(f"book/ holds notebooks with no .md source: {stray}; a chapter's .md is its source")
+    stale = []
+    for source in sources:
+        target, text = source.with_suffix(".ipynb"), chapter_text(source)
+        if target.exists() and target.read_text() == text:
+            continue
+        if args.check:
+            stale.append(str(target.relative_to(ROOT)))
+        else:
+            target.write_text(text)
+            print(f"wrote {target.relative_to(ROOT)}")
+    if stale:
+        fail(f"{', '.join(stale)} disagree with their .md source: run `make chapters` and commit the result")
+    print(f"chapters: {len(sources)} .md sources and their .ipynb agree: ok")
 
 
 def solution_notebooks() -> list[Path]:
@@ -80,32 +147,86 @@ def _executed_path(out_dir: Path, path: Path) -> Path:
 
 
 def cmd_run(args) -> None:
-    """Executes every book and solution notebook; fails on the first error, prints each one's time."""
+    """Executes every book and solution notebook; fails on the first error, prints each one's time.
+
+    A chapter's executed outputs go into the book build's execution cache (tools/execution_cache.py),
+    so `make book` shows them without executing the chapter again. A chapter the cache already holds,
+    with the same code cells and helper package, is not executed again (unless --force): its executed
+    copy is written from the cache.
+    """
     import papermill
 
     out_dir = ROOT / "_build" / "executed"
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [Path(p).resolve() for p in args.paths] or book_notebooks() + solution_notebooks()
+    chapters = {p: p.with_suffix(".md") for p in book_notebooks()}
+    cache = execution_cache.open_cache()
     _use_env()
-    total = 0.0
+    total, from_cache = 0.0, 0
     for path in paths:
         start = time.monotonic()
+        executed = _executed_path(out_dir, path)
+        source = chapter_notebook(chapters[path]) if path in chapters else None
+        if source is not None and path.read_text() != chapter_text(chapters[path]):
+            # Its outputs would be cached under the .md's code while papermill ran the .ipynb's.
+            fail(f"{path.relative_to(ROOT)} disagrees with its .md source: run `make chapters` first")
+        cached = None if source is None or args.force else execution_cache.cached_outputs(cache, source)
+        if cached is not None:
+            nbformat.write(cached, executed)
+            print(f"{'cached':>9}  {path.relative_to(ROOT)}", flush=True)
+            from_cache += 1
+            continue
         try:
             papermill.execute_notebook(
                 str(path),
-                str(_executed_path(out_dir, path)),
+                str(executed),
                 cwd=str(path.parent),
                 kernel_name="python3",
                 progress_bar=False,
                 log_output=False,
                 execution_timeout=args.cell_timeout,
+                # One output per stream per cell, as the kernel wrote it: how the chunks of a print()
+                # arrive varies from run to run, and myst-nb would join them with a line break.
+                coalesce_streams=True,
             )
         except papermill.PapermillExecutionError as e:
             fail(f"{path.relative_to(ROOT)}: cell {e.exec_count} raised {e.ename}: {e.evalue}")
         seconds = time.monotonic() - start
+        if source is not None:
+            _cache_chapter(cache, chapters[path], source, nbformat.read(executed, as_version=4), seconds)
         total += seconds
         print(f"{seconds:7.1f} s  {path.relative_to(ROOT)}", flush=True)
-    print(f"{total:7.1f} s  in all ({len(paths)} notebooks)")
+    cached = f", {from_cache} outputs from the cache" if from_cache else ""
+    print(f"{total:7.1f} s  in all ({len(paths)} notebooks{cached})")
+
+
+def _cache_chapter(cache, md: Path, source, executed, seconds: float) -> None:
+    """Stores papermill's outputs of a chapter under the key the book build looks it up by.
+
+    The key is computed from the notebook myst-nb reads from the .md (code cells with their metadata,
+    kernelspec); papermill's own cell metadata is left out of it. Fails if the build would not find it.
+    """
+    from jupyter_cache.base import CacheBundleIn
+    from myst_nb.core.read import read_myst_markdown_notebook
+    from myst_parser.config.main import MdParserConfig
+
+    if len(executed.cells) != len(source.cells):
+        fail(
+            f"{md.relative_to(ROOT)}: papermill returned {len(executed.cells)} cells, not {len(source.cells)}"
+        )
+    for cell, done in zip(source.cells, executed.cells, strict=True):
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = done.outputs, done.execution_count
+    # The kernel's language_info names the highlighter of the page's code cells (ipython3); it is not
+    # part of the key.
+    source.metadata["language_info"] = executed.metadata.get("language_info", {})
+    uri = str(md.relative_to(ROOT))
+    cache.cache_notebook_bundle(
+        CacheBundleIn(source, uri, data={"execution_seconds": seconds}), check_validity=True, overwrite=True
+    )
+    as_the_build_reads_it = read_myst_markdown_notebook(md.read_text(), MdParserConfig())
+    if execution_cache.cached_outputs(cache, as_the_build_reads_it) is None:
+        fail(f"{uri}: its outputs were cached under a key the book build does not compute (myst-nb's reader)")
 
 
 QUOTED_FIGURE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s?(KiB|MiB|GiB|µs|ms|bytes|B|TFLOP/s|%)(?!\w)")
@@ -156,20 +277,33 @@ def cmd_prose(args) -> None:
             for number, unit in QUOTED_FIGURE.findall(cell.source):
                 if Decimal(number.replace(",", "")) not in printed_values:
                     problems.append(
-                        f"{path.name}, cell {index}: prose says {number} {unit}, no output prints it"
+                        f"{path.with_suffix('.md').name}, cell {index}: prose says {number} {unit},"
+                        " no output prints it"
                     )
     if problems:
         fail("figures in prose that no cell prints:\n  " + "\n  ".join(problems))
     print("every figure quoted in the chapters' prose is printed: ok")
 
 
+def _read_source(path: Path) -> nbformat.NotebookNode:
+    """A committed notebook as written: a chapter's .md (its jupytext header aside) or an .ipynb."""
+    if path.suffix != ".md":
+        return nbformat.read(path, as_version=4)
+    import jupytext
+
+    nb = jupytext.read(path, fmt=CHAPTER_FORMAT)
+    nb.metadata.pop("jupytext", None)
+    return nb
+
+
 def cmd_hygiene(args) -> None:
     """Committed notebooks carry no outputs, only plain metadata, and the one shared setup cell."""
     problems = []
     reference = None
-    for path in book_notebooks() + solution_notebooks() + exercise_notebooks():
+    # A chapter is checked in its .md source; `chapters --check` holds its .ipynb to the source.
+    for path in chapter_sources() + solution_notebooks() + exercise_notebooks():
         rel = path.relative_to(ROOT)
-        nb = nbformat.read(path, as_version=4)
+        nb = _read_source(path)
         try:
             nbformat.validate(nb)
         except nbformat.ValidationError as e:
@@ -254,10 +388,10 @@ def cmd_points(args) -> None:
         found, points = points_problems(nbformat.read(path, as_version=4), str(path.relative_to(ROOT)))
         problems += found
         per_exercise.update(points)
-    pages = [(p, p.read_text()) for p in sorted((ROOT / "book").glob("*.md"))]
+    chapters = chapter_sources()
+    pages = [(p, p.read_text()) for p in sorted((ROOT / "book").glob("*.md")) if p not in chapters]
     pages += [
-        (p, "\n".join(c.source for c in nbformat.read(p, as_version=4).cells if c.cell_type == "markdown"))
-        for p in book_notebooks()
+        (p, "\n".join(c.source for c in _read_source(p).cells if c.cell_type == "markdown")) for p in chapters
     ]
     for path, text in pages:
         for number, points in EXERCISE_POINTS_IN_PROSE.findall(text):
@@ -431,6 +565,8 @@ def cmd_leaks(args) -> None:
     if html_root.is_dir():
         targets += [(p, _html_text(p)) for p in html_root.rglob("*.html")]
         targets += [(p, _notebook_text(p)) for p in html_root.rglob("*.ipynb")]
+        # The other sources Sphinx publishes beside the pages (intro.md as _sources/book/intro.md).
+        targets += [(p, p.read_text(errors="replace")) for p in (html_root / "_sources").rglob("*.md*")]
         for forbidden in ("solutions", "grading"):
             if (html_root / forbidden).exists() or (html_root / "_sources" / forbidden).exists():
                 fail(f"_build/html contains {forbidden}/: it must never be published")
@@ -449,6 +585,10 @@ def main() -> None:
     run.add_argument("paths", nargs="*")
     run.add_argument("--cell-timeout", type=int, default=600)
     run.set_defaults(func=cmd_run)
+    run.add_argument("--force", action="store_true", help="execute chapters the cache already holds")
+    chapters = sub.add_parser("chapters")
+    chapters.add_argument("--check", action="store_true")
+    chapters.set_defaults(func=cmd_chapters)
     sub.add_parser("hygiene").set_defaults(func=cmd_hygiene)
     sub.add_parser("prose").set_defaults(func=cmd_prose)
     sub.add_parser("exercises").set_defaults(func=cmd_exercises)

@@ -1,0 +1,198 @@
+"""Chapters as MyST Markdown and each chapter executed once: tools/notebooks.py chapters and run's
+cache, tools/execution_cache.py and tools/chapter_sources.py."""
+
+import types
+
+import nbformat
+import pytest
+from jupyter_cache.base import CacheBundleIn
+from myst_nb.core.read import read_myst_markdown_notebook
+from myst_parser.config.main import MdParserConfig
+
+from tests.notebooks import ROOT
+from tools import chapter_sources, execution_cache
+from tools import notebooks as nbtools
+
+CHAPTER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A chapter
+
+```{code-cell}
+---
+mystnb:
+  image:
+    alt: A picture.
+tags: [hide-input]
+---
+print(6 * 7)
+```
+
++++ {"nbgrader": {"grade": false, "grade_id": "intro", "locked": true}}
+
+Prose with metadata.
+"""
+
+
+def _book(tmp_path, monkeypatch, text=CHAPTER):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "ch.md").write_text(text)
+    (tmp_path / "book" / "intro.md").write_text("# Not a notebook\n")
+    monkeypatch.setattr(nbtools, "ROOT", tmp_path)
+    return tmp_path / "book" / "ch.md"
+
+
+def _cells(nb):
+    return [(c.cell_type, c.source, dict(c.metadata)) for c in nb.cells]
+
+
+def test_every_chapter_is_a_md_source_with_its_generated_notebook():
+    sources = nbtools.chapter_sources()
+    assert len(sources) == 11 and ROOT / "book" / "intro.md" not in sources
+    for source in sources:
+        assert source.with_suffix(".ipynb").read_text() == nbtools.chapter_text(source), source.name
+        # The book renders what myst-nb reads from the .md; Colab opens the .ipynb: the same cells.
+        as_built = read_myst_markdown_notebook(source.read_text(), MdParserConfig())
+        assert _cells(as_built) == _cells(nbformat.read(source.with_suffix(".ipynb"), as_version=4))
+
+
+def test_chapter_notebook_keeps_metadata_and_derives_ids(tmp_path, monkeypatch):
+    source = _book(tmp_path, monkeypatch)
+    nb = nbtools.chapter_notebook(source)
+    nbformat.validate(nb)
+    assert dict(nb.metadata) == {
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}
+    }
+    assert [c.id for c in nb.cells] == ["ch-000", "ch-001", "ch-002"]
+    assert nb.cells[1].metadata == {"mystnb": {"image": {"alt": "A picture."}}, "tags": ["hide-input"]}
+    assert nb.cells[2].metadata["nbgrader"]["grade_id"] == "intro"
+    # The page the book builds is read by myst-nb: the same cells, sources and metadata.
+    assert _cells(read_myst_markdown_notebook(source.read_text(), MdParserConfig())) == _cells(nb)
+    assert nbtools.chapter_text(source) == nbtools.chapter_text(source)  # deterministic
+
+
+def test_chapters_check_fails_on_drift_and_on_a_notebook_without_source(tmp_path, monkeypatch, capsys):
+    source = _book(tmp_path, monkeypatch)
+    with pytest.raises(SystemExit):
+        nbtools.cmd_chapters(types.SimpleNamespace(check=True))  # no .ipynb yet
+    assert "book/ch.ipynb disagree" in capsys.readouterr().err
+    nbtools.cmd_chapters(types.SimpleNamespace(check=False))
+    nbtools.cmd_chapters(types.SimpleNamespace(check=True))
+    source.write_text(CHAPTER.replace("print(6 * 7)", "print(6 * 8)"))
+    with pytest.raises(SystemExit):
+        nbtools.cmd_chapters(types.SimpleNamespace(check=True))
+    assert "run `make chapters`" in capsys.readouterr().err
+    nbtools.cmd_chapters(types.SimpleNamespace(check=False))
+    (tmp_path / "book" / "orphan.ipynb").write_text(nbtools.chapter_text(source))
+    with pytest.raises(SystemExit):
+        nbtools.cmd_chapters(types.SimpleNamespace(check=True))
+    assert "orphan.ipynb" in capsys.readouterr().err
+
+
+def _executed(nb):
+    done = nbformat.from_dict(dict(nb))
+    done.metadata = {**nb.metadata, "language_info": {"name": "python", "pygments_lexer": "ipython3"}}
+    done.cells = []
+    for cell in nb.cells:
+        cell = nbformat.from_dict(dict(cell))
+        if cell.cell_type == "code":
+            cell.metadata = {**cell.metadata, "papermill": {"duration": 1.0}}  # papermill adds its own
+            cell.execution_count = 1
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="42\n")]
+        done.cells.append(cell)
+    return done
+
+
+def test_run_caches_outputs_under_the_key_the_book_build_looks_up(tmp_path, monkeypatch):
+    source = _book(tmp_path, monkeypatch)
+    cache = execution_cache.open_cache(tmp_path / "cache", "key")
+    nb = nbtools.chapter_notebook(source)
+    assert execution_cache.cached_outputs(cache, nb) is None
+    nbtools._cache_chapter(cache, source, nb, _executed(nbtools.chapter_notebook(source)), 1.0)
+    as_built = read_myst_markdown_notebook(source.read_text(), MdParserConfig())
+    merged = execution_cache.cached_outputs(cache, as_built)
+    assert merged.cells[1].outputs[0]["text"] == "42\n"
+    assert merged.metadata["language_info"]["pygments_lexer"] == "ipython3"
+    # An edited code cell is a different notebook: the build executes it rather than show old outputs.
+    edited = read_myst_markdown_notebook(source.read_text().replace("6 * 7", "6 * 8"), MdParserConfig())
+    assert execution_cache.cached_outputs(cache, edited) is None
+
+
+def test_a_change_to_the_helper_package_empties_the_cache(tmp_path):
+    for name in ("requirements.txt", "pyproject.toml"):
+        (tmp_path / name).write_text("jax==0.12.0.1\n")
+    (tmp_path / "shardbook" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "shardbook" / "comms.py").write_text("X = 1\n")
+    key = execution_cache.dependency_key(tmp_path)
+    (tmp_path / "shardbook" / "__pycache__" / "comms.cpython-312.pyc").write_bytes(b"\0")
+    assert execution_cache.dependency_key(tmp_path) == key  # compiled files are not sources
+    (tmp_path / "shardbook" / "comms.py").write_text("X = 2\n")
+    changed = execution_cache.dependency_key(tmp_path)
+    assert changed != key
+    (tmp_path / "shardbook" / "comms.py").write_text("X = 1\n")
+    (tmp_path / "requirements.txt").write_text("jax==0.12.1\n")
+    assert execution_cache.dependency_key(tmp_path) not in (key, changed)
+
+    path = tmp_path / "cache"
+    cache = execution_cache.open_cache(path, key)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1", execution_count=1)])
+
+    cache.cache_notebook_bundle(CacheBundleIn(nb, "x.md"), check_validity=False)
+    assert execution_cache.cached_outputs(execution_cache.open_cache(path, key), nb) is not None
+    assert execution_cache.cached_outputs(execution_cache.open_cache(path, changed), nb) is None
+    assert (path / execution_cache.STAMP).read_text().strip() == changed
+
+
+def test_the_build_rereads_notebook_pages_when_the_dependencies_changed():
+    env = types.SimpleNamespace(
+        found_docs={"book/ch", "book/intro", "book/new"},
+        metadata={"book/ch": {"kernelspec": {}}, "book/intro": {}, "book/new": {"kernelspec": {}}},
+        shardbook_dependency_key_now="new",
+    )
+    outdated = execution_cache._env_get_outdated
+    assert outdated(None, env, {"book/new"}, set(), set()) == []  # a fresh environment reads everything
+    env.shardbook_dependency_key = "new"
+    assert outdated(None, env, {"book/new"}, set(), set()) == []
+    env.shardbook_dependency_key = "old"
+    assert outdated(None, env, {"book/new"}, set(), set()) == ["book/ch"]
+    execution_cache._env_updated(None, env)
+    assert env.shardbook_dependency_key == "new"
+
+
+def test_a_chapter_page_offers_its_committed_notebook(tmp_path):
+    (tmp_path / "book").mkdir()
+    for name in ("ch.md", "ch.ipynb", "intro.md", "ex.ipynb"):
+        (tmp_path / "book" / name).write_text(name)
+    env = types.SimpleNamespace(
+        found_docs={"book/ch", "book/intro", "book/ex"},
+        doc2path=lambda page: (
+            tmp_path / {"book/ch": "book/ch.md", "book/intro": "book/intro.md"}.get(page, "book/ex.ipynb")
+        ),
+    )
+    app = types.SimpleNamespace(env=env)
+    for page, sourcename, suffix in [
+        ("book/ch", "book/ch.ipynb", ".ipynb"),
+        ("book/intro", "book/intro.md", ".md"),
+        ("book/ex", "book/ex.ipynb", ".ipynb"),
+    ]:
+        context = {"sourcename": page + (".md" if page != "book/ex" else ".ipynb"), "page_source_suffix": "x"}
+        chapter_sources._page_context(app, page, "page.html", context, None)
+        assert context["sourcename"] == sourcename
+        assert context["page_source_suffix"] == (suffix if page == "book/ch" else "x")
+    # Sphinx copied the .md under the .ipynb's name; the build's end puts the committed notebook there.
+    (tmp_path / "html" / "_sources" / "book").mkdir(parents=True)
+    (tmp_path / "html" / "_sources" / "book" / "ch.ipynb").write_text("ch.md")
+    app.outdir = tmp_path / "html"
+    app.builder = types.SimpleNamespace(format="html")
+    app.config = types.SimpleNamespace(html_copy_source=True)
+    chapter_sources._build_finished(app, None)
+    assert (tmp_path / "html" / "_sources" / "book" / "ch.ipynb").read_text() == "ch.ipynb"
+    assert not (tmp_path / "html" / "_sources" / "book" / "ex.ipynb").exists()
