@@ -237,7 +237,7 @@ def _python_path(course_root: str) -> str:
     return os.pathsep.join(dict.fromkeys(paths))
 
 
-def _minimal_env(env: dict[str, str], course_root: str) -> dict[str, str]:
+def minimal_env(env: dict[str, str], course_root: str) -> dict[str, str]:
     kept = {
         k: v
         for k, v in env.items()
@@ -318,7 +318,7 @@ def _kernel_manager_class():
                 uid=uid,
                 nproc=int(os.environ.get(NPROC_ENV) or nproc_limit()),
             )
-            kw["env"] = _minimal_env(kw.get("env") or dict(os.environ), course_root)
+            kw["env"] = minimal_env(kw.get("env") or dict(os.environ), course_root)
             # A new session in the sandbox: SIGINT to bwrap's process group would not reach the kernel,
             # so interrupts (a cell past its time limit) go as a message on the control channel.
             self.kernel_spec.interrupt_mode = "message"
