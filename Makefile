@@ -4,7 +4,7 @@
 #   make site-check the built site in Chromium at desktop and phone sizes (screenshots: _build/screenshots)
 #   make learner-path a Colab learner's path, setup cell to grade, in a Colab-like runtime
 #   make exercises  regenerate exercises/ from solutions/
-#   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads
+#   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads  (JOBS=2; UNSANDBOXED=1: no sandbox)
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
 
 SHELL := /bin/bash
@@ -97,7 +97,7 @@ test: venv
 grade: venv
 	@if [ -z "$(ASSIGNMENT)" ] || [ -z "$(SUBMISSIONS)" ]; then \
 		echo "usage: make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/folder/of/ipynb"; exit 2; fi
-	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS))
+	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(UNSANDBOXED),--unsandboxed)
 
 bench: venv
 	$(PY) -m benchmarks.collective_matmul

@@ -6,8 +6,10 @@ nbgrader itself (which restores the tests and writes the gradebook) stays outsid
 
 * as a uid of its own (when grading as root: one per notebook graded at the same time), under a
   process limit (``RLIMIT_NPROC``, which counts threads) and the address-space cap grade.py set;
-* in bubblewrap with every namespace unshared (no network: not even the host's localhost), a private
-  ``/proc``, a minimal ``/dev``, a private ``/tmp`` that holds ``$HOME``, and a new terminal session;
+* in bubblewrap with its own network (none: not even the host's localhost), pid, IPC and UTS
+  namespaces (as root, no user namespace: the kernel's uid must be a real one for the process limit to
+  count it), a private ``/proc``, a minimal ``/dev``, a private ``/tmp`` that holds ``$HOME``, and a
+  new terminal session;
 * seeing, read-only, the system (``/usr``, ``/etc`` …), Python and its virtual environment, and of
   the course only what it must import: ``shardbook/``, ``grading/__init__.py``, ``grading/tamper.py``,
   ``grading/graders/`` and ``exercises/<assignment>/``. Writable: the notebook's own folder (its
@@ -35,6 +37,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import weakref
 
 #: Environment variables through which grading/grade.py turns the sandbox on for one nbgrader run.
 SANDBOX_ENV = "SHARDBOOK_SANDBOX"  # "1": start kernels sandboxed
@@ -262,10 +265,10 @@ def _chown_tree(path: str, uid: int, gid: int) -> None:
             os.lchown(os.path.join(parent, name), uid, gid)
 
 
-def _reclaim(path: str, uid: int, gid: int) -> list[str]:
+def _reclaim(path: str, owner: tuple[int, int] | None) -> list[str]:
     """After the kernel stopped: removes links and special files from its folder (nbgrader, outside the
-    sandbox, would follow a link when it writes there) and gives everything back to ``uid``. Returns
-    what was removed."""
+    sandbox, would follow a link when it writes there) and gives everything back to ``owner`` (uid,
+    gid) if given. Returns what was removed."""
     removed = []
     if not os.path.isdir(path) or os.path.islink(path):
         return removed
@@ -276,7 +279,8 @@ def _reclaim(path: str, uid: int, gid: int) -> list[str]:
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 os.unlink(full)
                 removed.append(full)
-    _chown_tree(path, uid, gid)
+    if owner:
+        _chown_tree(path, *owner)
     return removed
 
 
@@ -294,6 +298,8 @@ def _kernel_manager_class():
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
             self._runtime_dir = tempfile.mkdtemp(prefix="sbk-")  # short: unix socket paths are <108 bytes
+            # Removed with the kernel (below), or at the latest when nbgrader exits (a failed start).
+            weakref.finalize(self, shutil.rmtree, self._runtime_dir, True)
             self.transport = "ipc"
             self.connection_file = os.path.join(self._runtime_dir, "kernel.json")
             self.ip = os.path.join(self._runtime_dir, "ipc")
@@ -304,9 +310,10 @@ def _kernel_manager_class():
             course_root = os.environ.get(COURSE_ROOT_ENV) or os.getcwd()
             cwd = os.path.abspath(kw.get("cwd") or os.getcwd())
             uid = int(os.environ[UID_ENV]) if os.environ.get(UID_ENV) else None
+            self._cwd = cwd
             if uid is not None:
                 info = os.stat(os.path.dirname(cwd))  # what nbgrader made: it gets the folder back
-                self._owner, self._cwd = (info.st_uid, info.st_gid), cwd
+                self._owner = (info.st_uid, info.st_gid)
                 _chown_tree(cwd, uid, uid)
                 _chown_tree(self._runtime_dir, uid, uid)
             sandboxed = command(
@@ -328,8 +335,8 @@ def _kernel_manager_class():
             await super()._async_cleanup_resources(restart=restart)
             if restart:
                 return
-            if self._cwd and self._owner:
-                _reclaim(self._cwd, *self._owner)
+            if self._cwd:
+                _reclaim(self._cwd, self._owner)
             shutil.rmtree(self._runtime_dir, ignore_errors=True)
 
     return SandboxedKernelManager

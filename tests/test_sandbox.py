@@ -287,10 +287,13 @@ def test_reclaim_removes_links_and_gives_the_folder_back(tmp_path):
     os.mkfifo(folder / "pipe")
     (folder / "sub").mkdir()
     (folder / "sub" / "ok.txt").write_text("kept")
-    removed = sandbox._reclaim(str(folder), os.getuid(), os.getgid())
+    if os.geteuid() == 0:  # as the kernel's uid would have left it
+        sandbox._chown_tree(str(folder), sandbox.UID_BASE, sandbox.UID_BASE)
+    removed = sandbox._reclaim(str(folder), (os.getuid(), os.getgid()))
     assert sorted(Path(p).name for p in removed) == ["notebook.ipynb", "pipe"]
     assert (folder / "sub" / "ok.txt").read_text() == "kept"
     assert target.read_text() == "genuine"
+    assert {p.stat().st_uid for p in [folder, *folder.rglob("*")]} == {os.getuid()}
 
 
 def test_minimal_env_keeps_only_what_the_kernel_needs(tmp_path):
