@@ -164,8 +164,9 @@ def command(
         argv += ["--unshare-uts", "--unshare-cgroup-try"]
     argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
     # jupyter_client tells the kernel its parent's pid, which means nothing in the sandbox's pid
-    # namespace (the kernel would think its parent died); --die-with-parent does that job here.
-    argv += ["--unsetenv", "JPY_PARENT_PID"]
+    # namespace (the kernel would think its parent died). 1 (the sandbox's init) turns that watch off;
+    # --die-with-parent does its job here.
+    argv += ["--setenv", "JPY_PARENT_PID", "1"]
     for path in SYSTEM_READ_ONLY:
         if os.path.islink(path):  # merged /usr: /bin -> usr/bin
             argv += ["--symlink", os.readlink(path), path]

@@ -325,6 +325,18 @@ def test_grade_refuses_without_bubblewrap_and_says_how_to_install(tmp_path, monk
     assert "apt-get install bubblewrap" in message and "UNSANDBOXED=1" in message
 
 
+def test_unsandboxed_grading_warns_and_notes_it_for_each_learner(tmp_path, capsys):
+    # (An unreadable notebook: no kernel starts, so this costs only nbgrader's start.)
+    course = grade.copy_course(tmp_path)
+    submissions = tmp_path / "subs"
+    submissions.mkdir()
+    (submissions / "ada.ipynb").write_text("not a notebook")
+    assert grade.main([ASSIGNMENT, str(submissions), "--root", str(course), "--unsandboxed"]) == 0
+    assert "WARNING: graded without the sandbox" in capsys.readouterr().err
+    report = (course / "grading" / "reports" / ASSIGNMENT / "report.txt").read_text()
+    assert grade.UNSANDBOXED_NOTE in report
+
+
 # ------------------------------------------------------------------------------------------------
 # End to end: hostile notebooks in one batch with the reference solution and a wrong answer.
 # ------------------------------------------------------------------------------------------------
