@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-    elif problem := sandbox.missing():
+    elif problem := sandbox.missing(str(root)):
         print(
             f"make grade runs learners' code in a sandbox, but {problem}.\n"
             "To grade without it (trusted notebooks only): make grade ... UNSANDBOXED=1 "

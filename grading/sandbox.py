@@ -70,10 +70,24 @@ KEEP_ENV_PREFIXES = ("LC_", "JAX_", "SHARDBOOK_")
 DROP_ENV = ("SHARDBOOK_DEATH_FILE", "SHARDBOOK_SKIP_CELLS", SANDBOX_ENV, UID_ENV, NPROC_ENV)
 
 
-def missing() -> str | None:
-    """Why kernels cannot be sandboxed on this machine (an instruction), or None when they can."""
+def missing(course_root: str | None = None) -> str | None:
+    """Why kernels cannot be sandboxed on this machine (an instruction), or None when they can.
+
+    With ``course_root`` (grading as root), also checks that the course files the kernel imports are
+    readable by other users, which the kernel's uid is.
+    """
     if shutil.which(BWRAP) is None:
         return f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
+    if course_root and os.geteuid() == 0:
+        for name in COURSE_READ_ONLY:
+            for path in _walk(os.path.join(course_root, name)):
+                mode = os.stat(path).st_mode
+                need = 0o005 if stat.S_ISDIR(mode) else 0o004
+                if mode & need != need:
+                    return (
+                        f"{path} cannot be read by other users, as the sandboxed kernel must: "
+                        f"chmod -R o+rX {os.path.join(course_root, name)}"
+                    )
     uid = _batch_uid(0) if os.geteuid() == 0 else None
     probe = command(
         [sys.executable, "-I", "-S", "-c", "pass"],
@@ -91,6 +105,16 @@ def missing() -> str | None:
             f"be disabled: sysctl kernel.unprivileged_userns_clone=1): {proc.stderr.strip()[-400:]}"
         )
     return None
+
+
+def _walk(path: str):
+    if not os.path.exists(path):
+        return
+    yield path
+    for parent, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in dirs + files:
+            yield os.path.join(parent, name)
 
 
 def nproc_limit() -> int:

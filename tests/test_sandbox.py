@@ -325,6 +325,15 @@ def test_grade_refuses_without_bubblewrap_and_says_how_to_install(tmp_path, monk
     assert "apt-get install bubblewrap" in message and "UNSANDBOXED=1" in message
 
 
+def test_refuses_a_course_the_kernel_could_not_read(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("as root only: the kernel then runs as another uid")
+    course = grade.copy_course(tmp_path)
+    assert sandbox.missing(str(course)) is None
+    (course / "grading" / "graders" / "common.py").chmod(0o600)
+    assert "chmod -R o+rX" in sandbox.missing(str(course))
+
+
 def test_unsandboxed_grading_warns_and_notes_it_for_each_learner(tmp_path, capsys):
     # (An unreadable notebook: no kernel starts, so this costs only nbgrader's start.)
     course = grade.copy_course(tmp_path)
