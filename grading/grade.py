@@ -8,7 +8,8 @@ What happens, per learner, each in its own process so one bad notebook never sto
   1. the notebook is checked to be a readable notebook and copied into nbgrader's layout,
      ``grading/submitted/<learner>/<assignment>/<assignment notebook name>``;
   2. ``nbgrader autograde`` runs it: test cells are restored from the instructor's copy, hidden tests
-     included; a cell that runs longer than the cell timeout is interrupted and scores 0;
+     included; a cell that runs longer than the cell timeout is interrupted and scores 0; the kernel
+     that runs the learner's code is sandboxed (``grading/sandbox.py``; ``--unsandboxed`` turns it off);
   3. if a cell kills the kernel (``os._exit``, a crash), that cell is replaced by one that raises a
      clear error and the notebook is graded again, so only what depends on it loses points;
   4. feedback HTML without hidden-test source is written.
