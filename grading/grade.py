@@ -224,6 +224,7 @@ def grade_one(
                     "SHARDBOOK_SKIP_CELLS": ",".join(map(str, skipped)),
                     "SHARDBOOK_DEATH_FILE": str(death_file),
                     "SHARDBOOK_CELL_TIMEOUT": str(cell_timeout),
+                    "TMPDIR": scratch,  # the kernel's runtime folder too: removed even if nbgrader is killed
                     **(sandbox.kernel_env(sandbox_slot) if sandbox_slot is not None else {}),
                 },
                 memory_bytes=int(memory_gb * 2**30),
