@@ -15,6 +15,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -344,6 +345,28 @@ def test_unsandboxed_grading_warns_and_notes_it_for_each_learner(tmp_path, capsy
     assert "WARNING: graded without the sandbox" in capsys.readouterr().err
     report = (course / "grading" / "reports" / ASSIGNMENT / "report.txt").read_text()
     assert grade.UNSANDBOXED_NOTE in report
+
+
+def test_a_notebook_stopped_at_its_time_limit_leaves_no_process_or_folder(tmp_path, monkeypatch):
+    # grade.py kills nbgrader at the notebook limit; the sandbox dies with it (--die-with-parent).
+    course = grade.copy_course(tmp_path)
+    submissions = tmp_path / "subs"
+    submissions.mkdir()
+    loop = ROOT / "tests" / "submissions" / ASSIGNMENT / "broken_infinite_loop.ipynb"
+    (submissions / "loop.ipynb").write_bytes(loop.read_bytes())
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    system_tmp = Path(tempfile.gettempdir())
+    before = set(system_tmp.glob("sbk-*"))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where grade.py's scratch folders go
+    args = [ASSIGNMENT, str(submissions), "--root", str(course), "--notebook-timeout", "15"]
+    assert grade.main([*args, "--cell-timeout", "100"]) == 0
+    report = (course / "grading" / "reports" / ASSIGNMENT / "report.txt").read_text()
+    assert "grading stopped after the 15 s limit" in report
+    time.sleep(1)
+    if os.geteuid() == 0:
+        assert sandbox._user_tasks(int(sandbox.kernel_env(0)[sandbox.UID_ENV])) == 0
+    assert not list(scratch.rglob("sbk-*")) and set(system_tmp.glob("sbk-*")) == before
 
 
 # ------------------------------------------------------------------------------------------------
