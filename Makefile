@@ -5,7 +5,7 @@
 #   make site-check the built site in Chromium at desktop and phone sizes (screenshots: _build/screenshots)
 #   make learner-path a Colab learner's path, setup cell to grade, in a Colab-like runtime
 #   make exercises  regenerate exercises/ from solutions/
-#   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads
+#   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads  (JOBS=2; UNSANDBOXED=1: no sandbox)
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
 
 SHELL := /bin/bash
@@ -106,13 +106,13 @@ test: venv
 grade: venv
 	@if [ -z "$(ASSIGNMENT)" ] || [ -z "$(SUBMISSIONS)" ]; then \
 		echo "usage: make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/folder/of/ipynb"; exit 2; fi
-	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS))
+	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(UNSANDBOXED),--unsandboxed)
 
 bench: venv
 	$(PY) -m benchmarks.collective_matmul
 
 bench-grading: venv
-	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30)
+	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30) $(if $(UNSANDBOXED),--unsandboxed)
 
 clean:
 	rm -rf _build grading/submitted grading/autograded grading/feedback grading/reports grading/gradebook.db

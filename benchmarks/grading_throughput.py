@@ -4,6 +4,7 @@ Run: ``python -m benchmarks.grading_throughput [--assignment 01_meshes] [--count
 bench-grading``). The batch cycles through the reference solution and the committed wrong and mangled
 submissions that grade normally (the deliberately slow ones — infinite loops, killed kernels — are
 left out: they measure the timeouts, not the grader). Prints the median and total seconds.
+``--unsandboxed`` grades without the sandbox, to measure what it costs.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--assignment", default="01_meshes")
     parser.add_argument("--count", type=int, default=30)
+    parser.add_argument("--unsandboxed", action="store_true", help="grade without the sandbox (its cost)")
     args = parser.parse_args()
 
     corpus = ROOT / "tests" / "submissions" / args.assignment
@@ -39,7 +41,9 @@ def main() -> None:
             source = sources[k % len(sources)]
             shutil.copy(source, batch / f"learner{k:03d}_{source.stem}.ipynb")
         start = time.monotonic()
-        grade.main([args.assignment, str(batch), "--root", str(course)])
+        grade.main(
+            [args.assignment, str(batch), "--root", str(course)] + ["--unsandboxed"] * args.unsandboxed
+        )
         total = time.monotonic() - start
         records = [
             json.loads(p.read_text())

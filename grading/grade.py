@@ -8,7 +8,8 @@ What happens, per learner, each in its own process so one bad notebook never sto
   1. the notebook is checked to be a readable notebook and copied into nbgrader's layout,
      ``grading/submitted/<learner>/<assignment>/<assignment notebook name>``;
   2. ``nbgrader autograde`` runs it: test cells are restored from the instructor's copy, hidden tests
-     included; a cell that runs longer than the cell timeout is interrupted and scores 0;
+     included; a cell that runs longer than the cell timeout is interrupted and scores 0; the kernel
+     that runs the learner's code is sandboxed (``grading/sandbox.py``; ``--unsandboxed`` turns it off);
   3. if a cell kills the kernel (``os._exit``, a crash), that cell is replaced by one that raises a
      clear error and the notebook is graded again, so only what depends on it loses points;
   4. feedback HTML without hidden-test source is written.
@@ -25,6 +26,7 @@ import argparse
 import csv
 import json
 import os
+import queue
 import re
 import shutil
 import signal
@@ -38,6 +40,7 @@ from pathlib import Path
 
 import nbformat
 
+from grading import sandbox
 from grading.repair import repair
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,10 +179,17 @@ def grade_one(
     notebook_timeout: float,
     cell_timeout: int,
     memory_gb: float = 6.0,
+    sandbox_slot: int | None = 0,
 ) -> Outcome:
-    """Autogrades one learner's notebook; never raises for anything the learner did."""
+    """Autogrades one learner's notebook; never raises for anything the learner did.
+
+    ``sandbox_slot``: which of the notebooks graded at the same time this is (its kernel's uid in the
+    sandbox, see grading/sandbox.py); None grades without the sandbox.
+    """
     start = time.monotonic()
     outcome = Outcome(learner=learner_id(path), source=path)
+    if sandbox_slot is None:
+        outcome.notes.append(UNSANDBOXED_NOTE)
     nb, problem = _read_submission(path)
     if problem:
         outcome.notes.append(problem + "; scored 0.")
@@ -214,6 +224,8 @@ def grade_one(
                     "SHARDBOOK_SKIP_CELLS": ",".join(map(str, skipped)),
                     "SHARDBOOK_DEATH_FILE": str(death_file),
                     "SHARDBOOK_CELL_TIMEOUT": str(cell_timeout),
+                    "TMPDIR": scratch,  # the kernel's runtime folder too: removed even if nbgrader is killed
+                    **(sandbox.kernel_env(sandbox_slot) if sandbox_slot is not None else {}),
                 },
                 memory_bytes=int(memory_gb * 2**30),
             )
@@ -254,6 +266,9 @@ def grade_one(
             outcome.notes.append("feedback could not be generated:\n" + log[-800:])
     outcome.seconds = time.monotonic() - start
     return outcome
+
+
+UNSANDBOXED_NOTE = "graded without the sandbox (--unsandboxed): its code could read and change the course."
 
 
 def _error_notes(root: Path, assignment: str, learner: str, cell_timeout: int, memory_gb: float) -> list[str]:
@@ -347,6 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--memory-gb", type=float, default=6.0, help="address-space cap for one notebook's kernel, GiB"
     )
+    parser.add_argument(
+        "--unsandboxed",
+        action="store_true",
+        help="run learners' code without the sandbox (only for notebooks you trust; see the README)",
+    )
     args = parser.parse_args(argv)
 
     root = args.root.resolve()
@@ -367,17 +387,41 @@ def main(argv: list[str] | None = None) -> int:
         print(f"two files give the same learner id {sorted(clashes)}: rename one", file=sys.stderr)
         return 2
 
+    if args.unsandboxed:
+        print(
+            f"WARNING: {UNSANDBOXED_NOTE.split(':')[0]}: learners' code can read and change the course, "
+            "other learners' files and the gradebook.",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif problem := sandbox.missing(str(root)):
+        print(
+            f"make grade runs learners' code in a sandbox, but {problem}.\n"
+            "To grade without it (trusted notebooks only): make grade ... UNSANDBOXED=1 "
+            "(python -m grading.grade ... --unsandboxed).",
+            file=sys.stderr,
+        )
+        return 2
+
     prepare_gradebook(args.assignment, root)
+    slots: queue.Queue[int] = queue.Queue()
+    for slot in range(max(1, args.jobs)):  # one sandbox uid per notebook graded at the same time
+        slots.put(slot)
 
     def grade_file(path: Path) -> Outcome:
-        return grade_one(
-            args.assignment,
-            path,
-            root,
-            notebook_timeout=args.notebook_timeout,
-            cell_timeout=args.cell_timeout,
-            memory_gb=args.memory_gb,
-        )
+        slot = slots.get()
+        try:
+            return grade_one(
+                args.assignment,
+                path,
+                root,
+                notebook_timeout=args.notebook_timeout,
+                cell_timeout=args.cell_timeout,
+                memory_gb=args.memory_gb,
+                sandbox_slot=None if args.unsandboxed else slot,
+            )
+        finally:
+            slots.put(slot)
 
     outcomes = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:  # each notebook is its own process

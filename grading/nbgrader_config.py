@@ -82,3 +82,7 @@ c.GenerateFeedback.preprocessors = [
     HideHiddenTests,
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
+
+# The learner's kernel runs in a sandbox when grade.py asks for it (see grading/sandbox.py).
+if os.environ.get("SHARDBOOK_SANDBOX"):
+    c.Execute.kernel_manager_class = "grading.sandbox.SandboxedKernelManager"

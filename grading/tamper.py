@@ -1,12 +1,15 @@
 """A guard run before every test cell at grading time: are the checking tools still genuine?
 
-Threat model (also in the README). Test cells are restored from the instructor's copy, re-import
+Threat model (also in the README). The learner's kernel runs in a sandbox (``grading/sandbox.py``):
+it cannot change the graders, the gradebook, other learners' files or the reports, nor read other
+learners' submissions or the solutions, nor use the network. What this module guards is the learner's
+*own* score, inside their own process. Test cells are restored from the instructor's copy, re-import
 their tools fresh (see ``grading.preprocessors.HardenTests``) and then call :func:`assert_untampered`.
 Together these defeat the accidental and the casual: a learner who redefines a check's name
 (``expect_equal = lambda *a: None``), a test function's name, or a grader; who monkeypatches NumPy,
 ``np.testing`` or ``jax.jit`` at top level; or who edits or deletes a test cell. They do not defeat a
-determined learner with code execution — one who patches JAX internals, forges ``__module__`` on a
-fake, edits ``sys.modules`` machinery, or reads the public repository's graders and special-cases
+determined learner cheating on their own score — one who patches JAX internals, forges ``__module__``
+on a fake, edits ``sys.modules`` machinery, or reads the public repository's graders and special-cases
 their inputs. Grades are a teaching aid here; an instructor who needs more should read the learner's
 code (the feedback shows it) for anything that looks like the above.
 """
