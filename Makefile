@@ -6,6 +6,7 @@
 #   make exercises  regenerate exercises/ from solutions/
 #   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
+#   make mutants    mutation testing of the graders (ASSIGNMENT=, SAMPLE=N, JOBS=); reports in _build/mutants
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -25,7 +26,7 @@ export PYTHONPATH := $(CURDIR)
 .PHONY: help venv book test lint unit notebooks exercises check-exercises leaks site-check learner-path grade bench bench-grading clean
 
 help:
-	@sed -n '2,9p' Makefile | sed 's/^# *//'
+	@sed -n '2,10p' Makefile | sed 's/^# *//'
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Python 3.12 or newer is needed: install it, or run make PYTHON=/path/to/python3.12"; exit 1; fi
@@ -104,6 +105,11 @@ bench: venv
 
 bench-grading: venv
 	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30)
+
+.PHONY: mutants
+mutants: venv
+	$(PY) -m grading.mutants $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT)) $(if $(SAMPLE),--sample $(SAMPLE)) \
+		$(if $(JOBS),--jobs $(JOBS))
 
 clean:
 	rm -rf _build grading/submitted grading/autograded grading/feedback grading/reports grading/gradebook.db

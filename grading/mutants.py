@@ -64,7 +64,8 @@ COLLECTIVE_SWAPS = {
     "pcast": [],
 }
 # Calls whose removal (replaced by their operand) or repetition is a plausible mistake.
-REMOVABLE = {*COLLECTIVE_SWAPS, "with_sharding_constraint", "reshard", "reversed", "sorted"}
+REMOVABLE = {*COLLECTIVE_SWAPS, "with_sharding_constraint", "reshard", "reversed", "sorted", "relu", "tanh"}
+REDUCTIONS = {"mean": ["sum"], "sum": ["mean"], "cumsum": ["cumprod"], "argsort": ["sort"]}  # jnp.<name>(...)
 REPEATABLE = {"psum", "pmean", "psum_scatter", "all_gather", "all_to_all", "ppermute"}
 MATMULS = {"matmul", "dot"}  # swap the first two arguments
 DTYPES = {
@@ -270,6 +271,9 @@ def _call_mutations(i: int, node: ast.Call) -> Iterator[tuple[str, list[Edit]]]:
             yield "collective_swapped", [(i, lambda n, o=other: _swap_collective(n, o))]
     if name in REMOVABLE and node.args:
         yield "call_removed", [(i, lambda n: copy.deepcopy(n.args[0]))]
+    if name in REDUCTIONS and isinstance(node.func, ast.Attribute) and dotted(node.func.value) in DTYPE_MODULES:
+        for other in REDUCTIONS[name]:
+            yield "reduction_swapped", [(i, lambda n, o=other: _set(func=ast.Attribute(n.func.value, o))(n))]
     if name in REPEATABLE and node.args:
         yield "collective_twice", [(i, lambda n: ast.Call(n.func, [copy.deepcopy(n), *n.args[1:]], n.keywords))]
     if name == "ppermute":
@@ -384,11 +388,20 @@ def apply(source: str, tree: ast.AST, sites: Sites, edits: list[Edit]) -> str | 
         replacements.append((sites.nodes[i], original, new))
     for _, original, new in replacements:
         msites.replace(original, new)
-    target = ast.dump(mutated)
+    try:  # compared as text would parse: a Constant(-1) reads back as -(1)
+        target = ast.dump(ast.parse(ast.unparse(mutated)))
+    except (SyntaxError, ValueError):
+        return None
     if target == ast.dump(tree):
         return None
+    double = source.count('"') > source.count("'")  # keep the cell's quotes: "X" stays "X", not 'X'
+
+    def text_of(new: ast.AST) -> str:
+        text = ast.unparse(new)
+        return re.sub(r"'(\w*)'", r'"\1"', text) if double else text
+
     for wrap in (False, True):
-        spans = [(node, f"({ast.unparse(new)})" if wrap else ast.unparse(new)) for node, _, new in replacements]
+        spans = [(node, f"({text_of(new)})" if wrap else text_of(new)) for node, _, new in replacements]
         text = _splice(source, spans)
         try:
             if ast.dump(ast.parse(text)) == target:
@@ -550,29 +563,41 @@ def worker(assignment: str, n: int | None, timeout: int, out: Path) -> None:
     shardbook.setup(quiet=True)
     nb = load(assignment)
     mutants = sample(all_mutants(nb), n)
-    base: dict = {"__name__": "__main__"}
-    failed = run_cells(nb.base, base)
-    if failed:
-        raise SystemExit(f"{assignment}: the solution's cell {failed[0]} fails: {failed[1]}")
+    base = base_namespace(nb)
     for fn, cells in nb.tests.items():  # the reference must pass, or every mutant would look killed
         failed = run_cells(cells, dict(base))
         if failed:
             raise SystemExit(f"{assignment}: the solution fails {failed[0]}: {failed[1]}")
-    signal.signal(signal.SIGALRM, _alarm)
     for k, m in enumerate(mutants, 1):
-        start = time.perf_counter()
-        namespace = dict(base)
-        signal.alarm(timeout)
-        try:
-            failed = run_cells([(m.function, m.source), *nb.tests[m.function]], namespace)
-            m.status, m.killed_by = ("killed", "{}: {}".format(*failed)) if failed else ("survived", "")
-        except MutantTimeout:
-            m.status, m.killed_by = "timeout", f"ran past {timeout} s"
-        finally:
-            signal.alarm(0)
-        m.seconds = round(time.perf_counter() - start, 2)
+        judge(nb, base, m, timeout)
         print(f"[{assignment}] {k}/{len(mutants)} {m.status:8s} {m.seconds:6.2f}s {m.fingerprint}", flush=True)
     out.write_text(json.dumps([asdict(m) for m in mutants], indent=1))
+
+
+def base_namespace(nb: Notebook) -> dict:
+    """The namespace after the solution's imports and answer cells, run once per worker."""
+    base: dict = {"__name__": "__main__"}
+    failed = run_cells(nb.base, base)
+    if failed:
+        raise SystemExit(f"{nb.assignment}: the solution's cell {failed[0]} fails: {failed[1]}")
+    return base
+
+
+def judge(nb: Notebook, base: dict, m: Mutant, timeout: int = TIMEOUT_S) -> Mutant:
+    """Runs the mutated answer cell and its function's graded cells in a copy of ``base``; sets m.status."""
+    start = time.perf_counter()
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout)
+    try:
+        failed = run_cells([(m.function, m.source), *nb.tests[m.function]], dict(base))
+        m.status, m.killed_by = ("killed", "{}: {}".format(*failed)) if failed else ("survived", "")
+    except MutantTimeout:
+        m.status, m.killed_by = "timeout", f"ran past {timeout} s"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    m.seconds = round(time.perf_counter() - start, 2)
+    return m
 
 
 # The driver ------------------------------------------------------------------------------------------
