@@ -233,7 +233,9 @@ def candidate_mutations(sites: Sites, axes: set[str]) -> Iterator[tuple[str, lis
         elif isinstance(node, ast.AugAssign):
             for op in BINOP_SWAPS.get(type(node.op), []):
                 yield "operator", [(i, _set(op=op()))]
-        elif isinstance(node, ast.Subscript) and not isinstance(node.slice, (ast.Slice, ast.Tuple, ast.Constant)):
+        elif isinstance(node, ast.Subscript) and not isinstance(
+            node.slice, (ast.Slice, ast.Tuple, ast.Constant)
+        ):
             for k in (1, -1):
                 yield "off_by_one", [(i, lambda n, k=k: _set(slice=plus(n.slice, k))(n))]
         elif isinstance(node, ast.keyword) and node.arg in ("reduced", "unreduced"):
@@ -271,11 +273,18 @@ def _call_mutations(i: int, node: ast.Call) -> Iterator[tuple[str, list[Edit]]]:
             yield "collective_swapped", [(i, lambda n, o=other: _swap_collective(n, o))]
     if name in REMOVABLE and node.args:
         yield "call_removed", [(i, lambda n: copy.deepcopy(n.args[0]))]
-    if name in REDUCTIONS and isinstance(node.func, ast.Attribute) and dotted(node.func.value) in DTYPE_MODULES:
+    if (
+        name in REDUCTIONS
+        and isinstance(node.func, ast.Attribute)
+        and dotted(node.func.value) in DTYPE_MODULES
+    ):
         for other in REDUCTIONS[name]:
             yield "reduction_swapped", [(i, lambda n, o=other: _set(func=ast.Attribute(n.func.value, o))(n))]
     if name in REPEATABLE and node.args:
-        yield "collective_twice", [(i, lambda n: ast.Call(n.func, [copy.deepcopy(n), *n.args[1:]], n.keywords))]
+        yield (
+            "collective_twice",
+            [(i, lambda n: ast.Call(n.func, [copy.deepcopy(n), *n.args[1:]], n.keywords))],
+        )
     if name == "ppermute":
         perm_at = 2 if len(node.args) > 2 else None
         if perm_at is not None or any(k.arg == "perm" for k in node.keywords):
@@ -555,22 +564,26 @@ def run_cells(cells: list[tuple[str, str]], namespace: dict) -> tuple[str, str] 
     return None
 
 
-def worker(assignment: str, n: int | None, timeout: int, out: Path) -> None:
+def worker(assignment: str, n: int | None, timeout: int, out: Path, only: list[str] | None = None) -> None:
     os.environ.setdefault("SHARDBOOK_DEVICES", "cpu")
     sys.path.insert(0, str(ROOT))
     import shardbook
 
     shardbook.setup(quiet=True)
     nb = load(assignment)
-    mutants = sample(all_mutants(nb), n)
+    mutants = [m for m in sample(all_mutants(nb), n) if not only or m.fingerprint in only]
     base = base_namespace(nb)
     for fn, cells in nb.tests.items():  # the reference must pass, or every mutant would look killed
+        if fn not in {m.function for m in mutants}:
+            continue
         failed = run_cells(cells, dict(base))
         if failed:
             raise SystemExit(f"{assignment}: the solution fails {failed[0]}: {failed[1]}")
     for k, m in enumerate(mutants, 1):
         judge(nb, base, m, timeout)
-        print(f"[{assignment}] {k}/{len(mutants)} {m.status:8s} {m.seconds:6.2f}s {m.fingerprint}", flush=True)
+        print(
+            f"[{assignment}] {k}/{len(mutants)} {m.status:8s} {m.seconds:6.2f}s {m.fingerprint}", flush=True
+        )
     out.write_text(json.dumps([asdict(m) for m in mutants], indent=1))
 
 
@@ -618,7 +631,9 @@ def summarize(assignment: str, mutants: list[dict], known: dict[str, str]) -> li
         for m in mine:
             if m["status"] == "survived" and m["fingerprint"] in known:
                 m["status"], m["killed_by"] = "equivalent", known[m["fingerprint"]]
-        count = {s: sum(m["status"] == s for m in mine) for s in ("killed", "timeout", "survived", "equivalent")}
+        count = {
+            s: sum(m["status"] == s for m in mine) for s in ("killed", "timeout", "survived", "equivalent")
+        }
         judged = len(mine) - count["equivalent"]
         rate = (count["killed"] + count["timeout"]) / judged if judged else 1.0
         rows.append({"assignment": assignment, "function": fn, "mutants": len(mine), **count, "rate": rate})
@@ -629,7 +644,10 @@ def write_report(assignment: str, mutants: list[dict], rows: list[dict], seconds
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     (OUT_DIR / f"{assignment}.json").write_text(json.dumps({"rows": rows, "mutants": mutants}, indent=1))
     lines = [f"# Mutants of {assignment}", "", f"Run time {seconds:.0f} s.", ""]
-    lines += ["| function | mutants | killed | timeout | equivalent | survived | kill rate |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        "| function | mutants | killed | timeout | equivalent | survived | kill rate |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         lines.append(
             f"| {r['function']} | {r['mutants']} | {r['killed']} | {r['timeout']} | {r['equivalent']} "
@@ -645,15 +663,19 @@ def write_report(assignment: str, mutants: list[dict], rows: list[dict], seconds
     (OUT_DIR / f"{assignment}.md").write_text("\n".join(lines) + "\n")
 
 
-def run_assignment(assignment: str, n: int | None, timeout: int) -> tuple[list[dict], list[dict], float]:
+def run_assignment(
+    assignment: str, n: int | None, timeout: int, only: list[str] | None = None
+) -> tuple[list[dict], list[dict], float]:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    raw = OUT_DIR / f"{assignment}.raw.json"
+    stem = f"{assignment}.only" if only else assignment  # a run of chosen mutants keeps the full report
+    raw = OUT_DIR / f"{stem}.raw.json"
     raw.unlink(missing_ok=True)
     start = time.perf_counter()
     cmd = [sys.executable, "-m", "grading.mutants", "--worker", assignment, "--timeout", str(timeout)]
     cmd += ["--raw", str(raw)] + (["--sample", str(n)] if n is not None else [])
+    cmd += [arg for fp in only or [] for arg in ("--only", fp)]
     env = {**os.environ, "SHARDBOOK_DEVICES": "cpu", "PYTHONPATH": str(ROOT)}
-    log = OUT_DIR / f"{assignment}.log"
+    log = OUT_DIR / f"{stem}.log"
     with log.open("w") as f:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - start
@@ -662,7 +684,8 @@ def run_assignment(assignment: str, n: int | None, timeout: int) -> tuple[list[d
         raise RuntimeError(f"{assignment}: the mutant worker failed (exit {proc.returncode}); {log}:\n{tail}")
     mutants = json.loads(raw.read_text())
     rows = summarize(assignment, mutants, equivalents().get(assignment, {}))
-    write_report(assignment, mutants, rows, seconds)
+    if not only:
+        write_report(assignment, mutants, rows, seconds)
     return rows, mutants, seconds
 
 
@@ -671,13 +694,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assignment", action="append", help="one assignment (repeatable); default all")
     parser.add_argument("--sample", type=int, help="at most N mutants per function, spread evenly")
     parser.add_argument("--jobs", type=int, default=1, help="assignments run in parallel")
-    parser.add_argument("--timeout", type=int, default=TIMEOUT_S, help="seconds per mutant (counts as killed)")
+    parser.add_argument(
+        "--timeout", type=int, default=TIMEOUT_S, help="seconds per mutant (counts as killed)"
+    )
     parser.add_argument("--list", action="store_true", help="list the mutants (id, diff) and run nothing")
+    parser.add_argument(
+        "--only", action="append", help="run only the mutant with this fingerprint (repeatable)"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--raw", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.sample, args.timeout, args.raw)
+        worker(args.worker, args.sample, args.timeout, args.raw, args.only)
         return 0
     assignments = args.assignment or sorted(p.name for p in SOLUTIONS.iterdir() if p.is_dir())
     if args.list:
@@ -687,7 +715,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     start = time.perf_counter()
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda a: run_assignment(a, args.sample, args.timeout), assignments))
+        results = list(
+            pool.map(lambda a: run_assignment(a, args.sample, args.timeout, args.only), assignments)
+        )
     rows = [r for result in results for r in result[0]]
     print(f"\n{'function':<40} {'mutants':>7} {'killed':>6} {'t/o':>4} {'equiv':>5} {'surv':>4} {'rate':>7}")
     for r in rows:
@@ -696,12 +726,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:<40} {r['mutants']:>7} {r['killed']:>6} {r['timeout']:>4} {r['equivalent']:>5} "
             f"{r['survived']:>4} {r['rate']:>7.1%}"
         )
-    for a, (_, _, seconds) in zip(assignments, results):
+    for a, (_, _, seconds) in zip(assignments, results, strict=True):
         print(f"{a}: {seconds:.0f} s")
     print(f"total {time.perf_counter() - start:.0f} s; reports in {OUT_DIR.relative_to(ROOT)}/")
     low = [r for r in rows if r["rate"] < THRESHOLD]
     for r in low:
-        print(f"FAIL {r['assignment']}:{r['function']} kills {r['rate']:.1%} < {THRESHOLD:.0%}", file=sys.stderr)
+        print(
+            f"FAIL {r['assignment']}:{r['function']} kills {r['rate']:.1%} < {THRESHOLD:.0%}", file=sys.stderr
+        )
     return 1 if low else 0
 
 
