@@ -273,11 +273,13 @@ def _call_mutations(i: int, node: ast.Call) -> Iterator[tuple[str, list[Edit]]]:
             yield "collective_swapped", [(i, lambda n, o=other: _swap_collective(n, o))]
     if name in REMOVABLE and node.args:
         yield "call_removed", [(i, lambda n: copy.deepcopy(n.args[0]))]
-    if (
-        name in REDUCTIONS
-        and isinstance(node.func, ast.Attribute)
-        and dotted(node.func.value) in DTYPE_MODULES
-    ):
+    for j, k in enumerate(node.keywords):  # a keyword forgotten: out_sharding=, precision=, tiled=...
+        if k.arg is not None:
+            yield (
+                "keyword_dropped",
+                [(i, lambda n, j=j: _set(keywords=n.keywords[:j] + n.keywords[j + 1 :])(n))],
+            )
+    if name in REDUCTIONS and isinstance(node.func, ast.Attribute):  # jnp.mean(x) and x.mean() alike
         for other in REDUCTIONS[name]:
             yield "reduction_swapped", [(i, lambda n, o=other: _set(func=ast.Attribute(n.func.value, o))(n))]
     if name in REPEATABLE and node.args:
@@ -571,7 +573,7 @@ def worker(assignment: str, n: int | None, timeout: int, out: Path, only: list[s
 
     shardbook.setup(quiet=True)
     nb = load(assignment)
-    mutants = [m for m in sample(all_mutants(nb), n) if not only or m.fingerprint in only]
+    mutants = [m for m in sample(all_mutants(nb), n) if not only or m.fingerprint in only or m.kind in only]
     base = base_namespace(nb)
     for fn, cells in nb.tests.items():  # the reference must pass, or every mutant would look killed
         if fn not in {m.function for m in mutants}:
@@ -699,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--list", action="store_true", help="list the mutants (id, diff) and run nothing")
     parser.add_argument(
-        "--only", action="append", help="run only the mutant with this fingerprint (repeatable)"
+        "--only", action="append", help="run only the mutants with this fingerprint or kind (repeatable)"
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--raw", type=Path, help=argparse.SUPPRESS)
