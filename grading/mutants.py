@@ -192,7 +192,6 @@ def _set(**changes):
 def candidate_mutations(sites: Sites, axes: set[str]) -> Iterator[tuple[str, list[Edit]]]:
     """Every (kind, edits) for the cell, in a fixed order: source order of the node, then kind."""
     nodes = sites.nodes
-    index = {id(n): i for i, n in enumerate(nodes)}
     axis_nodes = []
     for i, node in enumerate(nodes):
         if not sites.inside(node):
@@ -257,7 +256,6 @@ def candidate_mutations(sites: Sites, axes: set[str]) -> Iterator[tuple[str, lis
         a, b = sorted(axes)
         swap = {a: b, b: a}
         yield "axes_swapped_everywhere", [(j, _const(swap[nodes[j].value])) for j in axis_nodes]
-    del index
 
 
 def _bound(node: ast.Slice, bound: str, k: int) -> ast.Slice:

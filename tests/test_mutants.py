@@ -5,6 +5,7 @@ an evenly spread sample of 04_shard_map's run in this process, against the same 
 """
 
 import ast
+import functools
 
 import pytest
 
@@ -25,6 +26,13 @@ def f(x, w, mesh):
     return jax.shard_map(per_device, mesh=mesh, in_specs=(P("X", "Y"), P("Y", None)), out_specs=P("X"))(x, w)
     ### END SOLUTION
 '''
+
+
+@functools.cache
+def generated(assignment: str) -> tuple:
+    """The notebook and every mutant of one assignment (about 1 s of CPU each; shared by the tests)."""
+    nb = M.load(assignment)
+    return nb, M.all_mutants(nb)
 
 
 def toy_mutants():
@@ -98,17 +106,17 @@ def test_kill_rate_counts_equivalents_apart_and_timeouts_as_killed():
 def test_every_listed_equivalent_mutant_still_exists():
     # A stale entry (its mutant no longer generated) would hide nothing and mislead; keep the list exact.
     for assignment, entries in M.equivalents().items():
-        generated = {m.fingerprint for m in M.all_mutants(M.load(assignment))}
-        assert set(entries) <= generated, (assignment, set(entries) - generated)
+        fingerprints = {m.fingerprint for m in generated(assignment)[1]}
+        assert set(entries) <= fingerprints, (assignment, set(entries) - fingerprints)
         assert all(len(reason) > 20 for reason in entries.values())
 
 
 @pytest.mark.parametrize(("assignment", "sample"), [("01_meshes", None), ("04_shard_map", 3)])
 def test_sample_of_mutants_is_killed_by_the_graders(assignment, sample):
     # The full run is `make mutants`; this sample keeps the graders honest in every `make test`.
-    nb = M.load(assignment)
+    nb, mutants = generated(assignment)
     base = M.base_namespace(nb)
-    chosen = M.sample(M.all_mutants(nb), sample)
+    chosen = M.sample(mutants, sample)
     assert chosen and len({m.function for m in chosen}) == len(nb.answers)
     known = M.equivalents().get(assignment, {})
     survivors = [M.judge(nb, base, m).fingerprint for m in chosen]
@@ -138,8 +146,8 @@ STRENGTHENED = {
     ("assignment", "fingerprint"), [(a, fp) for a, fps in STRENGTHENED.items() for fp in fps]
 )
 def test_strengthened_graders_kill_their_mutant(assignment, fingerprint):
-    nb = M.load(assignment)
-    (mutant,) = [m for m in M.all_mutants(nb) if m.fingerprint == fingerprint]
+    nb, mutants = generated(assignment)
+    (mutant,) = [m for m in mutants if m.fingerprint == fingerprint]
     M.judge(nb, M.base_namespace(nb), mutant)
     assert mutant.status == "killed" and "_hidden" in mutant.killed_by, mutant.killed_by
     assert "expected" in mutant.killed_by and "got" in mutant.killed_by
