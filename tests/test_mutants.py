@@ -151,3 +151,13 @@ def test_strengthened_graders_kill_their_mutant(assignment, fingerprint):
     M.judge(nb, M.base_namespace(nb), mutant)
     assert mutant.status == "killed" and "_hidden" in mutant.killed_by, mutant.killed_by
     assert "expected" in mutant.killed_by and "got" in mutant.killed_by
+
+
+def test_a_mutant_past_the_time_limit_counts_as_killed_and_says_so():
+    loop = [("test_f_hidden", "while True:\n    f()\n")]
+    nb = M.Notebook("toy", [], {"f": "def f():\n    return 1\n"}, {"f": loop}, {"X", "Y"})
+    mutant = M.Mutant("toy", "f", "constant", "f/constant/0", "", "def f():\n    return 2\n")
+    M.judge(nb, {}, mutant, timeout=1)
+    assert mutant.status == "timeout" and "1 s" in mutant.killed_by
+    (row,) = M.summarize("toy", [vars(mutant)], {})
+    assert row["timeout"] == 1 and row["rate"] == 1.0
