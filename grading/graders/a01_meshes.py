@@ -248,18 +248,17 @@ def check_sharding_for_layout(fn: Callable) -> None:
                     target = NamedSharding(mesh, P(*spec))
                     expected = oracle_layout(target, shape)
                     layout = {d: tuple(slice(lo, hi) for lo, hi in box) for d, box in expected.items()}
+                    where = f"sharding_for_layout({_show(mesh)}, {shape}, <layout of P{spec}>)"
+                    size_one = "a mesh axis of size 1 has no second position to step to; skip it."
                     got = call_learner(
                         fn,
                         "sharding_for_layout",
                         mesh,
                         shape,
                         layout,
-                        where=f"sharding_for_layout({_show(mesh)}, {shape}, <layout of P{spec}>)",
-                        hint="a mesh axis of size 1 has no second position to step to; skip it."
-                        if 1 in sizes
-                        else None,
+                        where=where,
+                        hint=size_one if 1 in sizes else None,
                     )
-                    where = f"sharding_for_layout({_show(mesh)}, {shape}, <layout of P{spec}>)"
                     if not isinstance(got, NamedSharding):
                         raise CheckFailed(f"{where}: expected a NamedSharding, got {describe_array(got)}.")
                     if got.mesh.devices.shape != mesh.devices.shape or any(
