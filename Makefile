@@ -7,6 +7,7 @@
 #   make exercises  regenerate exercises/ from solutions/
 #   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads  (JOBS=2; UNSANDBOXED=1: no sandbox)
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
+#   make mutants    mutation testing of the graders (ASSIGNMENT=, SAMPLE=N, JOBS=); reports in _build/mutants
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -113,6 +114,11 @@ bench: venv
 
 bench-grading: venv
 	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30) $(if $(UNSANDBOXED),--unsandboxed)
+
+.PHONY: mutants
+mutants: venv
+	$(PY) -m grading.mutants $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT)) $(if $(SAMPLE),--sample $(SAMPLE)) \
+		$(if $(JOBS),--jobs $(JOBS))
 
 clean:
 	rm -rf _build grading/submitted grading/autograded grading/feedback grading/reports grading/gradebook.db

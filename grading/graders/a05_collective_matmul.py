@@ -202,10 +202,11 @@ def _check_values(
     out_spec: P,
     hint: str,
     sizes: tuple[tuple[int, ...], ...],
+    meshes: list[Mesh] | None = None,
 ) -> None:
-    """Runs fn on every value mesh and compares with the oracle and the output sharding."""
+    """Runs fn on every value mesh (or on ``meshes``) and compares with the oracle and the output sharding."""
     rng = np.random.default_rng(5)
-    for i, mesh in enumerate(value_meshes()):
+    for i, mesh in enumerate(meshes or value_meshes()):
         dims = sizes[i % len(sizes)]
         arrays = [_ints(rng, tuple(dims[k] for k in shape)) for shape in shapes]
         args = tuple(_put(x, mesh, s) for x, s in zip(arrays, specs, strict=True))
@@ -406,6 +407,15 @@ def check_matmul_allreduce(fn: Callable) -> None:
         "'Y' exactly once.",
         ({"B": 16, "D": 32, "F": 64}, {"B": 8, "D": 64, "F": 128}),
     )
+    _check_values(  # the contract puts no condition on F: chunks need not divide it
+        fn,
+        name,
+        AR_SHAPES,
+        AR_SPECS,
+        P("X", None),
+        "F need not divide by your number of chunks (here F = 9): split it unevenly, or into fewer chunks.",
+        ({"B": 16, "D": 32, "F": 9},),
+    )
     _check_no_communication_without_y(fn, name, [(64, 128), (128, 256)], AR_SPECS)
     hint = (
         "split the output's F columns into chunks; psum each chunk as soon as it is computed, so its "
@@ -467,6 +477,18 @@ def _check_reducescatter_family(fn: Callable, name: str, bidirectional: bool) ->
         "for its own block, with every other device's contribution added once.",
         RS_VALUE_SIZES,
     )
+    if bidirectional:  # a ring of 3 (6 devices): the two streams of accumulators no longer meet halfway
+        _check_values(
+            fn,
+            name,
+            RS_SHAPES,
+            RS_SPECS,
+            P("X", "Y"),
+            "with an odd number of devices on 'Y' the streams take n // 2 and n - 1 - n // 2 steps: the "
+            "block a stream starts with is me + steps (going right) or me - steps (going left), mod n.",
+            ({"B": 8, "F": 24, "D": 48},),
+            meshes=[make_mesh((2, 3))],
+        )
     _check_no_communication_without_y(fn, name, [(64, 128), (128, 256)], RS_SPECS)
     hint = (
         "never reduce the whole output (psum and psum_scatter show up as all-reduce / reduce-scatter): "

@@ -359,7 +359,8 @@ def check_moe_topk(fn: Callable) -> None:
     """Top-3 values on every routing; only all-to-all, within the stated bound for k.
 
     One mesh (Explicit axes, shuffled devices; the self-check uses k = 2 on an unshuffled mesh), and the
-    analysis reads that same program.
+    analysis reads that same program; then k = 2 on a mesh of Auto axes, where shard_map cannot take
+    the layout from the arguments' types.
     """
     mesh = make_mesh(shuffle=7)
     k = 3
@@ -372,4 +373,7 @@ def check_moe_topk(fn: Callable) -> None:
         all_to_all_bound(*SIZES[0], k=k),
         "(n-1)·C·(D + F + 2)·4 with C = k·S/n",
         A2A_HINT,
+    )
+    _check_sharded_values(
+        fn, "moe_topk", meshes=[make_mesh(AxisType.Auto, shuffle=8)], topk=(2,), hint=TOPK_HINT
     )

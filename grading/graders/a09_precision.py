@@ -27,6 +27,9 @@ from shardbook.checks import CheckFailed, describe_array
 
 # (M, K, N) of the hidden products A[M, K] · B[K, N], with N(0, 1) entries.
 MATMUL_SIZES: list[tuple[int, int, int]] = [(16, 64, 8), (64, 256, 32), (33, 517, 65), (128, 1024, 96)]
+# One size again with operands far from 1 (a power of two: the same accuracy target), where float16
+# overflows (its largest value is 65504) and loses bits (below 6e-5); bf16 and f32 hold both.
+SCALED_CASE: tuple[tuple[int, int, int], float] = ((16, 64, 8), 2.0**18)
 # The emulated three-pass product must be at least this many times more accurate than one bf16 pass.
 MIN_GAIN = 50
 # (batch, d_in, hidden, d_out) of the hidden two-layer models.
@@ -134,9 +137,12 @@ def normal_pair(m: int, k: int, n: int, seed: int) -> tuple[jax.Array, jax.Array
 def check_bf16x3_matmul(fn: Callable) -> None:
     """Only bf16 × bf16 → f32 dot_generals in the program, and 50× the accuracy of one bf16 pass."""
     name = "bf16x3_matmul"
-    for seed, (m, k, n) in enumerate(MATMUL_SIZES):
+    for seed, ((m, k, n), scale) in enumerate([*((size, 1.0) for size in MATMUL_SIZES), SCALED_CASE]):
         a, b = normal_pair(m, k, n, seed)
+        a, b = a * scale, b / scale
         where = f"{name}(f32[{m},{k}], f32[{k},{n}])"
+        if scale != 1:
+            where = f"{name}(f32[{m},{k}] × {scale:g}, f32[{k},{n}] / {scale:g})"
         jaxpr = call_learner(jax.make_jaxpr(fn), name, a, b, where=f"jax.make_jaxpr({name})(a, b)")
         dots = dot_generals(jaxpr)
         if not dots:
@@ -171,7 +177,10 @@ def check_bf16x3_matmul(fn: Callable) -> None:
                 f"a relative error (Frobenius, against float64) of at most {base / MIN_GAIN:.2e} — "
                 f"{MIN_GAIN}× below one bf16 pass ({base:.2e})",
                 f"{err:.2e}, {base / err:.1f}× below one pass" if err > 0 else "0",
-                "split each operand into a bf16 high part and a bf16 low part (what the high part "
+                "float16 holds nothing past 65504 and loses bits below 6e-5, bf16 and f32 hold both: "
+                "keep every piece in bfloat16 and the remainder (x - high) in float32."
+                if scale != 1
+                else "split each operand into a bf16 high part and a bf16 low part (what the high part "
                 "missed); the three largest products are high·high, high·low and low·high — "
                 "low·low is the one that is too small to matter.",
             )
