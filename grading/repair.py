@@ -103,8 +103,9 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
     for i, cell in enumerate(cells):
         free = by_text.get(_normalise(cell.source)) if i not in role else None
         if free and not _meta(cell).get("grade_id"):
-            role[i] = ("release", free.pop(0))
-            claimed.add(role[i][1])
+            k = free.pop(0)
+            role[i] = ("release", k)
+            claimed.add(k)
 
     # 2. Answers: the cells that define each answer function, else those that still carry its
     #    metadata (the learner renamed or retyped the function). A cell defining two answers stays an
@@ -162,7 +163,7 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
     for i, cell in enumerate(cells):
         kind, value = role.get(i, ("extra", -1))
         if kind == "release":
-            anchor = value
+            anchor = int(value)
         elif kind == "answer":
             if i in chosen_cells:  # an answer's other copies are dropped
                 anchor = answer_at[value]
@@ -173,7 +174,7 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
             extras += extra.cell_type == "code"
 
     out_cells = list(after.get(-1, []))
-    missing_tests = []
+    missing_tests: list[str] = []
     submitted_at = {k: i for i, (kind, k) in role.items() if kind == "release"}
     for k, cell in enumerate(release_cells):
         gid = _meta(cell).get("grade_id")
@@ -181,7 +182,7 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
         if _is_answer(cell) and gid in chosen:
             new.source = cells[chosen[gid]].source  # released metadata, learner's code
         elif _meta(cell).get("grade") and not _is_answer(cell) and k not in submitted_at:
-            missing_tests.append(gid)
+            missing_tests.append(str(gid))
         out_cells.append(new)
         out_cells.extend(after.get(k, []))
     if missing_tests:

@@ -20,6 +20,7 @@ import builtins
 import os
 import types
 from importlib import import_module
+from typing import Any
 
 from shardbook.checks import CheckFailed
 
@@ -56,7 +57,7 @@ BUILTINS = [
 
 def _package_dir(module_name: str) -> str:
     root = import_module(module_name.split(".")[0])
-    return os.path.dirname(os.path.abspath(root.__file__))
+    return os.path.dirname(os.path.abspath(root.__file__ or ""))
 
 
 def _origin(obj) -> str:
@@ -80,7 +81,7 @@ def find_tampering() -> list[str]:
     """Names of checking tools that notebook code has replaced, each with where the fake came from."""
     found = []
     for module_name, dotted in CRITICAL:
-        obj = import_module(module_name)
+        obj: Any = import_module(module_name)
         for part in dotted.split("."):
             obj = getattr(obj, part, None)
         if obj is None or not is_genuine(obj, module_name):
