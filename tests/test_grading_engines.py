@@ -1,0 +1,239 @@
+"""The grading engines: a batch graded on a 2-node Ray cluster matches the local engine byte for byte,
+and a regrade after a grader changed names who gained or lost points on which test.
+
+The batch is a representative slice of assignment 1's committed corpus (the solution, a wrong answer,
+a kernel that dies, a tampering notebook and an unreadable file): about 5 notebooks' worth of grading
+per engine, so this module costs one to two minutes on 2 cores.
+"""
+
+import contextlib
+import csv
+import io
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grading import grade
+from tests.notebooks import ROOT
+
+ASSIGNMENT = "01_meshes"
+BATCH = ["wrong_axis_order", "broken_kills_kernel", "tamper_patch_grader", "broken_not_a_notebook"]
+CELL_TIMEOUT = 30
+RAY = Path(sys.executable).parent / "ray"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray_status(address: str, env: dict) -> str:
+    try:
+        done = subprocess.run(
+            [str(RAY), "status", "--address", address], env=env, capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    """A head node and one worker node on this machine, one CPU each; both stopped afterwards.
+
+    Each node runs in a process group of its own, stopped by its id (never `ray stop`, which would
+    stop every Ray on the machine).
+    """
+    import ray._private.services
+
+    logs = tmp_path_factory.mktemp("ray")
+    port = _free_port()
+    address = f"{ray._private.services.get_node_ip_address()}:{port}"
+    env = dict(os.environ, RAY_AUTH_MODE="token", PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0")
+    nodes: list[subprocess.Popen] = []
+
+    def start(name: str, *args: str) -> None:
+        cmd = [str(RAY), "start", *args, "--num-cpus", "1", "--object-store-memory", str(200 * 2**20)]
+        cmd += ["--block", "--disable-usage-stats", "--metrics-export-port", str(_free_port())]
+        cmd += [
+            "--dashboard-agent-listen-port",
+            str(_free_port()),
+            "--runtime-env-agent-port",
+            str(_free_port()),
+        ]
+        with open(logs / f"{name}.log", "w") as log:
+            nodes.append(
+                subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            )
+
+    def wait_for(nodes_up: int) -> None:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if len(re.findall(r"^\s*1 node_", _ray_status(address, env), re.M)) >= nodes_up:
+                return
+            if any(p.poll() is not None for p in nodes):
+                break
+            time.sleep(2)
+        pytest.fail(f"the Ray cluster did not come up with {nodes_up} node(s); logs in {logs}")
+
+    try:
+        start(
+            "head",
+            "--head",
+            "--port",
+            str(port),
+            "--include-dashboard",
+            "false",
+            "--dashboard-port",
+            str(_free_port()),
+        )
+        wait_for(1)
+        start("worker", "--address", address)
+        wait_for(2)
+        yield address, env
+    finally:
+        for p in nodes:
+            os.killpg(p.pid, signal.SIGTERM)
+        for p in nodes:
+            try:
+                p.wait(timeout=40)  # a node drains for up to 30 s on SIGTERM
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # whatever of the group is left (raylet, workers)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+def _batch(into: Path) -> Path:
+    batch = into / "downloads"
+    batch.mkdir()
+    shutil.copy(
+        next((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")), batch / "reference solution.ipynb"
+    )  # id reference_solution
+    for name in BATCH:
+        shutil.copy(ROOT / "tests" / "submissions" / ASSIGNMENT / f"{name}.ipynb", batch)
+    return batch
+
+
+def _grade(course: Path, batch: Path | None, *extra: str) -> int:
+    args = [ASSIGNMENT, *([str(batch)] if batch else []), "--root", str(course)]
+    return grade.main([*args, "--cell-timeout", str(CELL_TIMEOUT), "--jobs", "2", *extra])
+
+
+@pytest.fixture(scope="module")
+def local_course(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("local")
+    course = grade.copy_course(tmp)
+    assert _grade(course, _batch(tmp)) == 0
+    return course
+
+
+@pytest.fixture(scope="module")
+def ray_course(tmp_path_factory, ray_cluster):
+    address, env = ray_cluster
+    tmp = tmp_path_factory.mktemp("ray")
+    course = grade.copy_course(tmp)
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
+        mp.setenv("RAY_ADDRESS", address)
+        mp.setenv("RAY_AUTH_MODE", env["RAY_AUTH_MODE"])
+        assert _grade(course, _batch(tmp), "--engine", "ray") == 0
+    print(out.getvalue())
+    assert "Ray: 2 node(s), 2 notebook(s) at a time" in out.getvalue()  # both nodes took work
+    assert re.search(r"\[5/5, [0-9.]+ notebooks/min, done\]", out.getvalue())
+    return course
+
+
+def _reports(course: Path) -> Path:
+    return course / "grading" / "reports" / ASSIGNMENT
+
+
+def test_ray_cluster_gives_the_local_engines_scores_and_feedback(local_course, ray_course, capsys):
+    local, remote = _reports(local_course), _reports(ray_course)
+    assert (remote / "scores.csv").read_bytes() == (local / "scores.csv").read_bytes()
+    with open(local / "scores.csv") as f:
+        rows = {row["learner"]: row for row in csv.DictReader(f)}
+    assert set(rows) == {"reference_solution", *BATCH}
+    assert rows["reference_solution"]["total"] == rows["reference_solution"]["max"]
+    assert rows["wrong_axis_order"]["test_sharding_for_layout_hidden"] == "0"
+    assert rows["broken_kills_kernel"]["test_shard_sums_hidden"] == "0"
+    pages = sorted(p.name for p in (local / "feedback").glob("*.html"))
+    assert pages == sorted(f"{n}.html" for n in rows if n != "broken_not_a_notebook")
+    for page in pages:
+        assert (remote / "feedback" / page).read_bytes() == (local / "feedback" / page).read_bytes(), page
+
+    def notes(folder: Path) -> str:  # report.txt without the seconds each notebook took
+        return re.sub(r" in [0-9.]+ s$", "", (folder / "report.txt").read_text(), flags=re.M)
+
+    assert notes(remote) == notes(local)
+    assert "stopped the Python kernel" in notes(local)
+
+
+def test_every_learner_is_in_the_one_gradebook_with_the_csv_scores(local_course, ray_course):
+    from nbgrader.api import Gradebook
+
+    for course in (local_course, ray_course):
+        with open(_reports(course) / "scores.csv") as f:
+            totals = {row["learner"]: float(row["total"]) for row in csv.DictReader(f)}
+        with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gb:
+            stored = {s.student.id: s.score for s in gb.assignment_submissions(ASSIGNMENT)}
+        assert stored == totals
+
+
+def test_original_downloads_are_kept_for_regrading(local_course):
+    kept = _reports(local_course) / "submissions"
+    for name in BATCH:
+        original = ROOT / "tests" / "submissions" / ASSIGNMENT / f"{name}.ipynb"
+        assert (kept / f"{name}.ipynb").read_bytes() == original.read_bytes()
+
+
+def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(local_course, tmp_path, capsys):
+    course = tmp_path / "course"
+    shutil.copytree(local_course, course)
+    before = (_reports(course) / "scores.csv").read_text()
+    # An instructor's change: the hidden test of shard_sums now fails every answer.
+    graders = course / "grading" / "graders" / "a01_meshes.py"
+    text = graders.read_text()
+    anchor = (
+        '    """Compares ``fn(x)`` with the oracle on arrays of several shardings, dtypes and meshes."""\n'
+    )
+    assert anchor in text
+    graders.write_text(text.replace(anchor, anchor + '    raise AssertionError("changed grader")\n'))
+    capsys.readouterr()
+    assert _grade(course, None, "--regrade") == 0
+    out = capsys.readouterr().out
+    changed = [line.strip() for line in out.splitlines() if line.startswith("  ") and ": " in line]
+    assert f"regrade of {ASSIGNMENT}: 2 of 5 learner(s) changed" in out
+    assert changed == [
+        "reference_solution: lost 3, 14 -> 11 (test_shard_sums_hidden 3 -> 0)",
+        "wrong_axis_order: lost 3, 10 -> 7 (test_shard_sums_hidden 3 -> 0)",
+    ]
+    after = (_reports(course) / "scores.csv").read_text()
+    old, new = _rows(before), _rows(after)
+    assert set(new) == set(old)
+    for learner in old:
+        if learner in ("reference_solution", "wrong_axis_order"):
+            assert new[learner]["test_shard_sums_hidden"] == "0"
+            assert float(new[learner]["total"]) == float(old[learner]["total"]) - 3
+        else:
+            assert new[learner] == old[learner], learner
+    # The report keeps the name each file was handed in under, not the stored copy's.
+    assert (
+        "reference_solution: 11/14 from reference solution.ipynb"
+        in (_reports(course) / "report.txt").read_text()
+    )
+
+
+def _rows(text: str) -> dict[str, dict]:
+    return {row["learner"]: row for row in csv.DictReader(text.splitlines())}
