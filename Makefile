@@ -4,7 +4,8 @@
 #   make site-check the built site in Chromium at desktop and phone sizes (screenshots: _build/screenshots)
 #   make learner-path a Colab learner's path, setup cell to grade, in a Colab-like runtime
 #   make exercises  regenerate exercises/ from solutions/
-#   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads
+#   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads [JOBS=2] [ENGINE=ray; RAY_ADDRESS=host:port]
+#   make regrade ASSIGNMENT=01_meshes  grade the stored submissions again; prints whose scores changed
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
 
 SHELL := /bin/bash
@@ -22,10 +23,10 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help venv book test lint unit notebooks exercises check-exercises leaks site-check learner-path grade bench bench-grading clean
+.PHONY: help venv book test lint unit notebooks exercises check-exercises leaks site-check learner-path grade regrade bench bench-grading clean
 
 help:
-	@sed -n '2,9p' Makefile | sed 's/^# *//'
+	@sed -n '2,10p' Makefile | sed 's/^# *//'
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Python 3.12 or newer is needed: install it, or run make PYTHON=/path/to/python3.12"; exit 1; fi
@@ -97,7 +98,12 @@ test: venv
 grade: venv
 	@if [ -z "$(ASSIGNMENT)" ] || [ -z "$(SUBMISSIONS)" ]; then \
 		echo "usage: make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/folder/of/ipynb"; exit 2; fi
-	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS))
+	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(ENGINE),--engine $(ENGINE))
+
+# After a grader changed: the submissions `make grade` kept, graded again; who gained or lost what.
+regrade: venv
+	@if [ -z "$(ASSIGNMENT)" ]; then echo "usage: make regrade ASSIGNMENT=01_meshes [JOBS=2] [ENGINE=ray]"; exit 2; fi
+	$(PY) -m grading.grade $(ASSIGNMENT) --regrade $(if $(JOBS),--jobs $(JOBS)) $(if $(ENGINE),--engine $(ENGINE))
 
 bench: venv
 	$(PY) -m benchmarks.collective_matmul

@@ -459,7 +459,16 @@ def run_ray(
     }
     address = os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
+        try:
+            ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
+        except (ConnectionError, RuntimeError) as e:
+            hint = ""
+            if "auth" in str(e).lower():
+                hint = (
+                    "; the cluster uses token authentication: set RAY_AUTH_MODE=token and give its token "
+                    "(~/.ray/auth_token or RAY_AUTH_TOKEN)"
+                )
+            raise SystemExit(f"could not connect to the Ray cluster at RAY_ADDRESS={address}{hint}") from e
         jobs = max(1, int(ray.cluster_resources().get("CPU", jobs)))
     else:  # address="local": a fresh Ray of our own, even when another is running on this machine
         ray.init(

@@ -6,121 +6,36 @@ a kernel that dies, a tampering notebook and an unreadable file): about 5 notebo
 per engine, so this module costs one to two minutes on 2 cores.
 """
 
-import contextlib
 import csv
-import io
-import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from grading import grade
+from grading.local_ray import local_cluster
 from tests.notebooks import ROOT
 
 ASSIGNMENT = "01_meshes"
 BATCH = ["wrong_axis_order", "broken_kills_kernel", "tamper_patch_grader", "broken_not_a_notebook"]
 CELL_TIMEOUT = 30
-RAY = Path(sys.executable).parent / "ray"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ray_status(address: str, env: dict) -> str:
-    try:
-        done = subprocess.run(
-            [str(RAY), "status", "--address", address], env=env, capture_output=True, text=True, timeout=60
-        )
-    except subprocess.TimeoutExpired:
-        return ""
-    return done.stdout if done.returncode == 0 else ""
 
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    """A head node and one worker node on this machine, one CPU each; both stopped afterwards.
-
-    Each node runs in a process group of its own, stopped by its id (never `ray stop`, which would
-    stop every Ray on the machine).
-    """
-    import ray._private.services
-
-    logs = tmp_path_factory.mktemp("ray")
-    port = _free_port()
-    address = f"{ray._private.services.get_node_ip_address()}:{port}"
-    env = dict(os.environ, RAY_AUTH_MODE="token", PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0")
-    nodes: list[subprocess.Popen] = []
-
-    def start(name: str, *args: str) -> None:
-        cmd = [str(RAY), "start", *args, "--num-cpus", "1", "--object-store-memory", str(200 * 2**20)]
-        cmd += ["--block", "--disable-usage-stats", "--metrics-export-port", str(_free_port())]
-        cmd += [
-            "--dashboard-agent-listen-port",
-            str(_free_port()),
-            "--runtime-env-agent-port",
-            str(_free_port()),
-        ]
-        with open(logs / f"{name}.log", "w") as log:
-            nodes.append(
-                subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            )
-
-    def wait_for(nodes_up: int) -> None:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            if len(re.findall(r"^\s*1 node_", _ray_status(address, env), re.M)) >= nodes_up:
-                return
-            if any(p.poll() is not None for p in nodes):
-                break
-            time.sleep(2)
-        pytest.fail(f"the Ray cluster did not come up with {nodes_up} node(s); logs in {logs}")
-
-    try:
-        start(
-            "head",
-            "--head",
-            "--port",
-            str(port),
-            "--include-dashboard",
-            "false",
-            "--dashboard-port",
-            str(_free_port()),
-        )
-        wait_for(1)
-        start("worker", "--address", address)
-        wait_for(2)
-        yield address, env
-    finally:
-        for p in nodes:
-            os.killpg(p.pid, signal.SIGTERM)
-        for p in nodes:
-            try:
-                p.wait(timeout=40)  # a node drains for up to 30 s on SIGTERM
-            except subprocess.TimeoutExpired:
-                pass
-            try:
-                os.killpg(p.pid, signal.SIGKILL)  # whatever of the group is left (raylet, workers)
-            except ProcessLookupError:
-                pass
-            p.wait()
+    """A head node and one worker node on this machine, one CPU each; both stopped afterwards."""
+    with local_cluster(tmp_path_factory.mktemp("ray-logs"), nodes=2, cpus_per_node=1) as cluster:
+        yield cluster
 
 
 def _batch(into: Path) -> Path:
     batch = into / "downloads"
     batch.mkdir()
-    shutil.copy(
-        next((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")), batch / "reference solution.ipynb"
-    )  # id reference_solution
+    solution = next((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
+    shutil.copy(solution, batch / "reference solution.ipynb")  # learner id: reference_solution
     for name in BATCH:
         shutil.copy(ROOT / "tests" / "submissions" / ASSIGNMENT / f"{name}.ipynb", batch)
     return batch
@@ -141,17 +56,23 @@ def local_course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ray_course(tmp_path_factory, ray_cluster):
+    # As an instructor runs it: its own process, RAY_ADDRESS naming the cluster (Ray reads its
+    # authentication settings when imported, so this test process could not connect as a driver).
     address, env = ray_cluster
     tmp = tmp_path_factory.mktemp("ray")
     course = grade.copy_course(tmp)
-    out = io.StringIO()
-    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
-        mp.setenv("RAY_ADDRESS", address)
-        mp.setenv("RAY_AUTH_MODE", env["RAY_AUTH_MODE"])
-        assert _grade(course, _batch(tmp), "--engine", "ray") == 0
-    print(out.getvalue())
-    assert "Ray: 2 node(s), 2 notebook(s) at a time" in out.getvalue()  # both nodes took work
-    assert re.search(r"\[5/5, [0-9.]+ notebooks/min, done\]", out.getvalue())
+    args = [ASSIGNMENT, str(_batch(tmp)), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
+    done = subprocess.run(
+        [sys.executable, "-m", "grading.grade", *args, "--engine", "ray"],
+        env=dict(env, RAY_ADDRESS=address, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    print(done.stdout, done.stderr[-3000:])
+    assert done.returncode == 0
+    assert "Ray: 2 node(s), 2 notebook(s) at a time" in done.stdout  # one notebook on each node at once
+    assert re.search(r"\[5/5, [0-9.]+ notebooks/min, done\]", done.stdout)
     return course
 
 
