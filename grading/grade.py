@@ -290,7 +290,7 @@ def _grade_in(
     (target_dir / "timestamp.txt").write_text(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
 
     skipped: list[int] = []
-    death_file = root / "death.json"  # outside grading/: nbgrader copies nothing of it
+    death_file = root.parent / "death.json"  # beside the scratch course, not in it
     for _attempt in range(MAX_KERNEL_DEATHS + 1):
         death_file.unlink(missing_ok=True)
         code, log = _nbgrader(
@@ -677,10 +677,14 @@ def main(argv: list[str] | None = None) -> int:
     options = dict(
         notebook_timeout=args.notebook_timeout, cell_timeout=args.cell_timeout, memory_gb=args.memory_gb
     )
-    prepare_gradebook(args.assignment, root)
     outcomes = []
-    with tempfile.TemporaryDirectory(prefix="shardbook-template-") as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="shardbook-template-") as scratch,
+        ThreadPoolExecutor(max_workers=1) as pool,
+    ):
+        course_ready = pool.submit(prepare_gradebook, args.assignment, root)  # while the template's is made
         template = build_template(args.assignment, root, Path(scratch))
+        course_ready.result()
         print(f"grading {len(tasks)} notebook(s) of {args.assignment}, engine {args.engine}", flush=True)
         start = time.monotonic()
         for outcome in ENGINES[args.engine](args.assignment, tasks, template, options, jobs):

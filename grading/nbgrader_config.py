@@ -40,9 +40,6 @@ c.ClearOutput.remove_metadata_fields = ["collapsed", "scrolled", "execution"]
 c.Execute.timeout = int(os.environ.get("SHARDBOOK_CELL_TIMEOUT", "120"))
 c.Execute.interrupt_on_timeout = True
 c.Execute.allow_errors = True
-# One output per stream and cell, however the kernel's writes were split in time: the same notebook
-# gives the same feedback page on any machine and engine.
-c.Execute.coalesce_streams = True
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
