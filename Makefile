@@ -109,7 +109,7 @@ bench: venv
 	$(PY) -m benchmarks.collective_matmul
 
 bench-grading: venv
-	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30)
+	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30) $(if $(CONFIGS),--configs $(CONFIGS))
 
 clean:
 	rm -rf _build grading/submitted grading/autograded grading/feedback grading/reports grading/gradebook.db

@@ -492,11 +492,11 @@ def run_ray(
             slot, (source, _) = running.pop(ref)
             free.append(slot)
             try:
-                yield ray.get(ref)
+                outcome = ray.get(ref)
             except RayTaskError:
                 raise  # a bug in grade_one, not a learner's doing: as the local engine, stop
-            except RayError as e:  # the worker or its node died: this learner is graded again later
-                yield Outcome(
+            except RayError as e:  # the worker or its node died, after Ray's own retries: say so
+                outcome = Outcome(
                     learner=learner_id(Path(source)),
                     source=Path(source),
                     notes=[
@@ -504,6 +504,7 @@ def run_ray(
                         "scored 0: grade this learner again."
                     ],
                 )
+            yield outcome
     finally:
         ray.shutdown()
 

@@ -123,7 +123,8 @@ def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(local
     course = tmp_path / "course"
     shutil.copytree(local_course, course)
     before = (_reports(course) / "scores.csv").read_text()
-    # An instructor's change: the hidden test of shard_sums now fails every answer.
+    # An instructor's change: the hidden test of shard_sums now fails every answer; the learners who
+    # passed it lose its 3 points, the two who had 0 there (a dying kernel, an unreadable file) do not.
     graders = course / "grading" / "graders" / "a01_meshes.py"
     text = graders.read_text()
     anchor = (
@@ -135,16 +136,17 @@ def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(local
     assert _grade(course, None, "--regrade") == 0
     out = capsys.readouterr().out
     changed = [line.strip() for line in out.splitlines() if line.startswith("  ") and ": " in line]
-    assert f"regrade of {ASSIGNMENT}: 2 of 5 learner(s) changed" in out
+    assert f"regrade of {ASSIGNMENT}: 3 of 5 learner(s) changed" in out
     assert changed == [
         "reference_solution: lost 3, 14 -> 11 (test_shard_sums_hidden 3 -> 0)",
+        "tamper_patch_grader: lost 3, 11 -> 8 (test_shard_sums_hidden 3 -> 0)",
         "wrong_axis_order: lost 3, 10 -> 7 (test_shard_sums_hidden 3 -> 0)",
     ]
     after = (_reports(course) / "scores.csv").read_text()
     old, new = _rows(before), _rows(after)
     assert set(new) == set(old)
     for learner in old:
-        if learner in ("reference_solution", "wrong_axis_order"):
+        if learner in ("reference_solution", "tamper_patch_grader", "wrong_axis_order"):
             assert new[learner]["test_shard_sums_hidden"] == "0"
             assert float(new[learner]["total"]) == float(old[learner]["total"]) - 3
         else:
