@@ -135,8 +135,12 @@ def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(local
     capsys.readouterr()
     assert _grade(course, None, "--regrade") == 0
     out = capsys.readouterr().out
-    changed = [line.strip() for line in out.splitlines() if line.startswith("  ") and ": " in line]
-    assert f"regrade of {ASSIGNMENT}: 3 of 5 learner(s) changed" in out
+    header = f"regrade of {ASSIGNMENT}: 3 of 5 learner(s) changed\n"
+    assert header in out
+    after_header = out.split(header, 1)[1].splitlines()
+    changed = [
+        line.strip() for line in after_header[: len(after_header) - 3]
+    ]  # then scores:, feedback:, notes:
     assert changed == [
         "reference_solution: lost 3, 14 -> 11 (test_shard_sums_hidden 3 -> 0)",
         "tamper_patch_grader: lost 3, 11 -> 8 (test_shard_sums_hidden 3 -> 0)",
@@ -160,3 +164,22 @@ def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(local
 
 def _rows(text: str) -> dict[str, dict]:
     return {row["learner"]: row for row in csv.DictReader(text.splitlines())}
+
+
+def test_score_changes_and_progress_in_words():
+    cells = [("test_f_visible", 1.0), ("test_f_hidden", 2.0)]
+    before = {
+        "ada": {"total": 1.0, "max": 3.0, "test_f_visible": 1.0, "test_f_hidden": 0.0},
+        "bob": {"total": 3.0, "max": 3.0, "test_f_visible": 1.0, "test_f_hidden": 2.0},
+    }
+    outcomes = [
+        grade.Outcome("bob", Path("bob.ipynb"), scores={"test_f_visible": 1.0, "test_f_hidden": 2.0}),
+        grade.Outcome("ada", Path("ada.ipynb"), scores={"test_f_visible": 1.0, "test_f_hidden": 2.0}),
+        grade.Outcome("cy", Path("cy.ipynb"), scores={"test_f_visible": 1.0}),
+    ]
+    assert grade.score_changes(before, outcomes, cells) == [
+        "ada: gained 2, 1 -> 3 (test_f_hidden 0 -> 2)",
+        "cy: new, 1 points",
+    ]
+    assert grade.progress(3, 10, 60.0) == "[3/10, 3.0 notebooks/min, about 2 min 20 s left]"
+    assert grade.progress(10, 10, 75.0) == "[10/10, 8.0 notebooks/min, done]"
