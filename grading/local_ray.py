@@ -92,7 +92,7 @@ def local_cluster(
                 os.killpg(p.pid, signal.SIGTERM)
         for p in started:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(timeout=40)  # a node drains for up to 30 s on SIGTERM
+                p.wait(timeout=10)  # a node would drain for up to 30 s; a test cluster need not
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)  # whatever of the group is left (raylet, workers)
             p.wait()
