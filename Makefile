@@ -5,7 +5,8 @@
 #   make site-check the built site in Chromium at desktop and phone sizes (screenshots: _build/screenshots)
 #   make learner-path a Colab learner's path, setup cell to grade, in a Colab-like runtime
 #   make exercises  regenerate exercises/ from solutions/
-#   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads  (JOBS=2; UNSANDBOXED=1: no sandbox)
+#   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads [JOBS=2] [ENGINE=ray] [UNSANDBOXED=1]
+#   make regrade ASSIGNMENT=01_meshes  grade the stored submissions again; prints whose scores changed
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
 #   make mutants    mutation testing of the graders (ASSIGNMENT=, SAMPLE=N, JOBS=); reports in _build/mutants
 
@@ -24,10 +25,10 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help venv book test lint unit notebooks chapters exercises check-exercises leaks site-check learner-path grade bench bench-grading clean
+.PHONY: help venv book test lint unit notebooks chapters exercises check-exercises leaks site-check learner-path grade regrade bench bench-grading mutants clean
 
 help:
-	@sed -n '2,10p' Makefile | sed 's/^# *//'
+	@sed -n '2,11p' Makefile | sed 's/^# *//'
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Python 3.12 or newer is needed: install it, or run make PYTHON=/path/to/python3.12"; exit 1; fi
@@ -107,15 +108,20 @@ test: venv
 grade: venv
 	@if [ -z "$(ASSIGNMENT)" ] || [ -z "$(SUBMISSIONS)" ]; then \
 		echo "usage: make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/folder/of/ipynb"; exit 2; fi
-	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(UNSANDBOXED),--unsandboxed)
+	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(ENGINE),--engine $(ENGINE)) $(if $(UNSANDBOXED),--unsandboxed)
+
+# After a grader changed: the submissions `make grade` kept, graded again; who gained or lost what.
+regrade: venv
+	@if [ -z "$(ASSIGNMENT)" ]; then echo "usage: make regrade ASSIGNMENT=01_meshes [JOBS=2] [ENGINE=ray]"; exit 2; fi
+	$(PY) -m grading.grade $(ASSIGNMENT) --regrade $(if $(JOBS),--jobs $(JOBS)) $(if $(ENGINE),--engine $(ENGINE)) $(if $(UNSANDBOXED),--unsandboxed)
 
 bench: venv
 	$(PY) -m benchmarks.collective_matmul
 
 bench-grading: venv
-	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30) $(if $(UNSANDBOXED),--unsandboxed)
+	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30) \
+		$(if $(CONFIGS),--configs $(CONFIGS)) $(if $(UNSANDBOXED),--unsandboxed)
 
-.PHONY: mutants
 mutants: venv
 	$(PY) -m grading.mutants $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT)) $(if $(SAMPLE),--sample $(SAMPLE)) \
 		$(if $(JOBS),--jobs $(JOBS))

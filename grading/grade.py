@@ -4,26 +4,39 @@ Input: the notebooks as learners downloaded them from Colab (or saved them anywh
 name without ``.ipynb`` is the learner id: ``ada_lovelace.ipynb`` is graded as learner
 ``ada_lovelace``. Characters other than letters, digits, ``_``, ``-`` and ``.`` become ``_``.
 
-What happens, per learner, each in its own process so one bad notebook never stops the batch:
-  1. the notebook is checked to be a readable notebook and copied into nbgrader's layout,
-     ``grading/submitted/<learner>/<assignment>/<assignment notebook name>``;
+The driver (this process) first builds a *scratch template* of the course: the assignment's
+``solutions/`` and ``exercises/`` folders, the grading code, ``nbgrader_config.py`` and a fresh
+gradebook that knows only this assignment. Each notebook is then graded in its own copy of that
+template (a scratch course holding nothing of any other learner), in its own process, so one bad
+notebook never stops the batch:
+  1. the notebook is checked to be a readable notebook, repaired, and put into the scratch course's
+     ``grading/submitted/<learner>/<assignment>/``;
   2. ``nbgrader autograde`` runs it: test cells are restored from the instructor's copy, hidden tests
      included; a cell that runs longer than the cell timeout is interrupted and scores 0; the kernel
      that runs the learner's code is sandboxed (``grading/sandbox.py``; ``--unsandboxed`` turns it off);
   3. if a cell kills the kernel (``os._exit``, a crash), that cell is replaced by one that raises a
      clear error and the notebook is graded again, so only what depends on it loses points;
   4. feedback HTML without hidden-test source is written.
+The worker returns what came out as data (scores, notes, the autograded notebook, the feedback page);
+the driver alone writes them into the course, one learner at a time: ``grading/submitted``,
+``grading/autograded``, ``grading/feedback`` and the scores in the one gradebook
+(``grading/gradebook.db``, nbgrader's own), so no two processes ever write the same SQLite file.
+Workers are threads of this process (``--engine local``, ``--jobs N`` at a time) or Ray tasks
+(``--engine ray``: a local Ray with N CPUs, or the cluster at ``$RAY_ADDRESS``); a Ray worker gets the
+template and the notebook with the task and needs nothing of the driver's filesystem.
 Output, in ``grading/reports/<assignment>/``:
   * ``scores.csv`` — learner, total, max, then one column per graded test cell (its grade_id);
   * ``feedback/<learner>.html`` — scores, the learner's code and each test's message;
-  * ``report.txt`` — for each learner, anything unusual: unreadable notebook, skipped cells, timeouts.
-The gradebook (``grading/gradebook.db``) is nbgrader's own and can be inspected with its tools.
+  * ``report.txt`` — for each learner, anything unusual: unreadable notebook, skipped cells, timeouts;
+  * ``submissions/<learner>.ipynb`` — the file as handed in, which ``--regrade`` grades again (after a
+    grader changed) and reports who gained or lost points on which test before replacing the CSV.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import os
 import queue
@@ -32,9 +45,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+import warnings
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,9 +63,15 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_KERNEL_DEATHS = 6
 
 
+#: nbgrader's per-learner folders under grading/, which a worker fills and the driver writes.
+NBGRADER_FOLDERS = ("submitted", "autograded", "feedback")
+#: What a course folder holds besides code: never copied into a scratch course.
+GRADING_STATE = ("gradebook.db", *NBGRADER_FOLDERS, "reports", "__pycache__")
+
+
 @dataclass
 class Outcome:
-    """What happened to one learner's notebook."""
+    """What happened to one learner's notebook, as data: a worker returns it, the driver records it."""
 
     learner: str
     source: Path
@@ -57,6 +79,8 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     graded: bool = False
     seconds: float = 0.0
+    #: the scratch course's grading/<folder>/<learner>/<assignment>/ files, per NBGRADER_FOLDERS entry
+    files: dict[str, dict[str, bytes]] = field(default_factory=dict)
 
 
 def copy_course(into: Path, root: Path = ROOT) -> Path:
@@ -68,10 +92,39 @@ def copy_course(into: Path, root: Path = ROOT) -> Path:
     course.mkdir(parents=True)
     for name in ("solutions", "exercises"):
         shutil.copytree(root / name, course / name)
-    state = ("gradebook.db", "submitted", "autograded", "feedback", "reports", "__pycache__")
-    shutil.copytree(root / "grading", course / "grading", ignore=shutil.ignore_patterns(*state))
+    shutil.copytree(root / "grading", course / "grading", ignore=shutil.ignore_patterns(*GRADING_STATE))
     shutil.copy(root / "nbgrader_config.py", course)
     return course
+
+
+def build_template(assignment: str, root: Path, into: Path) -> Path:
+    """The scratch template of one assignment, ``into/template``: every file a worker needs, no more.
+
+    The assignment's solutions/ and exercises/ folders, the grading code, nbgrader_config.py and a
+    fresh gradebook that knows this assignment and no learner. Each notebook is graded in a copy of it.
+    """
+    course = into / "template"
+    course.mkdir(parents=True)
+    for name in ("solutions", "exercises"):
+        shutil.copytree(root / name / assignment, course / name / assignment)
+    shutil.copytree(root / "grading", course / "grading", ignore=shutil.ignore_patterns(*GRADING_STATE))
+    shutil.copy(root / "nbgrader_config.py", course)
+    prepare_gradebook(assignment, course)
+    shutil.rmtree(course / "grading" / "__pycache__", ignore_errors=True)
+    return course
+
+
+def pack(folder: Path) -> bytes:
+    """A folder as gzipped tar bytes (how the template travels to a Ray worker)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(folder, arcname=".", filter=lambda info: None if "__pycache__" in info.name else info)
+    return buffer.getvalue()
+
+
+def _unpack(data: bytes, into: Path) -> None:
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(into, filter="data")
 
 
 def learner_id(path: Path) -> str:
@@ -163,9 +216,9 @@ def prepare_gradebook(assignment: str, root: Path) -> None:
         raise SystemExit(f"nbgrader could not read solutions/{assignment}:\n{log}")
 
 
-def _read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]:
+def _read_submission(data: bytes) -> tuple[nbformat.NotebookNode | None, str | None]:
     try:
-        nb = nbformat.read(path, as_version=4)
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
     except Exception as e:
         return None, f"the file is not a readable notebook ({type(e).__name__}: {str(e)[:200]})"
     return nb, None
@@ -173,88 +226,117 @@ def _read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str | No
 
 def grade_one(
     assignment: str,
-    path: Path,
-    root: Path,
+    source: str,
+    data: bytes,
+    template: Path | bytes,
     *,
     notebook_timeout: float,
     cell_timeout: int,
     memory_gb: float = 6.0,
-    sandbox_slot: int | None = 0,
+    slot: int = 0,
+    sandboxed: bool = True,
 ) -> Outcome:
-    """Autogrades one learner's notebook; never raises for anything the learner did.
+    """Autogrades one learner's notebook in a scratch course of its own; never raises for anything the
+    learner did.
 
-    ``sandbox_slot``: which of the notebooks graded at the same time this is (its kernel's uid in the
-    sandbox, see grading/sandbox.py); None grades without the sandbox.
+    ``data`` is the file as handed in, named ``source``; ``template`` is build_template's folder, or
+    its pack() when the worker runs elsewhere. ``slot`` (0 .. jobs-1) is unique among the notebooks
+    graded at the same time (the kernel's uid in the sandbox, see grading/sandbox.py).
+    ``sandboxed=False`` runs the learner's code without the sandbox. Everything is written under a
+    temporary folder and returned as data.
     """
     start = time.monotonic()
-    outcome = Outcome(learner=learner_id(path), source=path)
-    if sandbox_slot is None:
+    outcome = Outcome(learner=learner_id(Path(source)), source=Path(source))
+    if not sandboxed:
         outcome.notes.append(UNSANDBOXED_NOTE)
-    nb, problem = _read_submission(path)
+    with tempfile.TemporaryDirectory(prefix="shardbook-grade-") as scratch:
+        course = Path(scratch) / "course"
+        if isinstance(template, bytes):
+            course.mkdir()
+            _unpack(template, course)
+        else:
+            shutil.copytree(template, course)
+        _grade_in(
+            course, assignment, data, outcome, notebook_timeout, cell_timeout, memory_gb, slot, sandboxed
+        )
+        for folder in NBGRADER_FOLDERS:
+            where = course / "grading" / folder / outcome.learner / assignment
+            if where.is_dir():
+                outcome.files[folder] = {
+                    p.name: p.read_bytes() for p in sorted(where.iterdir()) if p.is_file()
+                }
+    outcome.seconds = time.monotonic() - start
+    return outcome
+
+
+def _grade_in(
+    root: Path,
+    assignment: str,
+    data: bytes,
+    outcome: Outcome,
+    notebook_timeout: float,
+    cell_timeout: int,
+    memory_gb: float,
+    slot: int,
+    sandboxed: bool,
+) -> None:
+    """Grades ``data`` in the scratch course ``root``, filling ``outcome``."""
+    nb, problem = _read_submission(data)
     if problem:
         outcome.notes.append(problem + "; scored 0.")
-        return outcome
+        return
     try:
         repaired = repair(nb, nbformat.read(release_notebook(assignment, root), as_version=4))
     except Exception as e:  # a notebook too strange to map: say so, grade nothing
         outcome.notes.append(
             f"the notebook could not be matched to the assignment ({type(e).__name__}: {e}); scored 0."
         )
-        return outcome
+        return
     nb = repaired.notebook
     outcome.notes += ["repaired: " + r for r in repaired.repairs]
     target_dir = root / "grading" / "submitted" / outcome.learner / assignment
-    if target_dir.exists():
-        shutil.rmtree(target_dir)
     target_dir.mkdir(parents=True)
     nbformat.write(nb, target_dir / release_notebook(assignment, root).name)
     (target_dir / "timestamp.txt").write_text(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
 
     skipped: list[int] = []
-    lock_retries = 0
-    with tempfile.TemporaryDirectory() as scratch:
-        death_file = Path(scratch) / "death.json"
-        for _attempt in range(MAX_KERNEL_DEATHS + 4):  # deaths, plus a few retries on a busy gradebook
-            death_file.unlink(missing_ok=True)
-            code, log = _nbgrader(
-                ["autograde", assignment, "--student", outcome.learner, "--force"],
-                root,
-                timeout=notebook_timeout,
-                extra_env={
-                    "SHARDBOOK_SKIP_CELLS": ",".join(map(str, skipped)),
-                    "SHARDBOOK_DEATH_FILE": str(death_file),
-                    "SHARDBOOK_CELL_TIMEOUT": str(cell_timeout),
-                    "TMPDIR": scratch,  # the kernel's runtime folder too: removed even if nbgrader is killed
-                    **(sandbox.kernel_env(sandbox_slot) if sandbox_slot is not None else {}),
-                },
-                memory_bytes=int(memory_gb * 2**30),
-            )
-            if code is None:
-                outcome.notes.append(
-                    f"grading stopped after the {notebook_timeout:.0f} s limit for one notebook; scored 0."
-                )
-                break
-            if code == 0:
-                outcome.graded = True
-                break
-            if "database is locked" in log and lock_retries < 3:  # another learner's grading was writing
-                lock_retries += 1
-                time.sleep(1 + lock_retries)
-                continue
-            if death_file.exists():
-                death = json.loads(death_file.read_text())
-                skipped.append(int(death["index"]))
-                where = f"cell {death['index']}" + (
-                    f" ({death['grade_id']})" if death.get("grade_id") else ""
-                )
-                outcome.notes.append(f"{where} stopped the Python kernel; it was skipped and graded again.")
-                continue
+    death_file = root.parent / "death.json"  # beside the scratch course, not in it
+    for _attempt in range(MAX_KERNEL_DEATHS + 1):
+        death_file.unlink(missing_ok=True)
+        code, log = _nbgrader(
+            ["autograde", assignment, "--student", outcome.learner, "--force"],
+            root,
+            timeout=notebook_timeout,
+            extra_env={
+                "SHARDBOOK_SKIP_CELLS": ",".join(map(str, skipped)),
+                "SHARDBOOK_DEATH_FILE": str(death_file),
+                "SHARDBOOK_CELL_TIMEOUT": str(cell_timeout),
+                "SHARDBOOK_GRADING_SLOT": str(slot),
+                "TMPDIR": str(root.parent),  # the runtime folder: gone with the scratch course
+                **(sandbox.kernel_env(slot) if sandboxed else {}),
+            },
+            memory_bytes=int(memory_gb * 2**30),
+        )
+        if code is None:
             outcome.notes.append(
-                "nbgrader could not grade this notebook; scored 0. Its log ends:\n" + log[-1500:]
+                f"grading stopped after the {notebook_timeout:.0f} s limit for one notebook; scored 0."
             )
             break
-        else:
-            outcome.notes.append("the kernel died too many times; scored 0.")
+        if code == 0:
+            outcome.graded = True
+            break
+        if death_file.exists():
+            death = json.loads(death_file.read_text())
+            skipped.append(int(death["index"]))
+            where = f"cell {death['index']}" + (f" ({death['grade_id']})" if death.get("grade_id") else "")
+            outcome.notes.append(f"{where} stopped the Python kernel; it was skipped and graded again.")
+            continue
+        outcome.notes.append(
+            "nbgrader could not grade this notebook; scored 0. Its log ends:\n" + log[-1500:]
+        )
+        break
+    else:
+        outcome.notes.append("the kernel died too many times; scored 0.")
 
     if outcome.graded:
         outcome.scores = read_scores(assignment, outcome.learner, root)
@@ -264,8 +346,6 @@ def grade_one(
         )
         if code != 0:
             outcome.notes.append("feedback could not be generated:\n" + log[-800:])
-    outcome.seconds = time.monotonic() - start
-    return outcome
 
 
 UNSANDBOXED_NOTE = "graded without the sandbox (--unsandboxed): its code could read and change the course."
@@ -305,6 +385,196 @@ def read_scores(assignment: str, learner: str, root: Path) -> dict[str, float]:
             for grade in notebook.grades:
                 scores[grade.name] = float(grade.score)
         return scores
+
+
+def record(outcome: Outcome, assignment: str, root: Path) -> None:
+    """Writes one worker's result into the course (the driver alone does this, one learner at a time).
+
+    nbgrader's folders grading/{submitted,autograded,feedback}/<learner>/<assignment>/ get the files the
+    worker produced (an earlier grading's are removed), and the gradebook gets this learner's scores:
+    every learner graded, an unreadable notebook included (0 for each test), has one submission.
+    """
+    for folder in NBGRADER_FOLDERS:
+        target = root / "grading" / folder / outcome.learner / assignment
+        if target.exists():
+            shutil.rmtree(target)
+        files = outcome.files.get(folder)
+        if files:
+            target.mkdir(parents=True)
+            for name, data in files.items():
+                (target / Path(name).name).write_bytes(data)
+    from nbgrader.api import Gradebook, MissingEntry
+
+    stamp = outcome.files.get("submitted", {}).get("timestamp.txt")
+    with Gradebook(f"sqlite:///{root / 'grading' / 'gradebook.db'}") as gb:
+        gb.update_or_create_student(outcome.learner)
+        try:
+            gb.remove_submission(assignment, outcome.learner)
+        except MissingEntry:
+            pass
+        with warnings.catch_warnings():  # nbgrader's add_submission trips SQLAlchemy's autoflush notes
+            warnings.simplefilter("ignore")
+            submission = gb.add_submission(
+                assignment, outcome.learner, **({"timestamp": stamp.decode().strip()} if stamp else {})
+            )
+        for notebook in submission.notebooks:
+            for grade in notebook.grades:
+                grade.auto_score = outcome.scores.get(grade.name, 0.0)
+                grade.needs_manual_grade = False
+        gb.db.commit()
+
+
+def store_submission(assignment: str, learner: str, data: bytes, root: Path) -> None:
+    """Keeps the file as handed in, for --regrade: reports/<assignment>/submissions/<learner>.ipynb."""
+    folder = root / "grading" / "reports" / assignment / "submissions"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{learner}.ipynb").write_bytes(data)
+
+
+# -- engines: each yields Outcomes as notebooks finish; the driver records them one at a time --------
+
+Task = tuple[str, bytes]  # (file name as handed in, its bytes)
+
+
+def run_local(
+    assignment: str, tasks: list[Task], template: Path, options: dict, jobs: int
+) -> Iterator[Outcome]:
+    """Threads of this process, ``jobs`` at a time; each notebook is graded by its own processes."""
+    slots: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for slot in range(jobs):
+        slots.put(slot)
+
+    def work(task: Task) -> Outcome:
+        slot = slots.get()
+        try:
+            return grade_one(assignment, *task, template, slot=slot, **options)
+        finally:
+            slots.put(slot)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for future in as_completed([pool.submit(work, task) for task in tasks]):
+            yield future.result()
+
+
+def run_ray(
+    assignment: str, tasks: list[Task], template: Path, options: dict, jobs: int
+) -> Iterator[Outcome]:
+    """Ray tasks: a local Ray with ``jobs`` CPUs, or the cluster at $RAY_ADDRESS (one task per CPU).
+
+    The packed template is put in Ray's object store once; each task carries its notebook's bytes and
+    returns its Outcome, so a worker needs nothing of this machine's files. The grading package itself
+    travels as a runtime_env module; the workers' Python needs the course's requirements.
+    """
+    import ray
+    from ray.exceptions import RayError, RayTaskError
+
+    runtime_env = {
+        "py_modules": [str(Path(__file__).resolve().parent)],
+        "excludes": [f"{name}/" if "." not in name else name for name in GRADING_STATE],
+    }
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        try:
+            ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
+        except (ConnectionError, RuntimeError) as e:
+            hint = ""
+            if "auth" in str(e).lower():
+                hint = (
+                    "; the cluster uses token authentication: set RAY_AUTH_MODE=token and give its token "
+                    "(~/.ray/auth_token or RAY_AUTH_TOKEN)"
+                )
+            raise SystemExit(f"could not connect to the Ray cluster at RAY_ADDRESS={address}{hint}") from e
+        jobs = max(1, int(ray.cluster_resources().get("CPU", jobs)))
+    else:  # address="local": a fresh Ray of our own, even when another is running on this machine
+        ray.init(
+            address="local",
+            num_cpus=jobs,
+            runtime_env=runtime_env,
+            include_dashboard=False,
+            log_to_driver=False,
+        )
+    try:
+        nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+        print(f"Ray: {nodes} node(s), {jobs} notebook(s) at a time", flush=True)
+        remote = ray.remote(num_cpus=1)(grade_one)
+        shipped = ray.put(pack(template))
+        waiting, running, free = list(reversed(tasks)), {}, list(range(jobs))
+        while waiting or running:
+            while waiting and free:  # at most one task per slot, so a slot is unique among running ones
+                slot, task = free.pop(0), waiting.pop()
+                running[remote.remote(assignment, *task, shipped, slot=slot, **options)] = (slot, task)
+            (ref,), _ = ray.wait(list(running), num_returns=1)
+            slot, (source, _) = running.pop(ref)
+            free.append(slot)
+            try:
+                outcome = ray.get(ref)
+            except RayTaskError:
+                raise  # a bug in grade_one, not a learner's doing: as the local engine, stop
+            except RayError as e:  # the worker or its node died, after Ray's own retries: say so
+                outcome = Outcome(
+                    learner=learner_id(Path(source)),
+                    source=Path(source),
+                    notes=[
+                        f"the Ray worker grading this notebook failed ({type(e).__name__}); "
+                        "scored 0: grade this learner again."
+                    ],
+                )
+            yield outcome
+    finally:
+        ray.shutdown()
+
+
+ENGINES = {"local": run_local, "ray": run_ray}
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds} s"
+
+
+def progress(done: int, total: int, elapsed: float) -> str:
+    """``[done/total, rate notebooks/min, time left]`` of a batch, from its elapsed wall time."""
+    rate = done / max(elapsed, 1e-9)
+    left = "done" if done == total else f"about {_duration((total - done) / rate)} left"
+    return f"[{done}/{total}, {rate * 60:.1f} notebooks/min, {left}]"
+
+
+def read_scores_csv(path: Path) -> dict[str, dict[str, float]]:
+    """learner -> {column: value} of a scores.csv (empty if there is none)."""
+    if not path.exists():
+        return {}
+    with open(path, newline="") as f:
+        return {row.pop("learner"): {k: float(v) for k, v in row.items()} for row in csv.DictReader(f)}
+
+
+def score_changes(
+    before: dict[str, dict[str, float]], outcomes: Iterable[Outcome], cells: list[tuple[str, float]]
+) -> list[str]:
+    """One line per learner whose score changed: total before -> after, then each test that changed."""
+    lines = []
+    for o in sorted(outcomes, key=lambda o: o.learner):
+        after = {gid: o.scores.get(gid, 0.0) for gid, _ in cells}
+        if o.learner not in before:
+            lines.append(f"{o.learner}: new, {_fmt(sum(after.values()))} points")
+            continue
+        old = before[o.learner]
+        tests = [
+            f"{gid} {_fmt(old.get(gid, 0.0))} -> {_fmt(after[gid])}"
+            for gid, _ in cells
+            if old.get(gid, 0.0) != after[gid]
+        ]
+        if tests:
+            old_total, new_total = old.get("total", 0.0), sum(after.values())
+            verb = "gained" if new_total > old_total else "lost" if new_total < old_total else "kept"
+            change = _fmt(abs(new_total - old_total))
+            lines.append(
+                f"{o.learner}: {verb} {change}, {_fmt(old_total)} -> {_fmt(new_total)} ({'; '.join(tests)})"
+            )
+    return lines
 
 
 def write_reports(assignment: str, outcomes: list[Outcome], root: Path) -> Path:
@@ -352,12 +622,16 @@ def _fmt(x: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("assignment", help="assignment id, a folder of solutions/, e.g. 01_meshes")
-    parser.add_argument("submissions", type=Path, help="folder of learners' .ipynb files")
+    parser.add_argument(
+        "submissions", type=Path, nargs="?", help="folder of learners' .ipynb files (not with --regrade)"
+    )
     parser.add_argument("--root", type=Path, default=ROOT, help="course root (the repository)")
     parser.add_argument("--notebook-timeout", type=float, default=1200, help="seconds for one notebook")
     parser.add_argument("--cell-timeout", type=int, default=120, help="seconds for one cell")
     parser.add_argument(
-        "--jobs", type=int, default=1, help="notebooks graded at the same time (one per core)"
+        "--jobs",
+        type=int,
+        help="notebooks graded at the same time (one per core); default 1, with --engine ray every core",
     )
     parser.add_argument(
         "--memory-gb", type=float, default=6.0, help="address-space cap for one notebook's kernel, GiB"
@@ -367,6 +641,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run learners' code without the sandbox (only for notebooks you trust; see the README)",
     )
+    parser.add_argument(
+        "--engine",
+        choices=sorted(ENGINES),
+        default="local",
+        help="local: this machine's cores; ray: Ray tasks, on the cluster at $RAY_ADDRESS if set",
+    )
+    parser.add_argument(
+        "--regrade",
+        action="store_true",
+        help="grade the stored submissions of the assignment again and print whose scores changed",
+    )
     args = parser.parse_args(argv)
 
     root = args.root.resolve()
@@ -374,6 +659,21 @@ def main(argv: list[str] | None = None) -> int:
         known = sorted(p.name for p in (root / "solutions").iterdir() if p.is_dir())
         print(f"no assignment {args.assignment!r} in solutions/; known: {known}", file=sys.stderr)
         return 2
+    reports = root / "grading" / "reports" / args.assignment
+    sources: dict[str, str] = {}  # learner -> the file name a regrade reports (the original one)
+    if args.regrade:
+        if args.submissions:
+            print("--regrade grades the stored submissions: give no folder", file=sys.stderr)
+            return 2
+        args.submissions = reports / "submissions"
+        if not args.submissions.is_dir():
+            print(f"nothing to regrade: no stored submissions in {args.submissions}", file=sys.stderr)
+            return 2
+        for path in (reports / "learners").glob("*.json"):
+            kept = json.loads(path.read_text())
+            sources[kept["learner"]] = kept["source"]
+    elif args.submissions is None:
+        parser.error("the folder of submissions is needed (or --regrade)")
     if not args.submissions.is_dir():
         print(f"{args.submissions} is not a folder of .ipynb files", file=sys.stderr)
         return 2
@@ -386,7 +686,6 @@ def main(argv: list[str] | None = None) -> int:
     if clashes:
         print(f"two files give the same learner id {sorted(clashes)}: rename one", file=sys.stderr)
         return 2
-
     if args.unsandboxed:
         print(
             f"WARNING: {UNSANDBOXED_NOTE.split(':')[0]}: learners' code can read and change the course, "
@@ -402,34 +701,46 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    before = read_scores_csv(reports / "scores.csv")
+    tasks = [
+        (sources.get(learner, path.name), path.read_bytes()) for learner, path in zip(ids, files, strict=True)
+    ]
+    if not args.regrade:
+        for learner, (_, data) in zip(ids, tasks, strict=True):
+            store_submission(args.assignment, learner, data, root)
 
-    prepare_gradebook(args.assignment, root)
-    slots: queue.Queue[int] = queue.Queue()
-    for slot in range(max(1, args.jobs)):  # one sandbox uid per notebook graded at the same time
-        slots.put(slot)
-
-    def grade_file(path: Path) -> Outcome:
-        slot = slots.get()
-        try:
-            return grade_one(
-                args.assignment,
-                path,
-                root,
-                notebook_timeout=args.notebook_timeout,
-                cell_timeout=args.cell_timeout,
-                memory_gb=args.memory_gb,
-                sandbox_slot=None if args.unsandboxed else slot,
-            )
-        finally:
-            slots.put(slot)
-
+    jobs = max(1, args.jobs or ((os.cpu_count() or 1) if args.engine == "ray" else 1))
+    options = dict(
+        notebook_timeout=args.notebook_timeout,
+        cell_timeout=args.cell_timeout,
+        memory_gb=args.memory_gb,
+        sandboxed=not args.unsandboxed,
+    )
     outcomes = []
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:  # each notebook is its own process
-        for outcome in pool.map(grade_file, files):
+    with (
+        tempfile.TemporaryDirectory(prefix="shardbook-template-") as scratch,
+        ThreadPoolExecutor(max_workers=1) as pool,
+    ):
+        course_ready = pool.submit(prepare_gradebook, args.assignment, root)  # while the template's is made
+        template = build_template(args.assignment, root, Path(scratch))
+        course_ready.result()
+        print(f"grading {len(tasks)} notebook(s) of {args.assignment}, engine {args.engine}", flush=True)
+        start = time.monotonic()
+        for outcome in ENGINES[args.engine](args.assignment, tasks, template, options, jobs):
+            record(outcome, args.assignment, root)
+            outcomes.append(outcome)
             total = sum(outcome.scores.values())
             flag = "" if not outcome.notes else f"  ({len(outcome.notes)} note(s))"
-            print(f"{outcome.learner:>24}: {total:g} points in {outcome.seconds:.1f} s{flag}", flush=True)
-            outcomes.append(outcome)
+            print(
+                f"{outcome.learner:>24}: {total:g} points in {outcome.seconds:.1f} s{flag}  "
+                + progress(len(outcomes), len(tasks), time.monotonic() - start),
+                flush=True,
+            )
+    if args.regrade:
+        changes = score_changes(before, outcomes, graded_cells(args.assignment, root))
+        print(f"regrade of {args.assignment}: {len(changes)} of {len(outcomes)} learner(s) changed")
+        for line in changes:
+            print("  " + line)
     folder = write_reports(args.assignment, outcomes, root)
     print(f"scores: {folder / 'scores.csv'}\nfeedback: {folder / 'feedback'}\nnotes: {folder / 'report.txt'}")
     return 0

@@ -89,6 +89,11 @@ class SkipCells(Preprocessor):
 class ExecuteRecordingDeaths(Execute):
     """nbgrader's Execute; also writes the index of a cell whose kernel died to $SHARDBOOK_DEATH_FILE."""
 
+    # One output per stream and cell, however the kernel's writes were split in time, so the same
+    # notebook gives the same feedback page on any machine and engine (nbclient's trait is not
+    # configurable, hence set here).
+    coalesce_streams = Bool(True)
+
     def preprocess_cell(self, cell, resources, index):
         try:
             return super().preprocess_cell(cell, resources, index)

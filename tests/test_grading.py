@@ -184,3 +184,20 @@ def test_regrading_is_idempotent_and_touches_only_that_learner(graded, tmp_path)
         grade.main([assignment, str(again), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]) == 0
     )
     assert (reports / "scores.csv").read_text() == before
+
+
+def test_gradebook_holds_every_learner_of_the_parallel_batch(graded):
+    # Two notebooks were graded at a time; the driver alone wrote the gradebook, so every learner is
+    # there, with the scores of the CSV (an unreadable notebook too: 0 for each test).
+    from nbgrader.api import Gradebook
+
+    assignment, course, _, rows, _ = graded
+    with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gb:
+        stored = {
+            s.student.id: {g.name: g.score for nb in s.notebooks for g in nb.grades}
+            for s in gb.assignment_submissions(assignment)
+        }
+    assert set(stored) == set(rows)
+    for learner, row in rows.items():
+        for gid, _ in grade.graded_cells(assignment, course):
+            assert stored[learner][gid] == float(row[gid]), (learner, gid)

@@ -1,0 +1,98 @@
+"""A small Ray cluster on this machine, for the tests and the grading benchmark: a head node and
+worker nodes, each a ``ray start --block`` process of its own, stopped by process group on exit.
+
+    with local_cluster(nodes=2, logs=Path("ray-logs")) as (address, env):
+        subprocess.run([..., "--engine", "ray"], env=dict(env, RAY_ADDRESS=address))
+
+``env`` is the environment the nodes run with (token authentication, usage stats off); a driver
+connecting to ``address`` needs its RAY_AUTH_MODE. Stopping never uses ``ray stop``, which would stop
+every Ray on the machine, only this cluster's process groups.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+RAY = Path(sys.executable).parent / "ray"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _nodes_up(address: str, env: dict[str, str]) -> int:
+    try:
+        done = subprocess.run(
+            [str(RAY), "status", "--address", address], env=env, capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        return 0
+    return len(re.findall(r"^\s*1 node_", done.stdout, re.M)) if done.returncode == 0 else 0
+
+
+@contextlib.contextmanager
+def local_cluster(
+    logs: Path, nodes: int = 2, cpus_per_node: int = 1, timeout: float = 180
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """Starts a head and ``nodes - 1`` worker nodes; yields (address, env); stops them all."""
+    import ray._private.services
+
+    logs.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    address = f"{ray._private.services.get_node_ip_address()}:{port}"
+    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_USAGE_STATS_ENABLED="0")
+    started: list[subprocess.Popen] = []
+
+    def start(name: str, *args: str) -> None:
+        cmd = [str(RAY), "start", *args, "--num-cpus", str(cpus_per_node), "--block", "--disable-usage-stats"]
+        cmd += ["--object-store-memory", str(200 * 2**20), "--metrics-export-port", str(_free_port())]
+        cmd += [
+            "--dashboard-agent-listen-port",
+            str(_free_port()),
+            "--runtime-env-agent-port",
+            str(_free_port()),
+        ]
+        with open(logs / f"{name}.log", "w") as log:
+            started.append(
+                subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            )
+
+    def wait_for(count: int) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if _nodes_up(address, env) >= count:
+                return
+            if any(p.poll() is not None for p in started):
+                break
+            time.sleep(2)
+        raise RuntimeError(f"the local Ray cluster did not come up with {count} node(s); logs in {logs}")
+
+    try:
+        head = ["--head", "--port", str(port), "--include-dashboard", "false"]
+        start("head", *head, "--dashboard-port", str(_free_port()))
+        wait_for(1)
+        for k in range(1, nodes):
+            start(f"worker{k}", "--address", address)
+        wait_for(nodes)
+        yield address, env
+    finally:
+        for p in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in started:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=10)  # a node would drain for up to 30 s; a test cluster need not
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)  # whatever of the group is left (raylet, workers)
+            p.wait()
