@@ -78,15 +78,7 @@ def local_cluster(
             time.sleep(2)
         raise RuntimeError(f"the local Ray cluster did not come up with {count} node(s); logs in {logs}")
 
-    try:
-        head = ["--head", "--port", str(port), "--include-dashboard", "false"]
-        start("head", *head, "--dashboard-port", str(_free_port()))
-        wait_for(1)
-        for k in range(1, nodes):
-            start(f"worker{k}", "--address", address)
-        wait_for(nodes)
-        yield address, env
-    finally:
+    def stop() -> None:
         for p in started:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
@@ -96,3 +88,26 @@ def local_cluster(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)  # whatever of the group is left (raylet, workers)
             p.wait()
+        started.clear()
+
+    # A node gives up after Ray's fixed 30 s wait for its raylet, which a busy machine can exceed:
+    # one more try before the cluster is reported as not starting.
+    for attempt in range(2):
+        try:
+            head = ["--head", "--port", str(port), "--include-dashboard", "false"]
+            start(f"head-{attempt}", *head, "--dashboard-port", str(_free_port()))
+            wait_for(1)
+            for k in range(1, nodes):
+                start(f"worker{k}-{attempt}", "--address", address)
+            wait_for(nodes)
+            break
+        except RuntimeError:
+            stop()
+            if attempt == 1:
+                raise
+            port = _free_port()
+            address = f"{ray._private.services.get_node_ip_address()}:{port}"
+    try:
+        yield address, env
+    finally:
+        stop()
