@@ -375,6 +375,16 @@ def test_every_cpu_pass_the_analyzer_switches_off_is_known_to_this_xla():
     assert cpu.passes_without_effect(("no-such-pass",)) == ("no-such-pass",)
 
 
+def test_pass_probe_runs_under_a_mesh_the_caller_set():
+    # A learner's program is analysed inside `with jax.set_mesh(...)`; the probe, traced on a mesh of
+    # its own, must not be judged against the caller's mesh (it raised "context mesh ... should match").
+    from shardbook.comms import cpu
+
+    cpu.passes_without_effect.cache_clear()
+    with jax.set_mesh(jax.make_mesh((2, 4), ("X", "Y"))):
+        assert cpu.passes_without_effect(("no-such-pass",)) == ("no-such-pass",)
+
+
 def test_renamed_cpu_pass_is_noticed_in_the_report(monkeypatch, matmul_args):
     # property: a pass name this XLA does not know (as after a rename) gives a note, shown when printed
     from shardbook.comms import cpu

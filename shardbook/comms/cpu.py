@@ -104,7 +104,8 @@ def passes_without_effect(names: tuple[str, ...]) -> tuple[str, ...]:
     a = jax.ShapeDtypeStruct((4, 8), jnp.bfloat16, sharding=spec("i"))
     b = jax.ShapeDtypeStruct((4, 8), jnp.float32, sharding=spec(None, "i"))
     probe = jax.jit(lambda a, b, c: (a * 2, b.sum(1), c.sum(1)), out_shardings=(spec(), spec(), spec()))
-    lowered = probe.lower(a, b, b)
+    with jax.set_mesh(mesh):  # the caller may have set a mesh of its own: the probe uses its mesh
+        lowered = probe.lower(a, b, b)
     plain = lowered.compile().as_text()
     return tuple(
         name
