@@ -16,10 +16,10 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from grading.graders.common import call_learner, show
+from grading.graders.common import call_learner, make_mesh, show
 from shardbook.checks import CheckFailed, describe_array
 
 Spec = tuple[Any, ...]
@@ -89,14 +89,6 @@ def oracle_shard_sums(x: jax.Array) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 
 
-def make_mesh(sizes: tuple[int, ...], names: tuple[str, ...], *, shuffle: int | None = None) -> Mesh:
-    """A mesh over the first prod(sizes) devices; with ``shuffle`` the devices are in a random order."""
-    devices = list(jax.devices()[: math.prod(sizes)])
-    if shuffle is not None:
-        random.Random(shuffle).shuffle(devices)
-    return Mesh(np.array(devices).reshape(sizes), names)
-
-
 def all_specs(ndim: int, names: tuple[str, ...]) -> list[Spec]:
     """Every PartitionSpec of ``ndim`` entries using each mesh axis at most once (orders matter)."""
     specs = []
@@ -111,16 +103,6 @@ def all_specs(ndim: int, names: tuple[str, ...]) -> list[Spec]:
 
 def _sample(rng: random.Random, items: list, k: int) -> list:
     return rng.sample(items, min(k, len(items)))
-
-
-def _call(fn: Callable, name: str, *args: Any) -> Any:
-    return call_learner(fn, name, *args, where=f"{name}({', '.join(_show(a) for a in args)})")
-
-
-def _show(a: Any) -> str:
-    if isinstance(a, dict) and a and isinstance(next(iter(a.values())), tuple):
-        return "layout{…}"
-    return show(a)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -170,7 +152,7 @@ def check_per_device_shape(fn: Callable) -> None:
                 f"{call}: expected a ValueError because a dimension does not divide evenly over its mesh "
                 f"axes, got {got!r}. Hint: check size % (product of the axis sizes) for every dimension."
             )
-        got = _call(fn, "per_device_shape", shape, axes, spec)
+        got = call_learner(fn, "per_device_shape", shape, axes, spec)
         if not isinstance(got, tuple) or tuple(got) != expected:
             if isinstance(got, (list, np.ndarray)) and tuple(int(g) for g in got) == expected:
                 hint = "the values are right; return them as a tuple, not a list."
@@ -194,14 +176,14 @@ def check_devices_holding(fn: Callable) -> None:
     rng = random.Random(1)
     for k, (sizes, names) in enumerate(MESH_LAYOUTS):
         for shuffle in (None, 100 + k):
-            mesh = make_mesh(sizes, names, shuffle=shuffle)
+            mesh = make_mesh(sizes, names, axis_type=AxisType.Auto, shuffle=shuffle)
             for ndim in (1, 2):
                 for spec in _sample(rng, all_specs(ndim, names), 4):
                     shape = tuple(rng.choice([8, 16]) for _ in range(ndim))
                     for _ in range(3):
                         index = tuple(rng.randrange(n) for n in shape)
                         expected = oracle_devices_holding(mesh, spec, shape, index)
-                        got = _call(fn, "devices_holding", mesh, spec, shape, index)
+                        got = call_learner(fn, "devices_holding", mesh, spec, shape, index)
                         try:
                             got_set = {int(d) for d in got}
                         except Exception:
@@ -226,7 +208,7 @@ def check_devices_holding(fn: Callable) -> None:
                                     "named in the spec replicate."
                                 )
                             raise CheckFailed(
-                                f"devices_holding({_show(mesh)}, {spec}, {shape}, {index}): expected "
+                                f"devices_holding({show(mesh)}, {spec}, {shape}, {index}): expected "
                                 f"{sorted(expected)}, got {sorted(got_set)}. Hint: {hint}"
                             )
 
@@ -240,7 +222,7 @@ def check_sharding_for_layout(fn: Callable) -> None:
     rng = random.Random(2)
     for k, (sizes, names) in enumerate(MESH_LAYOUTS + SIZE_ONE_LAYOUTS):
         for shuffle in (None, 200 + k):
-            mesh = make_mesh(sizes, names, shuffle=shuffle)
+            mesh = make_mesh(sizes, names, axis_type=AxisType.Auto, shuffle=shuffle)
             for ndim in (1, 2, 3):
                 specs = all_specs(ndim, names)
                 for spec in _sample(rng, specs, 5):
@@ -248,7 +230,7 @@ def check_sharding_for_layout(fn: Callable) -> None:
                     target = NamedSharding(mesh, P(*spec))
                     expected = oracle_layout(target, shape)
                     layout = {d: tuple(slice(lo, hi) for lo, hi in box) for d, box in expected.items()}
-                    where = f"sharding_for_layout({_show(mesh)}, {shape}, <layout of P{spec}>)"
+                    where = f"sharding_for_layout({show(mesh)}, {shape}, <layout of P{spec}>)"
                     size_one = "a mesh axis of size 1 has no second position to step to; skip it."
                     got = call_learner(
                         fn,
@@ -266,7 +248,7 @@ def check_sharding_for_layout(fn: Callable) -> None:
                     ):
                         raise CheckFailed(
                             f"{where}: expected a NamedSharding on the mesh you were given, got one on "
-                            f"{_show(got.mesh)}. Hint: build it with NamedSharding(mesh, spec)."
+                            f"{show(got.mesh)}. Hint: build it with NamedSharding(mesh, spec)."
                         )
                     try:
                         got_layout = oracle_layout(got, shape)
@@ -301,7 +283,7 @@ def check_shard_sums(fn: Callable) -> None:
     pyrng = random.Random(3)
     for k, (sizes, names) in enumerate(MESH_LAYOUTS):
         for shuffle in (None, 300 + k):
-            mesh = make_mesh(sizes, names, shuffle=shuffle)
+            mesh = make_mesh(sizes, names, axis_type=AxisType.Auto, shuffle=shuffle)
             for ndim in (1, 2):
                 for spec in _sample(pyrng, all_specs(ndim, names), 3):
                     shape = tuple(int(pyrng.choice([8, 16])) for _ in range(ndim))
@@ -309,8 +291,8 @@ def check_shard_sums(fn: Callable) -> None:
                     host = rng.integers(-9, 10, size=shape).astype(dtype)
                     x = jax.device_put(host, NamedSharding(mesh, P(*spec)))
                     expected = oracle_shard_sums(x)
-                    got = _call(fn, "shard_sums", x)
-                    where = f"shard_sums({describe_array(x)} on {_show(mesh)})"
+                    got = call_learner(fn, "shard_sums", x)
+                    where = f"shard_sums({describe_array(x)} on {show(mesh)})"
                     got_shape = getattr(got, "shape", None)
                     if got_shape is None or tuple(got_shape) != expected.shape:
                         raise CheckFailed(
