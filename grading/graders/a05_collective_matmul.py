@@ -177,6 +177,11 @@ def _check_no_communication_without_y(fn: Callable, name: str, structs: list, sp
         )
 
 
+def _structs(mesh: Mesh, dims: dict[str, int], shapes: list[tuple[str, ...]], specs: list[P]) -> tuple:
+    """Shape-only arguments: dimension names (``("B", "D")``) sized by ``dims``, laid out by ``specs``."""
+    return tuple(struct(tuple(dims[k] for k in s), mesh, p) for s, p in zip(shapes, specs, strict=True))
+
+
 def _structure_cases(middle: dict[str, int], big: dict[str, int]) -> list[tuple[Mesh, dict[str, int]]]:
     """(mesh, sizes) of the compile-only checks: each STRUCTURE_LAYOUTS mesh at a middle size, then a
     (2, 4) mesh with Auto axes at the large size the time comparison uses (it comes last)."""
@@ -252,10 +257,7 @@ def _ag_bound(mesh: Mesh, dims: dict[str, int]) -> int:
 
 
 def _ag_structs(mesh: Mesh, dims: dict[str, int]) -> tuple:
-    return tuple(
-        struct(tuple(dims[k] for k in shape), mesh, spec)
-        for shape, spec in zip(AG_SHAPES, AG_SPECS, strict=True)
-    )
+    return _structs(mesh, dims, AG_SHAPES, AG_SPECS)
 
 
 def _check_allgather_family(fn: Callable, name: str, bidirectional: bool) -> None:
@@ -370,9 +372,7 @@ def check_matmul_allreduce(fn: Callable) -> None:
     )
     for mesh, dims in _structure_cases({"B": 64, "D": 256, "F": 512}, AR_BIG):
         shape = tuple(mesh.devices.shape)
-        args = tuple(
-            struct(tuple(dims[k] for k in s), mesh, p) for s, p in zip(AR_SHAPES, AR_SPECS, strict=True)
-        )
+        args = _structs(mesh, dims, AR_SHAPES, AR_SPECS)
         report = _analyze(fn, name, args, mesh)
         n_x, n_y = shape
         out_block = dims["B"] // n_x * dims["F"] * BYTES_F32
@@ -408,7 +408,7 @@ RS_BIG = {"B": 1024, "F": 8192, "D": 2048}
 
 
 def _rs_structs(mesh: Mesh, dims: dict[str, int]) -> tuple:
-    return tuple(struct(tuple(dims[k] for k in s), mesh, p) for s, p in zip(RS_SHAPES, RS_SPECS, strict=True))
+    return _structs(mesh, dims, RS_SHAPES, RS_SPECS)
 
 
 def _check_reducescatter_family(fn: Callable, name: str, bidirectional: bool) -> None:
@@ -508,9 +508,7 @@ def check_transformer_mlp(fn: Callable) -> None:
     )
     for mesh, dims in _structure_cases({"B": 64, "D": 256, "F": 512}, MLP_BIG):
         shape = tuple(mesh.devices.shape)
-        args = tuple(
-            struct(tuple(dims[k] for k in s), mesh, p) for s, p in zip(MLP_SHAPES, MLP_SPECS, strict=True)
-        )
+        args = _structs(mesh, dims, MLP_SHAPES, MLP_SPECS)
         n_x, n_y = shape
         block = dims["B"] // n_x * dims["D"] // n_y * BYTES_F32  # x block = output block
         report = _analyze(fn, name, args, mesh)
