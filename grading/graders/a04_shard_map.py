@@ -12,7 +12,6 @@ the call, what was expected, what came back, and a hint.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import numpy as np
 from jax.sharding import AxisType, Mesh
@@ -82,15 +81,11 @@ def cases(seed: int) -> Iterator[tuple[Mesh, tuple[int, int], tuple[int, int]]]:
             k += 1
 
 
-def _call(fn: Callable, name: str, *args: Any) -> Any:
-    """Calls fn(*args); an exception becomes a sentence with expected, got and a hint."""
-    return call_learner(
-        fn,
-        name,
-        *args,
-        hint="the input already has the layout the contract names, on an Auto or an Explicit mesh; "
-        "write the per-device code with jax.shard_map(..., mesh=mesh, in_specs=..., out_specs=...).",
-    )
+# The hint when a learner's function raises.
+CALL_HINT = (
+    "the input already has the layout the contract names, on an Auto or an Explicit mesh; "
+    "write the per-device code with jax.shard_map(..., mesh=mesh, in_specs=..., out_specs=...)."
+)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -105,7 +100,7 @@ def check_block_means_shmap(fn: Callable) -> None:
         host = rng.normal(size=(rows * n_x, cols * n_y)).astype(np.float32)
         x = place(host, mesh, P("X", "Y"))
         where = call_text("block_means_shmap", (x, mesh))
-        got = _call(fn, "block_means_shmap", x, mesh)
+        got = call_learner(fn, "block_means_shmap", x, mesh, hint=CALL_HINT)
         expect_shape(got, (n_x, n_y), where, hint="one mean per device, arranged like the mesh: [nX, nY].")
         expect_allclose(
             got,
@@ -140,7 +135,7 @@ def check_roll_within_shards(fn: Callable) -> None:
         host = rng.normal(size=(rows * n_x, cols * n_y)).astype(np.float32)
         x = place(host, mesh, P("X", "Y"))
         where = call_text("roll_within_shards", (x, shift, mesh))
-        got = _call(fn, "roll_within_shards", x, shift, mesh)
+        got = call_learner(fn, "roll_within_shards", x, shift, mesh, hint=CALL_HINT)
         expect_allclose(
             got,
             oracle_roll_within_shards(host, shift, n_x, n_y),
@@ -176,7 +171,7 @@ def check_center_rows(fn: Callable) -> None:
         host = rng.normal(loc=3.0, size=(rows * n_x, cols * n_y)).astype(np.float32)
         x = place(host, mesh, P("X", "Y"))
         where = call_text("center_rows", (x, mesh))
-        got = _call(fn, "center_rows", x, mesh)
+        got = call_learner(fn, "center_rows", x, mesh, hint=CALL_HINT)
         expect_allclose(
             got,
             oracle_center_rows(host),
@@ -210,7 +205,7 @@ def check_rows_to_columns(fn: Callable) -> None:
         host = rng.normal(size=shape).astype(np.float32)
         x = place(host, mesh, P("X", None))
         where = call_text("rows_to_columns", (x, mesh))
-        got = _call(fn, "rows_to_columns", x, mesh)
+        got = call_learner(fn, "rows_to_columns", x, mesh, hint=CALL_HINT)
         expect_allclose(
             got,
             host,

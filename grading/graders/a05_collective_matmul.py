@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -123,13 +122,8 @@ def _jitted(fn: Callable, mesh: Mesh) -> Callable:
     return jax.jit(lambda *xs: fn(*xs, mesh))
 
 
-def _call(fn: Callable, name: str, *args: Any) -> Any:
-    return call_learner(
-        fn,
-        name,
-        *args,
-        hint="read the error from the top; inside shard_map every array is one device's block.",
-    )
+# The hint when a learner's function raises.
+CALL_HINT = "read the error from the top; inside shard_map every array is one device's block."
 
 
 # ----------------------------------------------------------------------------------------------
@@ -153,7 +147,7 @@ def _check_values(
         dims = sizes[i % len(sizes)]
         arrays = [small_ints(rng, tuple(dims[k] for k in shape)) for shape in shapes]
         args = tuple(place(x, mesh, s) for x, s in zip(arrays, specs, strict=True))
-        got = _call(_jitted(fn, mesh), name, *args)
+        got = call_learner(_jitted(fn, mesh), name, *args, hint=CALL_HINT)
         call = call_text(name, args + (mesh,))
         expect_allclose(got, oracle_matmul(*arrays), call, rtol=1e-6, atol=1e-6, hint=hint)
         expect_sharding(

@@ -20,7 +20,6 @@ call, what was expected, what came back, and a hint.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -161,15 +160,11 @@ def _call_text(name: str, args: tuple, routing_kind: str | None = None) -> str:
     return f"{text} with the {routing_kind!r} routing" if routing_kind else text
 
 
-def _call(fn: Callable, name: str, args: tuple, where: str) -> Any:
-    return call_learner(
-        fn,
-        name,
-        *args,
-        where=where,
-        hint="read the error from the top; inside shard_map every array is one device's block, and "
-        "shapes must not depend on the routing's values.",
-    )
+# The hint when a learner's function raises.
+CALL_HINT = (
+    "read the error from the top; inside shard_map every array is one device's block, and "
+    "shapes must not depend on the routing's values."
+)
 
 
 VALUES_HINT = (
@@ -211,7 +206,7 @@ def _check_sharded_values(
                 place(b_np, mesh, b_spec),
             )
             where = _call_text(name, args + (mesh,), kind)
-            got = _call(jitted, name, args, where)
+            got = call_learner(jitted, name, *args, where=where, hint=CALL_HINT)
             expect_allclose(got, expected, where, rtol=1e-6, atol=1e-6, hint=hint)
             expect_sharding(
                 got,
@@ -244,7 +239,7 @@ def check_moe_local(fn: Callable) -> None:
         w_np, a_np, b_np = small_ints(rng, (e, d, f)), small_ints(rng, (s, d)), routing(kind, rng, s, e)
         args = (jnp.asarray(w_np), jnp.asarray(a_np), jnp.asarray(b_np))
         where = _call_text("moe_local", args, kind)
-        got = _call(jax.jit(fn), "moe_local", args, where)
+        got = call_learner(jax.jit(fn), "moe_local", *args, where=where, hint=CALL_HINT)
         expect_allclose(got, oracle_moe(w_np, a_np, b_np), where, rtol=1e-6, atol=1e-6, hint=VALUES_HINT)
     e, s, d, f = LOCAL_STRUCTURE_SIZE
     structs = (
