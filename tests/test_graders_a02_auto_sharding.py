@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import NamedSharding
+from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from grading.graders import a02_auto_sharding as graders
@@ -17,7 +17,7 @@ SOLUTION = answers(ROOT / "solutions" / "02_auto_sharding" / "02_auto_sharding.i
 
 def test_block_means_oracle_agrees_with_jax():
     # The loop oracle equals the mean of each device's own shard, found through the array's shards.
-    mesh = graders.make_mesh((2, 4), shuffle=3)
+    mesh = graders.make_mesh((2, 4), axis_type=AxisType.Auto, shuffle=3)
     host = np.random.default_rng(0).normal(size=(16, 8)).astype(np.float32)
     x = jax.device_put(host, NamedSharding(mesh, P("X", "Y")))
     by_device = {shard.device: float(np.asarray(shard.data).mean()) for shard in x.addressable_shards}
@@ -39,7 +39,7 @@ def test_block_shape_oracle_agrees_with_jax():
 
 
 def test_mlp_oracle_agrees_with_jax():
-    mesh = graders.make_mesh((4, 2))
+    mesh = graders.make_mesh((4, 2), axis_type=AxisType.Auto)
     hosts, placed = graders.mlp_inputs(mesh, 8, 256, 1024, seed=0)
     got = jax.jit(lambda x, w_in, w_out: jax.nn.relu(x @ w_in) @ w_out)(*placed)
     np.testing.assert_allclose(np.asarray(got), graders.oracle_mlp(*hosts), rtol=1e-4, atol=1e-4)
@@ -49,7 +49,7 @@ def test_mlp_oracle_agrees_with_jax():
 def test_mlp_budget_is_what_the_solution_sends_and_the_plain_program_exceeds_it(sizes):
     # The budget formula is exactly the solution's traffic; where 'Y' splits anything, the unconstrained
     # program (which moves a weight) sends more, so the exercise is not passed by doing nothing.
-    mesh = graders.make_mesh(sizes)
+    mesh = graders.make_mesh(sizes, axis_type=AxisType.Auto)
     for batch, d_model, d_ff in graders.MLP_SHAPES:
         _, placed = graders.mlp_inputs(mesh, batch, d_model, d_ff, seed=0)
         budget = graders.mlp_byte_budget(batch, d_model, d_ff, *sizes)
@@ -63,7 +63,7 @@ def test_mlp_budget_is_what_the_solution_sends_and_the_plain_program_exceeds_it(
 
 def test_plain_matmul_all_reduces_twice_the_bytes_of_the_solution():
     # Why exercise 2.2 matters: without an output sharding the same matmul sends twice as much.
-    mesh = graders.make_mesh((4, 2))
+    mesh = graders.make_mesh((4, 2), axis_type=AxisType.Auto)
     a = jax.device_put(jnp.ones((16, 32)), NamedSharding(mesh, P("X", "Y")))
     w = jax.device_put(jnp.ones((32, 64)), NamedSharding(mesh, P("Y", None)))
     plain = analyze(jnp.matmul, a, w)

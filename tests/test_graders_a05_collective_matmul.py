@@ -1,5 +1,8 @@
 """Graders of assignment 05_collective_matmul: the solution passes, each typical mistake fails with a hint."""
 
+import ast
+import functools
+
 import jax
 import jax.numpy as jnp
 import nbformat
@@ -12,16 +15,22 @@ from grading.graders import a05_collective_matmul as graders
 from shardbook.checks import CheckFailed
 from shardbook.comms import analyze
 from shardbook.cost import MODEL_MARGIN, estimate
-from tests.notebooks import ROOT, nbgrader_meta
+from tests.notebooks import ROOT, answers, nbgrader_meta
+
+
+@functools.cache
+def solution():
+    """The instructor's answers (the one-directional rings of Exercises 5.1 and 5.3 among them)."""
+    return answers(ROOT / "solutions" / "05_collective_matmul" / "05_collective_matmul.ipynb")
 
 
 def test_oracle_agrees_with_jax():
     # The float64 NumPy oracle and JAX's own sharded product agree on a value case.
     mesh = graders.make_mesh((2, 4))
     rng = np.random.default_rng(1)
-    a, w = graders._ints(rng, (16, 32)), graders._ints(rng, (32, 64))
+    a, w = graders.small_ints(rng, (16, 32)), graders.small_ints(rng, (32, 64))
     got = jax.jit(lambda a, w: a @ w, out_shardings=NamedSharding(mesh, P("X", "Y")))(
-        graders._put(a, mesh, P("X", None)), graders._put(w, mesh, P(None, "Y"))
+        graders.place(a, mesh, P("X", None)), graders.place(w, mesh, P(None, "Y"))
     )
     np.testing.assert_array_equal(np.asarray(got), graders.oracle_matmul(a, w))
 
@@ -38,7 +47,8 @@ def test_permute_directions_reads_shifts_along_y():
     # A left shift on a 4-long 'Y' axis reads as shift 3 (= -1), whatever the 'X' coordinate.
     mesh = graders.make_mesh((2, 4))
     args = graders._ag_structs(mesh, {"B": 16, "D": 32, "F": 64})
-    report = graders.analyze(jax.jit(lambda a, w: graders.reference_ring_allgather(a, w, mesh)), *args)
+    ring = solution().matmul_allgather  # the one-directional ring of Exercise 5.1
+    report = graders.analyze(jax.jit(lambda a, w: ring(a, w, mesh)), *args)
     assert graders._permute_directions(report, {"X": 2, "Y": 4}) == {3}
 
 
@@ -78,7 +88,7 @@ def _two_row_chunks(a_block, w_block):
 def _big_allreduce_args(mesh):
     dims = graders.AR_BIG
     return tuple(
-        graders._struct(tuple(dims[k] for k in s), mesh, p)
+        graders.struct(tuple(dims[k] for k in s), mesh, p)
         for s, p in zip(graders.AR_SHAPES, graders.AR_SPECS, strict=True)
     )
 
@@ -91,7 +101,7 @@ def test_allreduce_as_one_psum_fails_on_chunks():
 
 def test_allreduce_with_psums_after_the_last_matmul_fails_on_overlap():
     # Chunked psums of a finished product overlap nothing, and the margin alone would let them pass.
-    mesh = graders.make_mesh((2, 4), AxisType.Auto)
+    mesh = graders.make_mesh((2, 4), axis_type=AxisType.Auto)
     args = _big_allreduce_args(mesh)
     after = analyze(jax.jit(lambda a, w: _allreduce(_psums_after_the_matmul)(a, w, mesh)), *args)
     plain = analyze(graders.plain_jit(mesh, P("X", None)), *args)
@@ -103,7 +113,7 @@ def test_allreduce_with_psums_after_the_last_matmul_fails_on_overlap():
 def test_allreduce_in_two_row_chunks_passes_although_modelled_slower_than_plain_jit():
     # The issue-12 case: a correct 2-chunk answer modelled a little above plain jit (each row chunk
     # reads W again) was refused by a strict "faster than plain jit"; within the margin it passes.
-    mesh = graders.make_mesh((2, 4), AxisType.Auto)
+    mesh = graders.make_mesh((2, 4), axis_type=AxisType.Auto)
     args = _big_allreduce_args(mesh)
     rows = estimate(
         analyze(jax.jit(lambda a, w: _allreduce(_two_row_chunks)(a, w, mesh)), *args)
@@ -127,13 +137,40 @@ def _markdown(grade_id):
     return next(c.source for c in nb.cells if nbgrader_meta(c).get("grade_id") == grade_id)
 
 
+def test_ring_targets_are_the_one_directional_solutions_estimates():
+    # The graders hold the rings' estimates, not the rings: they must be what the answers of
+    # Exercises 5.1 and 5.3 model at, on the case the bidirectional graders compare last.
+    mesh, dims = graders._structure_cases(graders.AG_BIG, graders.AG_BIG)[-1]
+    assert dims == graders.AG_BIG and dict(mesh.shape) == {"X": 2, "Y": 4}
+    ag, rs = graders._ag_structs(mesh, graders.AG_BIG), graders._rs_structs(mesh, graders.RS_BIG)
+    for ring, args, target in (
+        (solution().matmul_allgather, ag, graders.RING_ALLGATHER_US),
+        (solution().matmul_reducescatter, rs, graders.RING_REDUCESCATTER_US),
+    ):
+        got = estimate(analyze(jax.jit(lambda a, b, ring=ring: ring(a, b, mesh)), *args)).microseconds
+        assert got == pytest.approx(target, rel=1e-9), ring.__name__
+
+
+def called_names(source: str) -> set[str]:
+    """The names of every function the source calls (``jax.lax.ppermute(...)`` gives ``ppermute``)."""
+    calls = [n.func for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)]
+    return {getattr(f, "attr", getattr(f, "id", "")) for f in calls}
+
+
+def test_graders_hold_no_copy_of_an_answer():
+    # The answers are shard_map rings of ppermutes; the public grader writes none (it once held the
+    # rings of 5.1 and 5.3 renamed), only plain jit baselines and the rings' estimates as numbers.
+    source = (ROOT / "grading" / "graders" / "a05_collective_matmul.py").read_text()
+    assert not {"ppermute", "shard_map", "psum", "psum_scatter"} & called_names(source)
+
+
 def test_prompts_state_the_targets_the_graders_use():
     # Each exercise with a time target states its baseline's estimate and the target (baseline + 10%),
     # and the bidirectional self-checks use the same ring figures as the hidden tests.
-    mesh = graders.make_mesh((2, 4), AxisType.Auto)
+    mesh = graders.make_mesh((2, 4), axis_type=AxisType.Auto)
     ag, rs = graders._ag_structs(mesh, graders.AG_BIG), graders._rs_structs(mesh, graders.RS_BIG)
     mlp = tuple(
-        graders._struct(tuple(graders.MLP_BIG[k] for k in s), mesh, p)
+        graders.struct(tuple(graders.MLP_BIG[k] for k in s), mesh, p)
         for s, p in zip(graders.MLP_SHAPES, graders.MLP_SPECS, strict=True)
     )
 
@@ -144,12 +181,8 @@ def test_prompts_state_the_targets_the_graders_use():
         "ex_matmul_allgather": us(graders.plain_jit(mesh, P("X", "Y")), ag),
         "ex_matmul_allreduce": us(graders.plain_jit(mesh, P("X", None)), _big_allreduce_args(mesh)),
         "ex_matmul_reducescatter": us(graders.plain_jit(mesh, P("X", "Y")), rs),
-        "ex_matmul_allgather_bidir": us(
-            jax.jit(lambda a, w: graders.reference_ring_allgather(a, w, mesh)), ag
-        ),
-        "ex_matmul_reducescatter_bidir": us(
-            jax.jit(lambda t, w2: graders.reference_ring_reducescatter(t, w2, mesh)), rs
-        ),
+        "ex_matmul_allgather_bidir": round(graders.RING_ALLGATHER_US, 1),
+        "ex_matmul_reducescatter_bidir": round(graders.RING_REDUCESCATTER_US, 1),
         "ex_transformer_mlp": us(graders.plain_jit(mesh, P("X", "Y")), mlp),
     }
     for grade_id, base in baselines.items():

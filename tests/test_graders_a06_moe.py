@@ -18,7 +18,7 @@ def test_oracles_agree_with_jax():
     # The float64 token-by-token oracles match JAX's gather-and-einsum on small integers (exact).
     rng = np.random.default_rng(1)
     e, s, d, f = graders.SIZES[0]
-    w, a = graders._ints(rng, (e, d, f)), graders._ints(rng, (s, d))
+    w, a = graders.small_ints(rng, (e, d, f)), graders.small_ints(rng, (s, d))
     b = graders.routing("uniform", rng, s, e)
     np.testing.assert_array_equal(graders.oracle_moe(w, a, b), np.asarray(jnp.einsum("sd,sdf->sf", a, w[b])))
     bk = graders.routing_topk("skewed", rng, s, e, 3)
@@ -46,7 +46,7 @@ def test_value_meshes_cover_both_axis_types_and_a_shuffle():
 
 def test_bytes_sent_counts_every_all_to_all_block():
     # A tiled all_to_all of an [n, C, D] f32 buffer sends (n - 1)·C·D·4 bytes per device.
-    mesh = graders.make_mesh()
+    mesh = graders.make_mesh((graders.N,), ("X",))
     n, c, d = 8, 16, 32
 
     def exchange(x):
@@ -57,7 +57,7 @@ def test_bytes_sent_counts_every_all_to_all_block():
             out_specs=P("X", None),
         )(x)
 
-    report = analyze(exchange, graders._struct((n * n * c, d), mesh, P("X", None)))
+    report = analyze(exchange, graders.struct((n * n * c, d), mesh, P("X", None)))
     assert graders.bytes_sent(report) == (n - 1) * c * d * 4
 
 

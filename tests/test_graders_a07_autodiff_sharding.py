@@ -55,7 +55,7 @@ def test_cases_cover_one_and_two_dimensional_meshes():
 def test_replicated_accumulation_all_reduces_once_per_layer_per_microbatch():
     # The structural target is real: replicated weights give L * M executions, reduced ones give 1.
     layers, width, micro, rows = 3, 8, 4, 2
-    mesh = graders.make_mesh((8,), ("X",), False)
+    mesh = graders.make_mesh((8,), ("X",))
     ws = graders.place(np.ones((layers, width, width), np.float32) / 8, mesh, P(None, None, None))
     xs = graders.place(np.ones((micro, rows * 8, width), np.float32), mesh, P(None, "X", None))
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from grading.graders.common import call_learner, show
+from grading.graders.common import call_learner, make_mesh, show
 from shardbook.checks import CheckFailed, describe_array
 
 Spec = tuple[Any, ...]
@@ -89,14 +89,6 @@ def oracle_shard_sums(x: jax.Array) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 
 
-def make_mesh(sizes: tuple[int, ...], names: tuple[str, ...], *, shuffle: int | None = None) -> Mesh:
-    """A mesh over the first prod(sizes) devices; with ``shuffle`` the devices are in a random order."""
-    devices = list(jax.devices()[: math.prod(sizes)])
-    if shuffle is not None:
-        random.Random(shuffle).shuffle(devices)
-    return Mesh(np.array(devices).reshape(sizes), names)
-
-
 def all_specs(ndim: int, names: tuple[str, ...]) -> list[Spec]:
     """Every PartitionSpec of ``ndim`` entries using each mesh axis at most once (orders matter)."""
     specs = []
@@ -113,14 +105,24 @@ def _sample(rng: random.Random, items: list, k: int) -> list:
     return rng.sample(items, min(k, len(items)))
 
 
-def _call(fn: Callable, name: str, *args: Any) -> Any:
-    return call_learner(fn, name, *args, where=f"{name}({', '.join(_show(a) for a in args)})")
+def layout_cases(
+    layouts: list[tuple[tuple[int, ...], tuple[str, ...]]],
+    first_seed: int,
+    rng: random.Random,
+    ndims: tuple[int, ...],
+    per_ndim: int,
+) -> Iterator[tuple[Mesh, bool, Spec]]:
+    """(mesh, shuffled?, spec): each layout's mesh (Auto axes) in id order and shuffled (seed
+    ``first_seed + k`` for the k-th layout), then ``per_ndim`` specs drawn with ``rng`` per rank.
 
-
-def _show(a: Any) -> str:
-    if isinstance(a, dict) and a and isinstance(next(iter(a.values())), tuple):
-        return "layout{…}"
-    return show(a)
+    Lazy: a check draws its own shapes from the same ``rng`` between two cases.
+    """
+    for k, (sizes, names) in enumerate(layouts):
+        for shuffle in (None, first_seed + k):
+            mesh = make_mesh(sizes, names, axis_type=AxisType.Auto, shuffle=shuffle)
+            for ndim in ndims:
+                for spec in _sample(rng, all_specs(ndim, names), per_ndim):
+                    yield mesh, shuffle is not None, spec
 
 
 # ----------------------------------------------------------------------------------------------
@@ -170,7 +172,7 @@ def check_per_device_shape(fn: Callable) -> None:
                 f"{call}: expected a ValueError because a dimension does not divide evenly over its mesh "
                 f"axes, got {got!r}. Hint: check size % (product of the axis sizes) for every dimension."
             )
-        got = _call(fn, "per_device_shape", shape, axes, spec)
+        got = call_learner(fn, "per_device_shape", shape, axes, spec)
         if not isinstance(got, tuple) or tuple(got) != expected:
             if isinstance(got, (list, np.ndarray)) and tuple(int(g) for g in got) == expected:
                 hint = "the values are right; return them as a tuple, not a list."
@@ -192,43 +194,37 @@ def check_per_device_shape(fn: Callable) -> None:
 def check_devices_holding(fn: Callable) -> None:
     """Compares ``fn(mesh, spec, shape, index)`` with the oracle on shuffled and ordered meshes."""
     rng = random.Random(1)
-    for k, (sizes, names) in enumerate(MESH_LAYOUTS):
-        for shuffle in (None, 100 + k):
-            mesh = make_mesh(sizes, names, shuffle=shuffle)
-            for ndim in (1, 2):
-                for spec in _sample(rng, all_specs(ndim, names), 4):
-                    shape = tuple(rng.choice([8, 16]) for _ in range(ndim))
-                    for _ in range(3):
-                        index = tuple(rng.randrange(n) for n in shape)
-                        expected = oracle_devices_holding(mesh, spec, shape, index)
-                        got = _call(fn, "devices_holding", mesh, spec, shape, index)
-                        try:
-                            got_set = {int(d) for d in got}
-                        except Exception:
-                            raise CheckFailed(
-                                f"devices_holding: expected a set of device ids (ints), got "
-                                f"{describe_array(got)}."
-                            ) from None
-                        if got_set != expected:
-                            if shuffle is not None:
-                                hint = (
-                                    "the device at mesh position (i, j) is mesh.devices[i, j]; its id need "
-                                    "not be i * columns + j."
-                                )
-                            elif any(isinstance(e, tuple) for e in spec):
-                                hint = (
-                                    "in a tuple entry the first axis is the major one, like the tens digit "
-                                    "of a number."
-                                )
-                            else:
-                                hint = (
-                                    "an element is on every device whose block contains it; mesh axes not "
-                                    "named in the spec replicate."
-                                )
-                            raise CheckFailed(
-                                f"devices_holding({_show(mesh)}, {spec}, {shape}, {index}): expected "
-                                f"{sorted(expected)}, got {sorted(got_set)}. Hint: {hint}"
-                            )
+    for mesh, shuffled, spec in layout_cases(MESH_LAYOUTS, 100, rng, (1, 2), 4):
+        shape = tuple(rng.choice([8, 16]) for _ in spec)
+        for _ in range(3):
+            index = tuple(rng.randrange(n) for n in shape)
+            expected = oracle_devices_holding(mesh, spec, shape, index)
+            got = call_learner(fn, "devices_holding", mesh, spec, shape, index)
+            try:
+                got_set = {int(d) for d in got}
+            except Exception:
+                raise CheckFailed(
+                    f"devices_holding: expected a set of device ids (ints), got {describe_array(got)}."
+                ) from None
+            if got_set != expected:
+                if shuffled:
+                    hint = (
+                        "the device at mesh position (i, j) is mesh.devices[i, j]; its id need "
+                        "not be i * columns + j."
+                    )
+                elif any(isinstance(e, tuple) for e in spec):
+                    hint = (
+                        "in a tuple entry the first axis is the major one, like the tens digit of a number."
+                    )
+                else:
+                    hint = (
+                        "an element is on every device whose block contains it; mesh axes not "
+                        "named in the spec replicate."
+                    )
+                raise CheckFailed(
+                    f"devices_holding({show(mesh)}, {spec}, {shape}, {index}): expected "
+                    f"{sorted(expected)}, got {sorted(got_set)}. Hint: {hint}"
+                )
 
 
 # Meshes with an axis of size 1 (it splits nothing, so no layout can name it): sharding_for_layout only.
@@ -238,57 +234,50 @@ SIZE_ONE_LAYOUTS: list[tuple[tuple[int, ...], tuple[str, ...]]] = [((8, 1), ("X"
 def check_sharding_for_layout(fn: Callable) -> None:
     """Asks ``fn`` to rebuild the sharding of many layouts and compares the layouts it produces."""
     rng = random.Random(2)
-    for k, (sizes, names) in enumerate(MESH_LAYOUTS + SIZE_ONE_LAYOUTS):
-        for shuffle in (None, 200 + k):
-            mesh = make_mesh(sizes, names, shuffle=shuffle)
-            for ndim in (1, 2, 3):
-                specs = all_specs(ndim, names)
-                for spec in _sample(rng, specs, 5):
-                    shape = tuple(rng.choice([8, 16]) for _ in range(ndim))
-                    target = NamedSharding(mesh, P(*spec))
-                    expected = oracle_layout(target, shape)
-                    layout = {d: tuple(slice(lo, hi) for lo, hi in box) for d, box in expected.items()}
-                    where = f"sharding_for_layout({_show(mesh)}, {shape}, <layout of P{spec}>)"
-                    size_one = "a mesh axis of size 1 has no second position to step to; skip it."
-                    got = call_learner(
-                        fn,
-                        "sharding_for_layout",
-                        mesh,
-                        shape,
-                        layout,
-                        where=where,
-                        hint=size_one if 1 in sizes else None,
-                    )
-                    if not isinstance(got, NamedSharding):
-                        raise CheckFailed(f"{where}: expected a NamedSharding, got {describe_array(got)}.")
-                    if got.mesh.devices.shape != mesh.devices.shape or any(
-                        a.id != b.id for a, b in zip(got.mesh.devices.flat, mesh.devices.flat, strict=True)
-                    ):
-                        raise CheckFailed(
-                            f"{where}: expected a NamedSharding on the mesh you were given, got one on "
-                            f"{_show(got.mesh)}. Hint: build it with NamedSharding(mesh, spec)."
-                        )
-                    try:
-                        got_layout = oracle_layout(got, shape)
-                    except Exception as e:
-                        raise CheckFailed(
-                            f"{where}: your sharding {got.spec} does not fit shape {shape}: {e}"
-                        ) from None
-                    if got_layout != expected:
-                        wrong = next(d for d in expected if got_layout.get(d) != expected[d])
-                        hint = (
-                            "a mesh axis of size 1 splits nothing: leave it out, and don't step along it."
-                            if 1 in sizes
-                            else "within a tuple entry the first mesh axis is the major one: ('X', 'Y') and "
-                            "('Y', 'X') give the same blocks to different devices."
-                            if any(isinstance(e, tuple) for e in spec)
-                            else "a dimension split into n blocks is sharded over mesh axes whose sizes "
-                            "multiply to n."
-                        )
-                        raise CheckFailed(
-                            f"{where}: expected device {wrong} to hold {_box(expected[wrong])}, got "
-                            f"{_box(got_layout[wrong])} from your {got.spec}. Hint: {hint}"
-                        )
+    for mesh, _, spec in layout_cases(MESH_LAYOUTS + SIZE_ONE_LAYOUTS, 200, rng, (1, 2, 3), 5):
+        sizes = mesh.devices.shape
+        shape = tuple(rng.choice([8, 16]) for _ in spec)
+        target = NamedSharding(mesh, P(*spec))
+        expected = oracle_layout(target, shape)
+        layout = {d: tuple(slice(lo, hi) for lo, hi in box) for d, box in expected.items()}
+        where = f"sharding_for_layout({show(mesh)}, {shape}, <layout of P{spec}>)"
+        size_one = "a mesh axis of size 1 has no second position to step to; skip it."
+        got = call_learner(
+            fn,
+            "sharding_for_layout",
+            mesh,
+            shape,
+            layout,
+            where=where,
+            hint=size_one if 1 in sizes else None,
+        )
+        if not isinstance(got, NamedSharding):
+            raise CheckFailed(f"{where}: expected a NamedSharding, got {describe_array(got)}.")
+        if got.mesh.devices.shape != mesh.devices.shape or any(
+            a.id != b.id for a, b in zip(got.mesh.devices.flat, mesh.devices.flat, strict=True)
+        ):
+            raise CheckFailed(
+                f"{where}: expected a NamedSharding on the mesh you were given, got one on "
+                f"{show(got.mesh)}. Hint: build it with NamedSharding(mesh, spec)."
+            )
+        try:
+            got_layout = oracle_layout(got, shape)
+        except Exception as e:
+            raise CheckFailed(f"{where}: your sharding {got.spec} does not fit shape {shape}: {e}") from None
+        if got_layout != expected:
+            wrong = next(d for d in expected if got_layout.get(d) != expected[d])
+            hint = (
+                "a mesh axis of size 1 splits nothing: leave it out, and don't step along it."
+                if 1 in sizes
+                else "within a tuple entry the first mesh axis is the major one: ('X', 'Y') and "
+                "('Y', 'X') give the same blocks to different devices."
+                if any(isinstance(e, tuple) for e in spec)
+                else "a dimension split into n blocks is sharded over mesh axes whose sizes multiply to n."
+            )
+            raise CheckFailed(
+                f"{where}: expected device {wrong} to hold {_box(expected[wrong])}, got "
+                f"{_box(got_layout[wrong])} from your {got.spec}. Hint: {hint}"
+            )
 
 
 def _box(box: tuple[tuple[int, int], ...]) -> str:
@@ -299,29 +288,25 @@ def check_shard_sums(fn: Callable) -> None:
     """Compares ``fn(x)`` with the oracle on arrays of several shardings, dtypes and meshes."""
     rng = np.random.default_rng(3)
     pyrng = random.Random(3)
-    for k, (sizes, names) in enumerate(MESH_LAYOUTS):
-        for shuffle in (None, 300 + k):
-            mesh = make_mesh(sizes, names, shuffle=shuffle)
-            for ndim in (1, 2):
-                for spec in _sample(pyrng, all_specs(ndim, names), 3):
-                    shape = tuple(int(pyrng.choice([8, 16])) for _ in range(ndim))
-                    dtype = pyrng.choice([np.float32, np.int32])
-                    host = rng.integers(-9, 10, size=shape).astype(dtype)
-                    x = jax.device_put(host, NamedSharding(mesh, P(*spec)))
-                    expected = oracle_shard_sums(x)
-                    got = _call(fn, "shard_sums", x)
-                    where = f"shard_sums({describe_array(x)} on {_show(mesh)})"
-                    got_shape = getattr(got, "shape", None)
-                    if got_shape is None or tuple(got_shape) != expected.shape:
-                        raise CheckFailed(
-                            f"{where}: expected an array of the mesh's shape {expected.shape}, got "
-                            f"{describe_array(got)}. Hint: one entry per device, arranged like mesh.devices."
-                        )
-                    got_np = np.asarray(got, dtype=np.float64)
-                    if not np.allclose(got_np, expected):
-                        pos = tuple(int(i) for i in np.argwhere(~np.isclose(got_np, expected))[0])
-                        raise CheckFailed(
-                            f"{where}: at mesh position {pos} (device {mesh.devices[pos].id}) expected "
-                            f"{expected[pos]:g}, got {got_np[pos]:g}. Hint: find each shard's mesh position "
-                            "by looking its device up in mesh.devices; a device's id is not its position."
-                        )
+    for mesh, _, spec in layout_cases(MESH_LAYOUTS, 300, pyrng, (1, 2), 3):
+        shape = tuple(int(pyrng.choice([8, 16])) for _ in spec)
+        dtype = pyrng.choice([np.float32, np.int32])
+        host = rng.integers(-9, 10, size=shape).astype(dtype)
+        x = jax.device_put(host, NamedSharding(mesh, P(*spec)))
+        expected = oracle_shard_sums(x)
+        got = call_learner(fn, "shard_sums", x)
+        where = f"shard_sums({describe_array(x)} on {show(mesh)})"
+        got_shape = getattr(got, "shape", None)
+        if got_shape is None or tuple(got_shape) != expected.shape:
+            raise CheckFailed(
+                f"{where}: expected an array of the mesh's shape {expected.shape}, got "
+                f"{describe_array(got)}. Hint: one entry per device, arranged like mesh.devices."
+            )
+        got_np = np.asarray(got, dtype=np.float64)
+        if not np.allclose(got_np, expected):
+            pos = tuple(int(i) for i in np.argwhere(~np.isclose(got_np, expected))[0])
+            raise CheckFailed(
+                f"{where}: at mesh position {pos} (device {mesh.devices[pos].id}) expected "
+                f"{expected[pos]:g}, got {got_np[pos]:g}. Hint: find each shard's mesh position "
+                "by looking its device up in mesh.devices; a device's id is not its position."
+            )

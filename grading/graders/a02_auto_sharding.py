@@ -21,7 +21,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from grading.graders.common import call_learner
+from grading.graders.common import call_learner, make_mesh, oracle_block_means, place, show
 from shardbook.checks import (
     CheckFailed,
     describe_array,
@@ -30,7 +30,6 @@ from shardbook.checks import (
 )
 from shardbook.comms import analyze, format_bytes
 
-AXES = ("X", "Y")
 # Mesh layouts the hidden tests use: sizes of ('X', 'Y').
 MESH_LAYOUTS: list[tuple[int, int]] = [(4, 2), (2, 4), (8, 1), (1, 8)]
 
@@ -40,34 +39,11 @@ MESH_LAYOUTS: list[tuple[int, int]] = [(4, 2), (2, 4), (8, 1), (1, 8)]
 # ----------------------------------------------------------------------------------------------
 
 
-def make_mesh(sizes: tuple[int, int], *, shuffle: int | None = None) -> Mesh:
-    """An Auto mesh ('X', 'Y') over the first 8 devices; with ``shuffle`` they are in a random order."""
-    devices = list(jax.devices()[: math.prod(sizes)])
-    if shuffle is not None:
-        random.Random(shuffle).shuffle(devices)
-    return Mesh(np.array(devices).reshape(sizes), AXES, axis_types=(AxisType.Auto,) * 2)
-
-
 def mesh_cases() -> list[Mesh]:
     """The four layouts in device-id order, plus the 4×2 one with its devices shuffled."""
-    return [make_mesh(sizes) for sizes in MESH_LAYOUTS] + [make_mesh((4, 2), shuffle=7)]
-
-
-def show_mesh(mesh: Mesh) -> str:
-    order = [d.id for d in mesh.devices.flat]
-    text = f"Mesh({dict(mesh.shape)}"
-    if order != sorted(order):
-        text += f", device ids {order}"
-    return text + ")"
-
-
-def _call(fn: Callable, name: str, where: str, *args: Any) -> Any:
-    """Calls ``fn(*args)``; an exception becomes one sentence naming the call."""
-    return call_learner(fn, name, *args, where=where)
-
-
-def _put(host: np.ndarray, mesh: Mesh, spec: P) -> jax.Array:
-    return jax.device_put(host, NamedSharding(mesh, spec))
+    return [make_mesh(sizes, axis_type=AxisType.Auto) for sizes in MESH_LAYOUTS] + [
+        make_mesh((4, 2), axis_type=AxisType.Auto, shuffle=7)
+    ]
 
 
 def _uses_shard_map(fn: Callable, *args: Any) -> bool:
@@ -80,16 +56,6 @@ def _uses_shard_map(fn: Callable, *args: Any) -> bool:
 # ----------------------------------------------------------------------------------------------
 # Oracles: the plainest possible computations of the right answer.
 # ----------------------------------------------------------------------------------------------
-
-
-def oracle_block_means(x: np.ndarray, nx: int, ny: int) -> np.ndarray:
-    """Entry (i, j): the mean of rows i·S/nx … and columns j·D/ny … of x, one block at a time."""
-    s, d = x.shape[0] // nx, x.shape[1] // ny
-    out = np.zeros((nx, ny))
-    for i in range(nx):
-        for j in range(ny):
-            out[i, j] = x[i * s : (i + 1) * s, j * d : (j + 1) * d].astype(np.float64).mean()
-    return out
 
 
 def oracle_block_shape(shape: tuple[int, ...], mesh_axes: dict[str, int], spec: P) -> tuple[int, ...]:
@@ -132,13 +98,13 @@ def check_block_means_jit(fn: Callable) -> None:
         nx, ny = mesh.shape["X"], mesh.shape["Y"]
         for shape in BLOCK_MEANS_SHAPES[k % 2 : k % 2 + 2]:
             host = rng.normal(size=shape).astype(np.float32) + np.arange(shape[0], dtype=np.float32)[:, None]
-            x = _put(host, mesh, P("X", "Y"))
+            x = place(host, mesh, P("X", "Y"))
             where = (
                 f"jax.jit(lambda x: block_means_jit(x, mesh))(f32{list(shape)} sharded P('X', 'Y')) "
-                f"on {show_mesh(mesh)}"
+                f"on {show(mesh)}"
             )
             jitted = jax.jit(lambda x, mesh=mesh: fn(x, mesh))
-            got = _call(jitted, "block_means_jit", where, x)
+            got = call_learner(jitted, "block_means_jit", x, where=where)
             expect_allclose(
                 got,
                 oracle_block_means(host, nx, ny),
@@ -179,14 +145,14 @@ def check_reduce_scatter_matmul(fn: Callable) -> None:
         batch, d_model, d_ff = MATMUL_SHAPES[k % len(MATMUL_SHAPES)]
         a_host = rng.normal(size=(batch, d_model)).astype(np.float32)
         w_host = rng.normal(size=(d_model, d_ff)).astype(np.float32)
-        a = _put(a_host, mesh, P("X", "Y"))
-        w = _put(w_host, mesh, P("Y", None))
+        a = place(a_host, mesh, P("X", "Y"))
+        w = place(w_host, mesh, P("Y", None))
         where = (
             f"reduce_scatter_matmul(a f32[{batch},{d_model}] P('X', 'Y'), w f32[{d_model},{d_ff}] "
-            f"P('Y', None), mesh) on {show_mesh(mesh)}"
+            f"P('Y', None), mesh) on {show(mesh)}"
         )
         jitted = jax.jit(lambda a, w, mesh=mesh: fn(a, w, mesh))
-        got = _call(jitted, "reduce_scatter_matmul", where, a, w)
+        got = call_learner(jitted, "reduce_scatter_matmul", a, w, where=where)
         expect_allclose(
             got, a_host.astype(np.float64) @ w_host, where, rtol=1e-4, atol=1e-3, hint="return a @ w."
         )
@@ -283,10 +249,10 @@ def compiled_text_cases(seed: int = 23) -> list[tuple[str, str, list[tuple[int, 
     for mesh in mesh_cases():
         axes = dict(mesh.shape)
         for name, fn, params, out_shape, out_spec in _programs(rng):
-            args = [_put(host.normal(size=shape).astype(np.float32), mesh, spec) for shape, spec in params]
+            args = [place(host.normal(size=shape).astype(np.float32), mesh, spec) for shape, spec in params]
             text = jax.jit(fn, out_shardings=NamedSharding(mesh, out_spec)).lower(*args).compile().as_text()
             shown = ", ".join(f"f32{list(s)} {spec}" for s, spec in params)
-            description = f"{name} with {shown} -> {out_spec} on {show_mesh(mesh)}"
+            description = f"{name} with {shown} -> {out_spec} on {show(mesh)}"
             expected = [oracle_block_shape(s, axes, spec) for s, spec in params]
             cases.append((description, text, expected, oracle_block_shape(out_shape, axes, out_spec)))
     return cases
@@ -304,7 +270,7 @@ def check_entry_block_shapes(fn: Callable) -> None:
     """``fn(text)`` returns (parameter blocks, result block) of the ENTRY computation of ``text``."""
     for description, text, expected_params, expected_result in compiled_text_cases():
         where = f"entry_block_shapes(<compiled text of {description}>)"
-        got = _call(fn, "entry_block_shapes", where, text)
+        got = call_learner(fn, "entry_block_shapes", text, where=where)
         shapes = _as_shapes(got)
         if shapes is None:
             raise CheckFailed(
@@ -343,7 +309,7 @@ def mlp_inputs(mesh: Mesh, batch: int, d_model: int, d_ff: int, seed: int):
     w_in = (rng.normal(size=(d_model, d_ff)) / np.sqrt(d_model)).astype(np.float32)
     w_out = (rng.normal(size=(d_ff, d_model)) / np.sqrt(d_ff)).astype(np.float32)
     hosts = (x, w_in, w_out)
-    placed = tuple(_put(h, mesh, MLP_SPECS[n]) for h, n in zip(hosts, ("x", "w_in", "w_out"), strict=True))
+    placed = tuple(place(h, mesh, MLP_SPECS[n]) for h, n in zip(hosts, ("x", "w_in", "w_out"), strict=True))
     return hosts, placed
 
 
@@ -363,10 +329,10 @@ def check_constrained_mlp(fn: Callable) -> None:
         where = (
             f"constrained_mlp(x f32[{batch},{d_model}] P('X', None), "
             f"w_in f32[{d_model},{d_ff}] P('Y', None), w_out f32[{d_ff},{d_model}] P('Y', None), mesh) "
-            f"on {show_mesh(mesh)}"
+            f"on {show(mesh)}"
         )
         jitted = jit_mlp(fn, mesh)
-        got = _call(jitted, "constrained_mlp", where, *placed)
+        got = call_learner(jitted, "constrained_mlp", *placed, where=where)
         expect_allclose(
             got,
             oracle_mlp(*hosts),

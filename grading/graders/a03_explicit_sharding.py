@@ -16,15 +16,14 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from grading.graders.common import call_learner
+from grading.graders.common import call_learner, call_text, make_mesh, place
 from shardbook.checks import CheckFailed, describe_array, expect_allclose, expect_collectives
 
 # Mesh layouts the hidden tests use: axis sizes of ('X', 'Y'), 8 devices each.
 MESH_LAYOUTS: list[tuple[int, int]] = [(4, 2), (2, 4), (8, 1), (1, 8)]
-AXES = ("X", "Y")
 BYTES_F32 = 4
 
 
@@ -89,15 +88,6 @@ def bytes_all_reduce(rows: int, cols: int, n: int) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
-def make_mesh(sizes: tuple[int, int]) -> Mesh:
-    """An Explicit mesh ('X', 'Y') of the given sizes over all 8 devices."""
-    return jax.make_mesh(sizes, AXES)
-
-
-def place(host: np.ndarray, mesh: Mesh, spec: P) -> jax.Array:
-    return jax.device_put(host, NamedSharding(mesh, spec))
-
-
 def _show(a: Any) -> str:
     if isinstance(a, jax.Array):
         try:
@@ -120,7 +110,7 @@ def _call(fn: Callable, name: str, mesh: Mesh, *args: Any) -> Any:
 
 
 def _where(name: str, mesh: Mesh, *args: Any) -> str:
-    return f"{name}({', '.join(_show(a) for a in args)}) on a mesh {dict(mesh.shape)}"
+    return f"{call_text(name, args, _show)} on a mesh {dict(mesh.shape)}"
 
 
 def expect_type_text(got: Any, expected: str, where: str, hint: str) -> None:

@@ -12,16 +12,13 @@ the call, what was expected, what came back, and a hint.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
-import jax
 import numpy as np
-from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import AxisType, Mesh
 from jax.sharding import PartitionSpec as P
 
-from grading.graders.common import call_learner
+from grading.graders.common import call_learner, call_text, make_mesh, oracle_block_means, place
 from shardbook.checks import (
-    describe_array,
     expect_allclose,
     expect_collectives,
     expect_no_collectives,
@@ -31,8 +28,7 @@ from shardbook.checks import (
 
 # Mesh layouts the hidden tests use: axis sizes of ('X', 'Y'), 8 devices each.
 MESH_LAYOUTS: list[tuple[int, int]] = [(2, 4), (4, 2), (1, 8), (8, 1)]
-AXIS_TYPES = ("auto", "explicit")
-AXES = ("X", "Y")
+AXIS_TYPES = (AxisType.Auto, AxisType.Explicit)
 BYTES_F32 = 4
 # Rows and columns of one device's block; each case uses one pair.
 BLOCK_SHAPES: list[tuple[int, int]] = [(4, 2), (6, 3), (3, 4)]
@@ -41,16 +37,6 @@ BLOCK_SHAPES: list[tuple[int, int]] = [(4, 2), (6, 3), (3, 4)]
 # ----------------------------------------------------------------------------------------------
 # Oracles: the plainest possible computations of the right answer.
 # ----------------------------------------------------------------------------------------------
-
-
-def oracle_block_means(host: np.ndarray, n_x: int, n_y: int) -> np.ndarray:
-    """Entry (i, j): the mean of the block at mesh position (i, j) of a P('X', 'Y') layout."""
-    rows, cols = host.shape[0] // n_x, host.shape[1] // n_y
-    out = np.zeros((n_x, n_y))
-    for i in range(n_x):
-        for j in range(n_y):
-            out[i, j] = host[i * rows : (i + 1) * rows, j * cols : (j + 1) * cols].astype(np.float64).mean()
-    return out
 
 
 def oracle_roll_within_shards(host: np.ndarray, shift: int, n_x: int, n_y: int) -> np.ndarray:
@@ -86,48 +72,20 @@ def bytes_all_to_all(elements: int, n: int) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
-def make_mesh(sizes: tuple[int, int], kind: str) -> Mesh:
-    """A mesh ('X', 'Y') of the given sizes over all 8 devices, with Auto or Explicit axes."""
-    axis_type = AxisType.Auto if kind == "auto" else AxisType.Explicit
-    return jax.make_mesh(sizes, AXES, axis_types=(axis_type,) * 2)
-
-
-def place(host: np.ndarray, mesh: Mesh, spec: P) -> jax.Array:
-    return jax.device_put(host, NamedSharding(mesh, spec))
-
-
 def cases(seed: int) -> Iterator[tuple[Mesh, tuple[int, int], tuple[int, int]]]:
     """(mesh, (n_x, n_y), block shape): every layout with both axis types, block shapes in turn."""
     k = seed
     for sizes in MESH_LAYOUTS:
         for kind in AXIS_TYPES:
-            yield make_mesh(sizes, kind), sizes, BLOCK_SHAPES[k % len(BLOCK_SHAPES)]
+            yield make_mesh(sizes, axis_type=kind), sizes, BLOCK_SHAPES[k % len(BLOCK_SHAPES)]
             k += 1
 
 
-def _show(a: Any) -> str:
-    if isinstance(a, Mesh):
-        kind = "Auto" if all(t == AxisType.Auto for t in a.axis_types) else "Explicit"
-        return f"mesh {dict(a.shape)} ({kind})"
-    if isinstance(a, jax.Array):
-        return describe_array(a)
-    return repr(a)
-
-
-def _where(name: str, *args: Any) -> str:
-    return f"{name}({', '.join(_show(a) for a in args)})"
-
-
-def _call(fn: Callable, name: str, *args: Any) -> Any:
-    """Calls fn(*args); an exception becomes a sentence with expected, got and a hint."""
-    return call_learner(
-        fn,
-        name,
-        *args,
-        where=_where(name, *args),
-        hint="the input already has the layout the contract names, on an Auto or an Explicit mesh; "
-        "write the per-device code with jax.shard_map(..., mesh=mesh, in_specs=..., out_specs=...).",
-    )
+# The hint when a learner's function raises.
+CALL_HINT = (
+    "the input already has the layout the contract names, on an Auto or an Explicit mesh; "
+    "write the per-device code with jax.shard_map(..., mesh=mesh, in_specs=..., out_specs=...)."
+)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -141,8 +99,8 @@ def check_block_means_shmap(fn: Callable) -> None:
     for mesh, (n_x, n_y), (rows, cols) in cases(0):
         host = rng.normal(size=(rows * n_x, cols * n_y)).astype(np.float32)
         x = place(host, mesh, P("X", "Y"))
-        where = _where("block_means_shmap", x, mesh)
-        got = _call(fn, "block_means_shmap", x, mesh)
+        where = call_text("block_means_shmap", (x, mesh))
+        got = call_learner(fn, "block_means_shmap", x, mesh, hint=CALL_HINT)
         expect_shape(got, (n_x, n_y), where, hint="one mean per device, arranged like the mesh: [nX, nY].")
         expect_allclose(
             got,
@@ -176,8 +134,8 @@ def check_roll_within_shards(fn: Callable) -> None:
         shift = SHIFTS[k % len(SHIFTS)]
         host = rng.normal(size=(rows * n_x, cols * n_y)).astype(np.float32)
         x = place(host, mesh, P("X", "Y"))
-        where = _where("roll_within_shards", x, shift, mesh)
-        got = _call(fn, "roll_within_shards", x, shift, mesh)
+        where = call_text("roll_within_shards", (x, shift, mesh))
+        got = call_learner(fn, "roll_within_shards", x, shift, mesh, hint=CALL_HINT)
         expect_allclose(
             got,
             oracle_roll_within_shards(host, shift, n_x, n_y),
@@ -212,8 +170,8 @@ def check_center_rows(fn: Callable) -> None:
     for mesh, (n_x, n_y), (rows, cols) in cases(2):
         host = rng.normal(loc=3.0, size=(rows * n_x, cols * n_y)).astype(np.float32)
         x = place(host, mesh, P("X", "Y"))
-        where = _where("center_rows", x, mesh)
-        got = _call(fn, "center_rows", x, mesh)
+        where = call_text("center_rows", (x, mesh))
+        got = call_learner(fn, "center_rows", x, mesh, hint=CALL_HINT)
         expect_allclose(
             got,
             oracle_center_rows(host),
@@ -246,8 +204,8 @@ def check_rows_to_columns(fn: Callable) -> None:
         shape = (rows * n_x, cols * n_x)
         host = rng.normal(size=shape).astype(np.float32)
         x = place(host, mesh, P("X", None))
-        where = _where("rows_to_columns", x, mesh)
-        got = _call(fn, "rows_to_columns", x, mesh)
+        where = call_text("rows_to_columns", (x, mesh))
+        got = call_learner(fn, "rows_to_columns", x, mesh, hint=CALL_HINT)
         expect_allclose(
             got,
             host,

@@ -19,9 +19,7 @@ call, what was expected, what came back, and a hint.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -32,9 +30,10 @@ from jax.sharding import PartitionSpec as P
 from grading.graders.common import (
     analyze_learner,
     call_learner,
-    collectives_text,
+    call_text,
+    expect_kinds_and_bytes,
+    make_mesh,
     place,
-    show,
     small_ints,
     struct,
 )
@@ -44,7 +43,7 @@ from shardbook.checks import (
     expect_no_intermediate_larger_than,
     expect_sharding,
 )
-from shardbook.comms import Report, format_bytes, ring_bytes
+from shardbook.comms import Report, ring_bytes
 
 BYTES = 4  # f32 and int32
 N = 8  # devices on the mesh axis 'X'
@@ -141,20 +140,9 @@ def bytes_sent(report: Report) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
-def make_mesh(axis_type: AxisType = AxisType.Explicit, *, shuffle: int | None = None) -> Mesh:
-    """A 1-D mesh ('X',) of the 8 devices; with ``shuffle`` the devices are in a random order."""
-    devices = list(jax.devices()[:N])
-    if shuffle is not None:
-        random.Random(shuffle).shuffle(devices)
-    return Mesh(np.array(devices), ("X",), axis_types=(axis_type,))
-
-
 def value_meshes() -> list[Mesh]:
     """Explicit axes, and Auto axes with the devices shuffled (each mesh costs one compilation)."""
-    return [make_mesh(), make_mesh(AxisType.Auto, shuffle=6)]
-
-
-_ints, _put, _struct, _show, _collectives_text = small_ints, place, struct, show, collectives_text
+    return [make_mesh((N,), ("X",)), make_mesh((N,), ("X",), axis_type=AxisType.Auto, shuffle=6)]
 
 
 def _analyze(fn: Callable, name: str, args: tuple) -> Report:
@@ -168,36 +156,15 @@ def _analyze(fn: Callable, name: str, args: tuple) -> Report:
 
 
 def _call_text(name: str, args: tuple, routing_kind: str | None = None) -> str:
-    text = f"{name}({', '.join(_show(a) for a in args)})"
+    text = call_text(name, args)
     return f"{text} with the {routing_kind!r} routing" if routing_kind else text
 
 
-def _call(fn: Callable, name: str, args: tuple, where: str) -> Any:
-    return call_learner(
-        fn,
-        name,
-        *args,
-        where=where,
-        hint="read the error from the top; inside shard_map every array is one device's block, and "
-        "shapes must not depend on the routing's values.",
-    )
-
-
-def _check_kinds_and_bytes(
-    report: Report, call: str, allowed: tuple[str, ...], bound: int, bound_text: str, hint: str
-) -> None:
-    bad = [c for c in report.collectives if c.kind not in allowed]
-    if bad:
-        raise CheckFailed(
-            f"{call}: expected only {' / '.join(allowed)} in the compiled program, got "
-            f"{'; '.join(c.describe() for c in bad[:3])}. Hint: {hint}"
-        )
-    sent = bytes_sent(report)
-    if sent > bound:
-        raise CheckFailed(
-            f"{call}: expected at most {format_bytes(bound)} sent per device ({bound_text}), got "
-            f"{format_bytes(sent)} ({_collectives_text(report)}). Hint: {hint}"
-        )
+# The hint when a learner's function raises.
+CALL_HINT = (
+    "read the error from the top; inside shard_map every array is one device's block, and "
+    "shapes must not depend on the routing's values."
+)
 
 
 VALUES_HINT = (
@@ -226,7 +193,7 @@ def _check_sharded_values(
         k = topk[i % len(topk)] if topk else None
         jitted = jax.jit(lambda w, a, b, mesh=mesh: fn(w, a, b, mesh))
         for kind in ROUTINGS:
-            w_np, a_np = _ints(rng, (e, d, f)), _ints(rng, (s, d))
+            w_np, a_np = small_ints(rng, (e, d, f)), small_ints(rng, (s, d))
             if k is None:
                 b_np, b_spec = routing(kind, rng, s, e), P("X")
                 expected = oracle_moe(w_np, a_np, b_np)
@@ -234,12 +201,12 @@ def _check_sharded_values(
                 b_np, b_spec = routing_topk(kind, rng, s, e, k), P("X", None)
                 expected = oracle_topk(w_np, a_np, b_np)
             args = (
-                _put(w_np, mesh, P("X", None, None)),
-                _put(a_np, mesh, P("X", None)),
-                _put(b_np, mesh, b_spec),
+                place(w_np, mesh, P("X", None, None)),
+                place(a_np, mesh, P("X", None)),
+                place(b_np, mesh, b_spec),
             )
             where = _call_text(name, args + (mesh,), kind)
-            got = _call(jitted, name, args, where)
+            got = call_learner(jitted, name, *args, where=where, hint=CALL_HINT)
             expect_allclose(got, expected, where, rtol=1e-6, atol=1e-6, hint=hint)
             expect_sharding(
                 got,
@@ -253,9 +220,9 @@ def _check_sharded_values(
 def _structure_args(mesh: Mesh) -> tuple:
     e, s, d, f = STRUCTURE_SIZE
     return (
-        _struct((e, d, f), mesh, P("X", None, None)),
-        _struct((s, d), mesh, P("X", None)),
-        _struct((s,), mesh, P("X"), jnp.int32),
+        struct((e, d, f), mesh, P("X", None, None)),
+        struct((s, d), mesh, P("X", None)),
+        struct((s,), mesh, P("X"), jnp.int32),
     )
 
 
@@ -269,10 +236,10 @@ def check_moe_local(fn: Callable) -> None:
     rng = np.random.default_rng(61)
     for case, kind in enumerate(ROUTINGS):
         e, s, d, f = SIZES[case % len(SIZES)]
-        w_np, a_np, b_np = _ints(rng, (e, d, f)), _ints(rng, (s, d)), routing(kind, rng, s, e)
+        w_np, a_np, b_np = small_ints(rng, (e, d, f)), small_ints(rng, (s, d)), routing(kind, rng, s, e)
         args = (jnp.asarray(w_np), jnp.asarray(a_np), jnp.asarray(b_np))
         where = _call_text("moe_local", args, kind)
-        got = _call(jax.jit(fn), "moe_local", args, where)
+        got = call_learner(jax.jit(fn), "moe_local", *args, where=where, hint=CALL_HINT)
         expect_allclose(got, oracle_moe(w_np, a_np, b_np), where, rtol=1e-6, atol=1e-6, hint=VALUES_HINT)
     e, s, d, f = LOCAL_STRUCTURE_SIZE
     structs = (
@@ -301,11 +268,11 @@ def check_moe_local(fn: Callable) -> None:
 def check_moe_allgather(fn: Callable) -> None:
     """Values on every mesh and routing; the tokens travel, not the experts (bytes bound)."""
     _check_sharded_values(fn, "moe_allgather")
-    mesh = make_mesh()
+    mesh = make_mesh((N,), ("X",))
     args = _structure_args(mesh)
     report = _analyze(lambda w, a, b: fn(w, a, b, mesh), "moe_allgather", args)
     e, s, d, f = STRUCTURE_SIZE
-    _check_kinds_and_bytes(
+    expect_kinds_and_bytes(
         report,
         _call_text("moe_allgather", args + (mesh,)),
         ("all-gather", "reduce-scatter", "all-reduce"),
@@ -313,6 +280,7 @@ def check_moe_allgather(fn: Callable) -> None:
         "(n-1)/n · S·(D + 1 + F) · 4: gather the tokens and their ids, reduce-scatter the outputs",
         "gather the tokens (they are smaller than the experts here), let each device apply its own "
         "experts, and psum_scatter the [S, F] partial outputs back over 'X'; never gather w.",
+        sent=bytes_sent(report),
     )
 
 
@@ -332,16 +300,17 @@ def check_moe_all_to_all(fn: Callable) -> None:
     All-to-all programs take the longest to compile, so one mesh (Auto axes, shuffled devices; the
     self-check uses Explicit axes) serves every routing, and the analysis reads that same program.
     """
-    mesh = make_mesh(AxisType.Auto, shuffle=6)
+    mesh = make_mesh((N,), ("X",), axis_type=AxisType.Auto, shuffle=6)
     jitted, args = _check_sharded_values(fn, "moe_all_to_all", meshes=[mesh])
     report = _analyze(jitted, "moe_all_to_all", args)
-    _check_kinds_and_bytes(
+    expect_kinds_and_bytes(
         report,
         _call_text("moe_all_to_all", args + (mesh,)),
         ("all-to-all",),
         all_to_all_bound(*SIZES[0]),
         "(n-1)·C·(D + F + 2)·4 with C = S/n",
         A2A_HINT,
+        sent=bytes_sent(report),
     )
 
 
@@ -362,18 +331,23 @@ def check_moe_topk(fn: Callable) -> None:
     analysis reads that same program; then k = 2 on a mesh of Auto axes, where shard_map cannot take
     the layout from the arguments' types.
     """
-    mesh = make_mesh(shuffle=7)
+    mesh = make_mesh((N,), ("X",), shuffle=7)
     k = 3
     jitted, args = _check_sharded_values(fn, "moe_topk", meshes=[mesh], topk=(k,), hint=TOPK_HINT)
     report = _analyze(jitted, "moe_topk", args)
-    _check_kinds_and_bytes(
+    expect_kinds_and_bytes(
         report,
         _call_text("moe_topk", args + (mesh,)),
         ("all-to-all",),
         all_to_all_bound(*SIZES[0], k=k),
         "(n-1)·C·(D + F + 2)·4 with C = k·S/n",
         A2A_HINT,
+        sent=bytes_sent(report),
     )
     _check_sharded_values(
-        fn, "moe_topk", meshes=[make_mesh(AxisType.Auto, shuffle=8)], topk=(2,), hint=TOPK_HINT
+        fn,
+        "moe_topk",
+        meshes=[make_mesh((N,), ("X",), axis_type=AxisType.Auto, shuffle=8)],
+        topk=(2,),
+        hint=TOPK_HINT,
     )

@@ -18,10 +18,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from grading.graders.common import call_learner
+from grading.graders.common import call_learner, make_mesh, place, show
 from shardbook.checks import CheckFailed, _analyze_for_check, describe_array, expect_allclose, expect_shape
 
 # Mesh layouts of 8 devices: (axis sizes, axis names, shuffled device order?).
@@ -78,18 +78,6 @@ def oracle_step(ws_host: np.ndarray, xs_host: np.ndarray, lr: float) -> np.ndarr
 # ----------------------------------------------------------------------------------------------
 
 
-def make_mesh(sizes: tuple[int, ...], names: tuple[str, ...], shuffled: bool) -> Mesh:
-    """An Explicit mesh of all 8 devices; ``shuffled`` reverses the device order."""
-    devices = list(jax.devices()[:8])
-    if shuffled:
-        devices = devices[::-1]
-    return Mesh(np.array(devices).reshape(sizes), names, axis_types=(AxisType.Explicit,) * len(sizes))
-
-
-def place(host: np.ndarray, mesh: Mesh, spec: P) -> jax.Array:
-    return jax.device_put(host, NamedSharding(mesh, spec))
-
-
 # Which layouts of MESHES each grader uses (three each, to keep a hidden-test cell short).
 GRAD_MESHES = (1, 2, 3)
 STEP_MESHES = (0, 1, 3)
@@ -99,13 +87,8 @@ def cases(which: tuple[int, ...]) -> Iterator[tuple[Mesh, int, int]]:
     """(mesh, size of 'X', case index) for the layouts of MESHES named by ``which``."""
     for k in which:
         sizes, names, shuffled = MESHES[k]
-        mesh = make_mesh(sizes, names, shuffled)
+        mesh = make_mesh(sizes, names, reverse=shuffled)
         yield mesh, mesh.shape["X"], k
-
-
-def _show_mesh(mesh: Mesh) -> str:
-    ids = [d.id for d in mesh.devices.flat]
-    return f"mesh {dict(mesh.shape)}" + ("" if ids == sorted(ids) else ", shuffled")
 
 
 def type_text(x: Any) -> str:
@@ -142,7 +125,7 @@ def check_grad_unreduced(fn: Callable) -> None:
         x_host = rng.normal(size=(rows * n_x, width)).astype(np.float32)
         ws = place(ws_host, mesh, P(None, None, None))
         x = place(x_host, mesh, P("X", None))
-        where = f"grad_unreduced({type_text(ws)}, {type_text(x)}) on {_show_mesh(mesh)}"
+        where = f"grad_unreduced({type_text(ws)}, {type_text(x)}) on {show(mesh)}"
         got = call_learner(
             fn,
             "grad_unreduced",
@@ -198,7 +181,7 @@ def check_sgd_step_accumulated(fn: Callable) -> None:
         xs_host = rng.normal(size=(micro, rows * n_x, width)).astype(np.float32)
         ws = place(ws_host, mesh, P(None, None, None))
         xs = place(xs_host, mesh, P(None, "X", None))
-        where = f"sgd_step_accumulated({type_text(ws)}, {type_text(xs)}, {lr}) on {_show_mesh(mesh)}"
+        where = f"sgd_step_accumulated({type_text(ws)}, {type_text(xs)}, {lr}) on {show(mesh)}"
         got = call_learner(
             fn,
             "sgd_step_accumulated",

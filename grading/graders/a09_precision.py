@@ -22,7 +22,7 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from grading.graders.common import call_learner
+from grading.graders.common import call_learner, make_mesh
 from shardbook.checks import CheckFailed, describe_array
 
 # (M, K, N) of the hidden products A[M, K] · B[K, N], with N(0, 1) entries.
@@ -292,7 +292,7 @@ def check_mlp_value_and_grads(fn: Callable) -> None:
                     "function is traced, not where it is defined.",
                 )
         # The last model's batch arrives split over 8 devices (Auto axes), as data would in training.
-        mesh = jax.make_mesh((8,), ("X",), axis_types=(AxisType.Auto,))
+        mesh = make_mesh((8,), ("X",), axis_type=AxisType.Auto)
         place = NamedSharding(mesh, P("X")) if seed == len(MODEL_SIZES) - 1 else None
         for preset in VALUE_PRESETS[seed % 2 :: 1 if seed == 0 else 2]:
             where = _signature(w1, w2, x, preset)

@@ -1,8 +1,11 @@
-"""What every grader needs: call a learner's function safely, and describe arguments in words."""
+"""What every grader needs: meshes, placed inputs, calling a learner's function safely, describing
+arguments in words, oracles and collective checks used by more than one assignment."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import random
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -12,9 +15,35 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from shardbook.checks import CheckFailed, describe_array, describe_error, list_collectives
-from shardbook.comms import Report, analyze
+from shardbook.comms import Report, analyze, format_bytes
 
+AXES = ("X", "Y")
 DEFAULT_HINT = "read the error from its first line; the exercise's contract says what each argument holds."
+
+
+def make_mesh(
+    sizes: Sequence[int],
+    names: tuple[str, ...] = AXES,
+    *,
+    axis_type: AxisType = AxisType.Explicit,
+    shuffle: int | None = None,
+    reverse: bool = False,
+) -> Mesh:
+    """A mesh over the first prod(sizes) devices, in id order (as ``jax.make_mesh`` on CPU).
+
+    Args:
+      sizes: the mesh's shape; names: its axis names; axis_type: Explicit (the default, as
+        ``jax.make_mesh``) or Auto, for every axis.
+      shuffle: a seed: the devices are put in that random order, so that a device's id and its
+        position on the mesh differ.
+      reverse: the devices in reverse id order.
+    """
+    devices = list(jax.devices()[: math.prod(sizes)])
+    if shuffle is not None:
+        random.Random(shuffle).shuffle(devices)
+    if reverse:
+        devices.reverse()
+    return Mesh(np.array(devices).reshape(tuple(sizes)), names, axis_types=(axis_type,) * len(names))
 
 
 def show(a: Any) -> str:
@@ -28,6 +57,8 @@ def show(a: Any) -> str:
         shape = ",".join(map(str, a.shape))
         spec = getattr(getattr(a, "sharding", None), "spec", None)
         return f"{a.dtype}[{shape}] {spec}" if spec is not None else describe_array(a)
+    if isinstance(a, dict) and a and isinstance(next(iter(a.values())), tuple):
+        return "layout{…}"  # a device → index layout: too long to print
     text = repr(a)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -45,6 +76,11 @@ def place(x: np.ndarray, mesh: Mesh, spec: P) -> jax.Array:
 def struct(shape: tuple[int, ...], mesh: Mesh, spec: P, dtype=jnp.float32) -> jax.ShapeDtypeStruct:
     """A shape-only argument with a sharding: analyse a large program without allocating it."""
     return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
+
+
+def call_text(name: str, args: tuple, describe: Callable[[Any], str] = show) -> str:
+    """``name(arg, …)`` with each argument described by ``describe``, for a failure message."""
+    return f"{name}({', '.join(describe(a) for a in args)})"
 
 
 def call_learner(
@@ -80,7 +116,7 @@ def call_learner(
     except CheckFailed:
         raise
     except Exception as e:
-        where = where or f"{name}({', '.join(show(a) for a in args)})"
+        where = where or call_text(name, args)
         words, known_hint = describe_error(e)  # a common JAX mistake gets its own sentence and hint
         raise CheckFailed(
             f"{where}: expected a result, got {words}. Hint: {known_hint or hint or DEFAULT_HINT}"
@@ -95,3 +131,48 @@ def analyze_learner(fn: Callable, name: str, *args: Any, where: str, hint: str) 
 def collectives_text(report: Report, limit: int = 3) -> str:
     """The report's collectives in words, for a failure message."""
     return list_collectives(report.collectives, limit) or "no collectives"
+
+
+def expect_kinds_and_bytes(
+    report: Report,
+    call: str,
+    allowed: tuple[str, ...],
+    bound: int,
+    bound_text: str,
+    hint: str,
+    *,
+    sent: int | None = None,
+) -> None:
+    """Only collectives of the ``allowed`` kinds, sending at most ``bound`` bytes per device.
+
+    ``sent`` is the byte count to compare (the report's total by default); ``bound_text`` says in words
+    where the bound comes from.
+    """
+    bad = [c for c in report.collectives if c.kind not in allowed]
+    if bad:
+        raise CheckFailed(
+            f"{call}: expected only {' / '.join(allowed)} in the compiled program, got "
+            f"{'; '.join(c.describe() for c in bad[:3])}. Hint: {hint}"
+        )
+    sent = report.total_bytes if sent is None else sent
+    if sent > bound:
+        raise CheckFailed(
+            f"{call}: expected at most {format_bytes(bound)} sent per device ({bound_text}), got "
+            f"{format_bytes(sent)} ({collectives_text(report)}). Hint: {hint}"
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Oracles used by more than one assignment: the plainest possible computations of the right answer.
+# ----------------------------------------------------------------------------------------------
+
+
+def oracle_block_means(host: np.ndarray, n_x: int, n_y: int) -> np.ndarray:
+    """Entry (i, j): the mean of the block at mesh position (i, j) of a P('X', 'Y') layout, that is
+    rows i·S/nX … and columns j·D/nY …, one block at a time in float64."""
+    rows, cols = host.shape[0] // n_x, host.shape[1] // n_y
+    out = np.zeros((n_x, n_y))
+    for i in range(n_x):
+        for j in range(n_y):
+            out[i, j] = host[i * rows : (i + 1) * rows, j * cols : (j + 1) * cols].astype(np.float64).mean()
+    return out
