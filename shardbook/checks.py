@@ -331,7 +331,8 @@ def explain_common_errors(shell: Any) -> None:
 # checks on the compiled program (they use shardbook.comms)
 
 
-def _analyze_for_check(fn: Any, args: tuple, what: str) -> Any:
+def analyze_for_check(fn: Any, args: tuple, what: str) -> Any:
+    """``analyze(fn, *args)``; a function that does not trace or compile is a CheckFailed on ``what``."""
     from .comms import analyze
 
     try:
@@ -371,7 +372,7 @@ def expect_no_collectives(
       shardbook.checks.CheckFailed: the compiled program: expected no collectives (each device works on its \
 own block), got 1 collective: all-reduce f32[] over 'X' (groups of 8), 7 B per device at ...
     """
-    report = _analyze_for_check(fn, args, what)
+    report = analyze_for_check(fn, args, what)
     if report.collectives:
         n = len(report.collectives)
         _fail(
@@ -414,7 +415,7 @@ def expect_collectives(
             raise ValueError(
                 f"unknown collective kind {kind!r} in allowed: expected some of {COLLECTIVE_KINDS}"
             )
-    report = _analyze_for_check(fn, args, what)
+    report = analyze_for_check(fn, args, what)
     if allowed:
         bad = [c for c in report.collectives if c.kind not in allowed]
         if bad:

@@ -22,7 +22,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from grading.graders.common import call_learner, make_mesh, place, show
-from shardbook.checks import CheckFailed, _analyze_for_check, describe_array, expect_allclose, expect_shape
+from shardbook.checks import CheckFailed, analyze_for_check, describe_array, expect_allclose, expect_shape
 
 # Mesh layouts of 8 devices: (axis sizes, axis names, shuffled device order?).
 MESHES: list[tuple[tuple[int, ...], tuple[str, ...], bool]] = [
@@ -156,7 +156,7 @@ def check_grad_unreduced(fn: Callable) -> None:
             "must add up to the full gradient.",
         )
         with jax.set_mesh(mesh):
-            report = _analyze_for_check(fn, (ws, x), f"the compiled program of {where}")
+            report = analyze_for_check(fn, (ws, x), f"the compiled program of {where}")
         if report.collectives:
             raise CheckFailed(
                 f"the compiled program of {where}: expected no collectives (each device keeps its partial "
@@ -209,7 +209,7 @@ def check_sgd_step_accumulated(fn: Callable) -> None:
                 "update."
             )
         with jax.set_mesh(mesh):
-            report = _analyze_for_check(fn, (ws, xs, lr), f"the compiled program of {where}")
+            report = analyze_for_check(fn, (ws, xs, lr), f"the compiled program of {where}")
         runs = runs_of(report)
         if runs != [("all-reduce", 1)]:
             executions = sum(e for _, e in runs)
