@@ -353,7 +353,8 @@ def _kernel_manager_class():
             kw["env"] = minimal_env(kw.get("env") or dict(os.environ), course_root)
             # A new session in the sandbox: SIGINT to bwrap's process group would not reach the kernel,
             # so interrupts (a cell past its time limit) go as a message on the control channel.
-            assert self.kernel_spec is not None  # read by pre_start_kernel, before it launches
+            if self.kernel_spec is None:  # pre_start_kernel reads it before any launch
+                raise RuntimeError("no kernel spec to start the sandboxed kernel from")
             self.kernel_spec.interrupt_mode = "message"
             return await super()._async_launch_kernel(sandboxed, **kw)
 
