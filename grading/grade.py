@@ -282,8 +282,8 @@ def _grade_in(
 ) -> None:
     """Grades ``data`` in the scratch course ``root``, filling ``outcome``."""
     nb, problem = _read_submission(data)
-    if problem:
-        outcome.notes.append(problem + "; scored 0.")
+    if nb is None:  # and problem says why
+        outcome.notes.append(f"{problem}; scored 0.")
         return
     try:
         repaired = repair(nb, nbformat.read(release_notebook(assignment, root), as_version=4))
@@ -456,6 +456,12 @@ def run_local(
             yield future.result()
 
 
+def _grade_task(assignment: str, task: Task, template: bytes, slot: int, options: dict) -> Outcome:
+    """grade_one as a Ray task, its parameters all positional: the typing of ``ray.remote`` knows only
+    positional ones, and grade_one's options are keyword-only."""
+    return grade_one(assignment, *task, template, slot=slot, **options)
+
+
 def run_ray(
     assignment: str, tasks: list[Task], template: Path, options: dict, jobs: int
 ) -> Iterator[Outcome]:
@@ -496,13 +502,14 @@ def run_ray(
     try:
         nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
         print(f"Ray: {nodes} node(s), {jobs} notebook(s) at a time", flush=True)
-        remote = ray.remote(num_cpus=1)(grade_one)
+        remote = ray.remote(num_cpus=1)(_grade_task)
         shipped = ray.put(pack(template))
-        waiting, running, free = list(reversed(tasks)), {}, list(range(jobs))
+        waiting, free = list(reversed(tasks)), list(range(jobs))
+        running: dict[ray.ObjectRef[Outcome], tuple[int, Task]] = {}
         while waiting or running:
             while waiting and free:  # at most one task per slot, so a slot is unique among running ones
                 slot, task = free.pop(0), waiting.pop()
-                running[remote.remote(assignment, *task, shipped, slot=slot, **options)] = (slot, task)
+                running[remote.remote(assignment, task, shipped, slot, options)] = (slot, task)
             (ref,), _ = ray.wait(list(running), num_returns=1)
             slot, (source, _) = running.pop(ref)
             free.append(slot)
@@ -589,7 +596,12 @@ def write_reports(assignment: str, outcomes: list[Outcome], root: Path) -> Path:
     (folder / "feedback").mkdir(parents=True, exist_ok=True)
     (folder / "learners").mkdir(parents=True, exist_ok=True)
     for o in outcomes:
-        record = {"learner": o.learner, "source": o.source.name, "scores": o.scores, "notes": o.notes}
+        record: dict[str, object] = {
+            "learner": o.learner,
+            "source": o.source.name,
+            "scores": o.scores,
+            "notes": o.notes,
+        }
         record["seconds"] = round(o.seconds, 1)
         (folder / "learners" / f"{o.learner}.json").write_text(json.dumps(record, indent=1))
         page = folder / "feedback" / f"{o.learner}.html"

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +126,26 @@ def plus(node: ast.expr, k: int) -> ast.expr:
 
 
 # A mutation: a kind, and edits (node index in traversal order -> function building its replacement).
-Edit = tuple[int, Callable[[ast.AST], ast.AST]]
+Build = Callable[[ast.AST], ast.AST]
+Edit = tuple[int, Build]
+# The node classes that carry a source position (lineno .. end_col_offset).
+POSITIONED = (
+    ast.expr,
+    ast.stmt,
+    ast.keyword,
+    ast.arg,
+    ast.alias,
+    ast.excepthandler,
+    ast.pattern,
+    ast.type_param,
+)
+
+
+def position(node: ast.AST) -> tuple[int, int, int, int] | None:
+    """(lineno, col_offset, end_lineno, end_col_offset) of a parsed node; None for one without."""
+    if isinstance(node, POSITIONED) and node.end_lineno is not None and node.end_col_offset is not None:
+        return node.lineno, node.col_offset, node.end_lineno, node.end_col_offset
+    return None
 
 
 @dataclass
@@ -165,7 +185,8 @@ class Sites:
     def inside(self, node: ast.AST) -> bool:
         if isinstance(node, ast.keyword):  # keywords have positions only from Python 3.9 on; use the value's
             node = node.value
-        return hasattr(node, "lineno") and self.lo <= node.lineno and node.end_lineno <= self.hi
+        at = position(node)
+        return at is not None and self.lo <= at[0] and at[2] <= self.hi
 
     def replace(self, node: ast.AST, new: ast.AST) -> None:
         parent, name, i = self.parent[id(node)]
@@ -175,12 +196,23 @@ class Sites:
             getattr(parent, name)[i] = new
 
 
-def _const(value):
+def _const(value: str | int) -> Build:
     return lambda _node: ast.Constant(value)
 
 
-def _set(**changes):
-    def build(node):
+def _on[Node: ast.AST](kind: type[Node], build: Callable[[Node], ast.AST]) -> Build:
+    """``build`` for the edited copy's node, which is of the same class as the original's, ``kind``."""
+
+    def checked(node: ast.AST) -> ast.AST:
+        if not isinstance(node, kind):
+            raise TypeError(f"expected an ast.{kind.__name__} to mutate, got ast.{type(node).__name__}")
+        return build(node)
+
+    return checked
+
+
+def _set(**changes: object) -> Build:
+    def build(node: ast.AST) -> ast.AST:
         new = copy.deepcopy(node)
         for k, v in changes.items():
             setattr(new, k, v)
@@ -192,7 +224,7 @@ def _set(**changes):
 def candidate_mutations(sites: Sites, axes: set[str]) -> Iterator[tuple[str, list[Edit]]]:
     """Every (kind, edits) for the cell, in a fixed order: source order of the node, then kind."""
     nodes = sites.nodes
-    axis_nodes = []
+    axis_nodes: list[int] = []
     for i, node in enumerate(nodes):
         if not sites.inside(node):
             continue
@@ -210,9 +242,9 @@ def candidate_mutations(sites: Sites, axes: set[str]) -> Iterator[tuple[str, lis
                 if isinstance(owner, ast.Tuple):
                     owner = sites.parent.get(id(owner), (None, "", None))[0]
                 if isinstance(owner, ast.keyword) and owner.arg and AXIS_KEYWORDS.search(owner.arg):
-                    for other in (0, 1, -1):
-                        if other != v:
-                            yield "reduction_axis", [(i, _const(other))]
+                    for axis in (0, 1, -1):
+                        if axis != v:
+                            yield "reduction_axis", [(i, _const(axis))]
                 yield "constant", [(i, _const(v + 1))]
                 if v != 0:
                     yield "constant", [(i, _const(v - 1))]
@@ -221,12 +253,15 @@ def candidate_mutations(sites: Sites, axes: set[str]) -> Iterator[tuple[str, lis
                 for other in DTYPES[node.attr]:
                     yield "dtype", [(i, _set(attr=other))]
             elif node.attr == "T":
-                yield "transpose_dropped", [(i, lambda n: copy.deepcopy(n.value))]
+                yield "transpose_dropped", [(i, _on(ast.Attribute, lambda n: copy.deepcopy(n.value)))]
         elif isinstance(node, ast.Call):
             yield from _call_mutations(i, node)
         elif isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.MatMult):
-                yield "operands_swapped", [(i, lambda n: ast.BinOp(n.right, ast.MatMult(), n.left))]
+                yield (
+                    "operands_swapped",
+                    [(i, _on(ast.BinOp, lambda n: ast.BinOp(n.right, ast.MatMult(), n.left)))],
+                )
             for op in BINOP_SWAPS.get(type(node.op), []):
                 yield "operator", [(i, _set(op=op()))]
         elif isinstance(node, ast.AugAssign):
@@ -236,7 +271,7 @@ def candidate_mutations(sites: Sites, axes: set[str]) -> Iterator[tuple[str, lis
             node.slice, (ast.Slice, ast.Tuple, ast.Constant)
         ):
             for k in (1, -1):
-                yield "off_by_one", [(i, lambda n, k=k: _set(slice=plus(n.slice, k))(n))]
+                yield "off_by_one", [(i, _on(ast.Subscript, partial(_subscript_plus, k=k)))]
         elif isinstance(node, ast.keyword) and node.arg in ("reduced", "unreduced"):
             yield "spec_keyword", [(i, _set(arg="unreduced" if node.arg == "reduced" else "reduced"))]
         elif isinstance(node, ast.Compare) and len(node.ops) == 1:
@@ -245,17 +280,28 @@ def candidate_mutations(sites: Sites, axes: set[str]) -> Iterator[tuple[str, lis
         elif isinstance(node, ast.BoolOp):
             yield "boolean", [(i, _set(op=ast.Or() if isinstance(node.op, ast.And) else ast.And()))]
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
-            yield "unary_dropped", [(i, lambda n: copy.deepcopy(n.operand))]
+            yield "unary_dropped", [(i, _on(ast.UnaryOp, lambda n: copy.deepcopy(n.operand)))]
         elif isinstance(node, ast.Slice):
             for bound in ("lower", "upper"):
                 b = getattr(node, bound)
                 if b is not None and not (isinstance(b, ast.Constant) and type(b.value) is int):
                     for k in (1, -1):
-                        yield "off_by_one", [(i, lambda n, b=bound, k=k: _bound(n, b, k))]
+                        yield "off_by_one", [(i, _on(ast.Slice, partial(_bound, bound=bound, k=k)))]
     if len(axis_nodes) > 1 and len(axes) == 2:
         a, b = sorted(axes)
         swap = {a: b, b: a}
-        yield "axes_swapped_everywhere", [(j, _const(swap[nodes[j].value])) for j in axis_nodes]
+        yield "axes_swapped_everywhere", [(j, _const(swap[axis_value(nodes[j])])) for j in axis_nodes]
+
+
+def axis_value(node: ast.AST) -> str:
+    """The axis name of an ``axis_nodes`` entry: a string constant."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        raise TypeError(f"expected a string constant, got ast.{type(node).__name__}")
+    return node.value
+
+
+def _subscript_plus(node: ast.Subscript, k: int) -> ast.AST:
+    return _set(slice=plus(node.slice, k))(node)
 
 
 def _bound(node: ast.Slice, bound: str, k: int) -> ast.Slice:
@@ -268,69 +314,85 @@ def _call_mutations(i: int, node: ast.Call) -> Iterator[tuple[str, list[Edit]]]:
     name = call_name(node)
     if name in COLLECTIVE_SWAPS and isinstance(node.func, ast.Attribute):
         for other in COLLECTIVE_SWAPS[name]:
-            yield "collective_swapped", [(i, lambda n, o=other: _swap_collective(n, o))]
+            yield "collective_swapped", [(i, _on(ast.Call, partial(_swap_collective, other=other)))]
     if name in REMOVABLE and node.args:
-        yield "call_removed", [(i, lambda n: copy.deepcopy(n.args[0]))]
-    for j, k in enumerate(node.keywords):  # a keyword forgotten: out_sharding=, precision=, tiled=...
-        if k.arg is not None:
-            yield (
-                "keyword_dropped",
-                [(i, lambda n, j=j: _set(keywords=n.keywords[:j] + n.keywords[j + 1 :])(n))],
-            )
+        yield "call_removed", [(i, _on(ast.Call, lambda n: copy.deepcopy(n.args[0])))]
+    for j, keyword in enumerate(node.keywords):  # a keyword forgotten: out_sharding=, precision=, tiled=...
+        if keyword.arg is not None:
+            yield "keyword_dropped", [(i, _on(ast.Call, partial(_keyword_dropped, j=j)))]
     if name in REDUCTIONS and isinstance(node.func, ast.Attribute):  # jnp.mean(x) and x.mean() alike
         for other in REDUCTIONS[name]:
-            yield "reduction_swapped", [(i, lambda n, o=other: _set(func=ast.Attribute(n.func.value, o))(n))]
+            yield "reduction_swapped", [(i, _on(ast.Call, partial(_reduction_swapped, other=other)))]
     if name in REPEATABLE and node.args:
         yield (
             "collective_twice",
-            [(i, lambda n: ast.Call(n.func, [copy.deepcopy(n), *n.args[1:]], n.keywords))],
+            [(i, _on(ast.Call, lambda n: ast.Call(n.func, [copy.deepcopy(n), *n.args[1:]], n.keywords)))],
         )
     if name == "ppermute":
         perm_at = 2 if len(node.args) > 2 else None
         if perm_at is not None or any(k.arg == "perm" for k in node.keywords):
-            yield "ppermute_reversed", [(i, lambda n, p=perm_at: _perm(n, p, reverse=True))]
-            yield "ppermute_shifted", [(i, lambda n, p=perm_at: _perm(n, p, reverse=False))]
+            yield "ppermute_reversed", [(i, _on(ast.Call, partial(_perm, at=perm_at, reverse=True)))]
+            yield "ppermute_shifted", [(i, _on(ast.Call, partial(_perm, at=perm_at, reverse=False)))]
     if name in MATMULS and len(node.args) >= 2:
-        yield "operands_swapped", [(i, lambda n: _set(args=[n.args[1], n.args[0], *n.args[2:]])(n))]
+        yield (
+            "operands_swapped",
+            [(i, _on(ast.Call, lambda n: _set(args=[n.args[1], n.args[0], *n.args[2:]])(n)))],
+        )
     if name in ("P", "PartitionSpec"):
         args = node.args
         for j in range(len(args) - 1):
             if ast.dump(args[j]) != ast.dump(args[j + 1]):
-                yield "spec_swapped", [(i, lambda n, j=j: _set(args=_swapped(n.args, j))(n))]
+                yield "spec_swapped", [(i, _on(ast.Call, partial(_args_swapped, j=j)))]
         for j, a in enumerate(args):
             if not (isinstance(a, ast.Constant) and a.value is None):
-                yield "spec_entry_dropped", [(i, lambda n, j=j: _set(args=_none_at(n.args, j))(n))]
+                yield "spec_entry_dropped", [(i, _on(ast.Call, partial(_none_at, j=j)))]
     if name == "range" and node.args:
         stop = 0 if len(node.args) == 1 else 1
         for k in (1, -1):
-            yield "off_by_one", [(i, lambda n, s=stop, k=k: _set(args=_plus_at(n.args, s, k))(n))]
+            yield "off_by_one", [(i, _on(ast.Call, partial(_plus_at, j=stop, k=k)))]
         if len(node.args) >= 2:
-            yield "off_by_one", [(i, lambda n: _set(args=_plus_at(n.args, 0, 1))(n))]
+            yield "off_by_one", [(i, _on(ast.Call, partial(_plus_at, j=0, k=1)))]
 
 
-def _swapped(args, j):
-    args = list(args)
+# Builders of a mutated call, from the copy of the original call that they are given.
+
+
+def _keyword_dropped(node: ast.Call, j: int) -> ast.AST:
+    return _set(keywords=node.keywords[:j] + node.keywords[j + 1 :])(node)
+
+
+def _reduction_swapped(node: ast.Call, other: str) -> ast.AST:
+    """``jnp.mean(x)`` -> ``jnp.<other>(x)``; ``x.mean()`` -> ``x.<other>()``."""
+    if not isinstance(node.func, ast.Attribute):
+        raise TypeError("only a method or module function's reduction is swapped")
+    return _set(func=ast.Attribute(node.func.value, other))(node)
+
+
+def _args_swapped(node: ast.Call, j: int) -> ast.AST:
+    args = list(node.args)
     args[j], args[j + 1] = args[j + 1], args[j]
-    return args
+    return _set(args=args)(node)
 
 
-def _none_at(args, j):
-    args = list(args)
+def _none_at(node: ast.Call, j: int) -> ast.AST:
+    args = list(node.args)
     args[j] = ast.Constant(None)
-    return args
+    return _set(args=args)(node)
 
 
-def _plus_at(args, j, k):
-    args = list(args)
+def _plus_at(node: ast.Call, j: int, k: int) -> ast.AST:
+    args = list(node.args)
     args[j] = plus(args[j], k)
-    return args
+    return _set(args=args)(node)
 
 
 def _swap_collective(node: ast.Call, other: str) -> ast.Call:
     """``lax.psum(x, 'Y')`` -> ``lax.<other>(x, 'Y')``, keyword names carried across where they differ."""
     new = copy.deepcopy(node)
+    if not isinstance(new.func, ast.Attribute):
+        raise TypeError("only a module function's collective (lax.psum) is swapped")
     new.func.attr = other
-    rename = {"scatter_dimension": "axis", "axis": "scatter_dimension"}
+    rename: dict[str | None, str] = {"scatter_dimension": "axis", "axis": "scatter_dimension"}
     keep = {
         "psum": set(),
         "pmean": set(),
@@ -379,9 +441,15 @@ def _offsets(source: str) -> list[int]:
 
 def _splice(source: str, spans: list[tuple[ast.AST, str]]) -> str:
     data, starts = source.encode(), _offsets(source)
-    for node, text in sorted(spans, key=lambda s: (s[0].lineno, s[0].col_offset), reverse=True):
-        a = starts[node.lineno - 1] + node.col_offset
-        b = starts[node.end_lineno - 1] + node.end_col_offset
+    located = []
+    for node, text in spans:
+        at = position(node)
+        if at is None:
+            raise ValueError(f"ast.{type(node).__name__} has no source position to splice at")
+        located.append((at, text))
+    for (line, col, end_line, end_col), text in sorted(located, key=lambda s: s[0][:2], reverse=True):
+        a = starts[line - 1] + col
+        b = starts[end_line - 1] + end_col
         data = data[:a] + text.encode() + data[b:]
     return data.decode()
 

@@ -13,8 +13,15 @@ grading/gradebook.db                         nbgrader's database
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
-c = get_config()  # noqa: F821 (provided by traitlets)
+if TYPE_CHECKING:  # traitlets runs this file with get_config() in its namespace
+    from traitlets.config import Config
+
+    def get_config() -> Config: ...
+
+
+c = get_config()
 
 _root = os.environ.get("SHARDBOOK_COURSE_ROOT", os.getcwd())
 sys.path.insert(0, _root)  # so `grading.preprocessors` is importable below

@@ -294,7 +294,7 @@ def _reclaim(path: str, owner: tuple[int, int] | None) -> list[str]:
     """After the kernel stopped: removes links and special files from its folder (nbgrader, outside the
     sandbox, would follow a link when it writes there) and gives everything back to ``owner`` (uid,
     gid) if given. Returns what was removed."""
-    removed = []
+    removed: list[str] = []
     if not os.path.isdir(path) or os.path.islink(path):
         return removed
     for parent, dirs, files in os.walk(path):
@@ -353,6 +353,8 @@ def _kernel_manager_class():
             kw["env"] = minimal_env(kw.get("env") or dict(os.environ), course_root)
             # A new session in the sandbox: SIGINT to bwrap's process group would not reach the kernel,
             # so interrupts (a cell past its time limit) go as a message on the control channel.
+            if self.kernel_spec is None:  # pre_start_kernel reads it before any launch
+                raise RuntimeError("no kernel spec to start the sandboxed kernel from")
             self.kernel_spec.interrupt_mode = "message"
             return await super()._async_launch_kernel(sandboxed, **kw)
 
