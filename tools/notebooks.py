@@ -57,7 +57,7 @@ def chapter_sources() -> list[Path]:
 
 def _is_notebook_source(text: str) -> bool:
     front = FRONT_MATTER.match(text)
-    return bool(front) and re.search(r"^kernelspec:", front.group(1), re.M) is not None
+    return front is not None and re.search(r"^kernelspec:", front.group(1), re.M) is not None
 
 
 def book_notebooks() -> list[Path]:

@@ -12,7 +12,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import jax
 import numpy as np
@@ -62,7 +62,8 @@ def _normalise(index: tuple[slice, ...], shape: tuple[int, ...]) -> tuple[tuple[
 
 def oracle_layout(sharding: NamedSharding, shape: tuple[int, ...]) -> dict[int, tuple[tuple[int, int], ...]]:
     """device id -> ((start, stop) per dimension), from JAX's own devices_indices_map."""
-    return {d.id: _normalise(idx, shape) for d, idx in sharding.devices_indices_map(shape).items()}
+    placed: Any = sharding.devices_indices_map(shape)  # Device -> index (jax.Device has no stub attributes)
+    return {d.id: _normalise(idx, shape) for d, idx in placed.items()}
 
 
 def oracle_devices_holding(
@@ -75,7 +76,7 @@ def oracle_devices_holding(
 
 
 def oracle_shard_sums(x: jax.Array) -> np.ndarray:
-    mesh = x.sharding.mesh
+    mesh = cast(NamedSharding, x.sharding).mesh  # the grader's own arrays: always a NamedSharding
     full = np.asarray(x)
     layout = x.sharding.devices_indices_map(x.shape)
     out = np.zeros(mesh.devices.shape, dtype=np.result_type(full.dtype, np.float64))

@@ -37,7 +37,7 @@ the *structure* check (permutes both ways round 'Y', no extra bytes) grades the 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -134,11 +134,11 @@ CALL_HINT = "read the error from the top; inside shard_map every array is one de
 def _check_values(
     fn: Callable,
     name: str,
-    shapes: list[tuple[int, ...]],
+    shapes: Sequence[tuple[str, ...]],
     specs: list[P],
     out_spec: P,
     hint: str,
-    sizes: tuple[tuple[int, ...], ...],
+    sizes: tuple[dict[str, int], ...],
     meshes: list[Mesh] | None = None,
 ) -> None:
     """Runs fn on every value mesh (or on ``meshes``) and compares with the oracle and the output sharding."""
@@ -171,7 +171,7 @@ def _check_no_communication_without_y(fn: Callable, name: str, structs: list, sp
         )
 
 
-def _structs(mesh: Mesh, dims: dict[str, int], shapes: list[tuple[str, ...]], specs: list[P]) -> tuple:
+def _structs(mesh: Mesh, dims: dict[str, int], shapes: Sequence[tuple[str, ...]], specs: list[P]) -> tuple:
     """Shape-only arguments: dimension names (``("B", "D")``) sized by ``dims``, laid out by ``specs``."""
     return tuple(struct(tuple(dims[k] for k in s), mesh, p) for s, p in zip(shapes, specs, strict=True))
 

@@ -39,7 +39,8 @@ def predict(ws: list[jax.Array], x: jax.Array) -> jax.Array:
 
 def loss_ref(ws: list[jax.Array], x: jax.Array, n_micro: int) -> jax.Array:
     """The sum over microbatches of sum(predict(ws, x_m) ** 2), written the plainest way."""
-    return sum(jnp.sum(predict(ws, x_m) ** 2) for x_m in jnp.split(x, n_micro))
+    total: jax.Array = sum((jnp.sum(predict(ws, x_m) ** 2) for x_m in jnp.split(x, n_micro)), jnp.zeros(()))
+    return total
 
 
 @jax.jit(static_argnums=2)
@@ -179,7 +180,8 @@ def check_light_vjp(fn: Callable) -> None:
             hint="f_vjp is a pytree of arrays: it should pass through jax.jit unchanged.",
         )
         for label, cts in (("f_vjp(ct)", got_ct), ("jax.jit(f_vjp)(ct)", got_jit)):
-            if jax.tree.structure(cts) != jax.tree.structure(expected):
+            got_tree: Any = jax.tree.structure(cts)  # PyTreeDef's stub declares no comparison
+            if got_tree != jax.tree.structure(expected):
                 raise CheckFailed(
                     f"{call}: expected {label} to return cotangents for (w, x) like jax.vjp(f, w, x), got "
                     f"the structure {jax.tree.structure(cts)}. Hint: differentiate f with respect to both "

@@ -198,9 +198,11 @@ def cheapest_cases(seed: int = 0) -> list[tuple[dict[str, float], dict[str, floa
     """Hand-made tables (ties, a tolerance met exactly, NaN, none qualifies) plus random ones."""
     table_err = {"BF16_BF16_F32": 2.3e-3, "BF16_BF16_F32_X3": 4.4e-6, "BF16_BF16_F32_X6": 6e-7,
                  "BF16_BF16_F32_X9": 4e-7, "F32_F32_F32": 4e-7}  # fmt: skip
-    table_cost = {"BF16_BF16_F32": 1, "BF16_BF16_F32_X3": 3, "BF16_BF16_F32_X6": 6,
+    table_cost: dict[str, float] = {"BF16_BF16_F32": 1, "BF16_BF16_F32_X3": 3, "BF16_BF16_F32_X6": 6,
                   "BF16_BF16_F32_X9": 9, "F32_F32_F32": 9}  # fmt: skip
-    cases = [(table_err, table_cost, tol) for tol in (1e-2, 1e-4, 1e-6, 4e-7, 1e-9)]
+    cases: list[tuple[dict[str, float], dict[str, float], float]] = [
+        (table_err, table_cost, tol) for tol in (1e-2, 1e-4, 1e-6, 4e-7, 1e-9)
+    ]
     # Same cost: the smaller error wins even when it comes later in the dict.
     cases.append(({"B": 1e-3, "A": 1e-3, "C": 1e-4}, {"B": 2, "A": 2, "C": 2}, 1e-2))
     cases.append(
