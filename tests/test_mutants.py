@@ -5,6 +5,7 @@ an evenly spread sample of 04_shard_map's run in this process, against the same 
 """
 
 import ast
+import dataclasses
 import functools
 
 import pytest
@@ -126,7 +127,8 @@ def test_sample_of_mutants_is_killed_by_the_graders(assignment, sample):
     ]
 
 
-# Mutants that survived the graders as they were, each killed by one strengthening (its test).
+# Mutants that survived the graders as they were, each killed by one strengthening (its test) and,
+# since the book's self-checks cover what the hidden tests grade, by the function's self-check too.
 STRENGTHENED = {
     "01_meshes": [
         "per_device_shape/operator/7df25974a9",  # size / parts: floats in the shape
@@ -145,12 +147,18 @@ STRENGTHENED = {
 @pytest.mark.parametrize(
     ("assignment", "fingerprint"), [(a, fp) for a, fps in STRENGTHENED.items() for fp in fps]
 )
-def test_strengthened_graders_kill_their_mutant(assignment, fingerprint):
+def test_strengthened_graders_and_self_checks_kill_their_mutant(assignment, fingerprint):
     nb, mutants = generated(assignment)
     (mutant,) = [m for m in mutants if m.fingerprint == fingerprint]
-    M.judge(nb, M.base_namespace(nb), mutant)
-    assert mutant.status == "killed" and "_hidden" in mutant.killed_by, mutant.killed_by
-    assert "expected" in mutant.killed_by and "got" in mutant.killed_by
+    base = M.base_namespace(nb)
+    for cell in ("_hidden", "_visible"):  # each on its own: the self-check runs first when both do
+        only = dataclasses.replace(
+            nb, tests={fn: [(g, s) for g, s in cells if g.endswith(cell)] for fn, cells in nb.tests.items()}
+        )
+        judged = M.judge(only, base, dataclasses.replace(mutant))
+        assert judged.status == "killed" and cell in judged.killed_by, (cell, judged.killed_by)
+        assert "expected" in judged.killed_by and "got" in judged.killed_by
+    assert "Hint:" in judged.killed_by, judged.killed_by  # the self-check's message, in words
 
 
 def test_a_mutant_past_the_time_limit_counts_as_killed_and_says_so():
