@@ -55,8 +55,10 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Its own temporary folder: pytest prunes old numbered folders in /tmp/pytest-of-$USER, including those
+# of another pytest session still running on the machine (a grading test then loses its course).
 unit: venv
-	$(BIN)/pytest -q --durations=10
+	$(BIN)/pytest -q --durations=10 --basetemp=$(CURDIR)/_build/pytest
 
 notebooks: venv
 	$(PY) tools/notebooks.py chapters --check

@@ -67,10 +67,12 @@ from grading.preprocessors import (  # noqa: E402
     HardenTests,
     HideHiddenTests,
     SkipCells,
+    WarningsDoNotFail,
 )
 
-# nbgrader's autograde steps, with additions: skip cells that killed the kernel (see grading/grade.py)
-# and harden test cells against a notebook that redefined or patched the checking tools.
+# nbgrader's autograde steps, with additions: skip cells that killed the kernel (see grading/grade.py),
+# harden test cells against a notebook that redefined or patched the checking tools, and score a test
+# cell by whether it raised, not by whether something wrote a warning to stderr.
 c.Autograde.autograde_preprocessors = [
     SkipCells,
     HardenTests,
@@ -78,6 +80,7 @@ c.Autograde.autograde_preprocessors = [
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
+    WarningsDoNotFail,
     SaveAutoGrades,
     AssignLatePenalties,
     CheckCellMetadata,
