@@ -406,28 +406,25 @@ def _rs_structs(mesh: Mesh, dims: dict[str, int]) -> tuple:
 
 
 def _check_reducescatter_family(fn: Callable, name: str, bidirectional: bool) -> None:
-    _check_values(
-        fn,
-        name,
-        RS_SHAPES,
-        RS_SPECS,
-        P("X", "Y"),
-        "device j must end with output block j of D: the accumulator it receives last must be the one "
-        "for its own block, with every other device's contribution added once.",
-        RS_VALUE_SIZES,
-    )
-    if bidirectional:  # a ring of 3 (6 devices): the two streams of accumulators no longer meet halfway
-        _check_values(
-            fn,
-            name,
-            RS_SHAPES,
-            RS_SPECS,
-            P("X", "Y"),
-            "with an odd number of devices on 'Y' the streams take n // 2 and n - 1 - n // 2 steps: the "
-            "block a stream starts with is me + steps (going right) or me - steps (going left), mod n.",
-            ({"B": 8, "F": 24, "D": 48},),
-            meshes=[make_mesh((2, 3))],
+    value_cases: list[tuple[str, tuple[dict[str, int], ...], list[Mesh] | None]] = [
+        (
+            "device j must end with output block j of D: the accumulator it receives last must be the one "
+            "for its own block, with every other device's contribution added once.",
+            RS_VALUE_SIZES,
+            None,
         )
+    ]
+    if bidirectional:  # a ring of 3 (6 devices): the two streams of accumulators no longer meet halfway
+        value_cases.append(
+            (
+                "with an odd number of devices on 'Y' the streams take n // 2 and n - 1 - n // 2 steps: the "
+                "block a stream starts with is me + steps (going right) or me - steps (going left), mod n.",
+                ({"B": 8, "F": 24, "D": 48},),
+                [make_mesh((2, 3))],
+            )
+        )
+    for hint, sizes, meshes in value_cases:
+        _check_values(fn, name, RS_SHAPES, RS_SPECS, P("X", "Y"), hint, sizes, meshes=meshes)
     _check_no_communication_without_y(fn, name, [(64, 128), (128, 256)], RS_SPECS)
     hint = (
         "never reduce the whole output (psum and psum_scatter show up as all-reduce / reduce-scatter): "
