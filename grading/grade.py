@@ -172,9 +172,12 @@ def _env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
 
 # Caps the address space, then becomes the real command: the kernel nbgrader starts inherits the cap.
 # (A trampoline rather than preexec_fn, which forks a process that may have JAX's threads running.)
+# It also gives SIGINT back its default, unblocked: a Ray worker may ignore or block it, both survive
+# exec, and the kernel would then never be interrupted at the cell time limit.
 _WITH_MEMORY_CAP = (
-    "import os, resource, sys; cap = int(sys.argv[1]); "
-    "resource.setrlimit(resource.RLIMIT_AS, (cap, cap)); os.execv(sys.argv[2], sys.argv[2:])"
+    "import os, resource, signal, sys; cap = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_AS, (cap, cap)); signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); os.execv(sys.argv[2], sys.argv[2:])"
 )
 
 

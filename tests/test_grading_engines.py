@@ -2,7 +2,8 @@
 and a regrade after a grader changed names who gained or lost points on which test.
 
 The batch is a representative slice of assignment 1's committed corpus (the solution, a wrong answer,
-a kernel that dies, a tampering notebook and an unreadable file): about 5 notebooks' worth of grading
+a kernel that dies, a cell past its time limit, a tampering notebook and an unreadable file): about 6
+notebooks' worth of grading
 per engine and one regrade, about 3.5 minutes on 2 busy cores (a minute of it starting and stopping
 the cluster).
 """
@@ -21,7 +22,15 @@ from grading.local_ray import local_cluster
 from tests.notebooks import ROOT
 
 ASSIGNMENT = "01_meshes"
-BATCH = ["wrong_axis_order", "broken_kills_kernel", "tamper_patch_grader", "broken_not_a_notebook"]
+# broken_infinite_loop: a Ray worker blocks SIGINT, so without grade.py's reset the kernel was never
+# interrupted at the cell limit and the whole notebook scored 0 on Ray (11 locally).
+BATCH = [
+    "wrong_axis_order",
+    "broken_kills_kernel",
+    "broken_infinite_loop",
+    "tamper_patch_grader",
+    "broken_not_a_notebook",
+]
 CELL_TIMEOUT = 30
 
 
@@ -73,7 +82,7 @@ def ray_course(tmp_path_factory, ray_cluster):
     print(done.stdout, done.stderr[-3000:])
     assert done.returncode == 0
     assert "Ray: 2 node(s), 2 notebook(s) at a time" in done.stdout  # one notebook on each node at once
-    assert re.search(r"\[5/5, [0-9.]+ notebooks/min, done\]", done.stdout)
+    assert re.search(r"\[6/6, [0-9.]+ notebooks/min, done\]", done.stdout)
     return course
 
 
@@ -136,13 +145,14 @@ def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(local
     capsys.readouterr()
     assert _grade(course, None, "--regrade") == 0
     out = capsys.readouterr().out
-    header = f"regrade of {ASSIGNMENT}: 3 of 5 learner(s) changed\n"
+    header = f"regrade of {ASSIGNMENT}: 4 of 6 learner(s) changed\n"
     assert header in out
     after_header = out.split(header, 1)[1].splitlines()
     changed = [
         line.strip() for line in after_header[: len(after_header) - 3]
     ]  # then scores:, feedback:, notes:
     assert changed == [
+        "broken_infinite_loop: lost 3, 11 -> 8 (test_shard_sums_hidden 3 -> 0)",
         "reference_solution: lost 3, 14 -> 11 (test_shard_sums_hidden 3 -> 0)",
         "tamper_patch_grader: lost 3, 11 -> 8 (test_shard_sums_hidden 3 -> 0)",
         "wrong_axis_order: lost 3, 10 -> 7 (test_shard_sums_hidden 3 -> 0)",
@@ -150,8 +160,9 @@ def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(local
     after = (_reports(course) / "scores.csv").read_text()
     old, new = _rows(before), _rows(after)
     assert set(new) == set(old)
+    lost = {"broken_infinite_loop", "reference_solution", "tamper_patch_grader", "wrong_axis_order"}
     for learner in old:
-        if learner in ("reference_solution", "tamper_patch_grader", "wrong_axis_order"):
+        if learner in lost:
             assert new[learner]["test_shard_sums_hidden"] == "0"
             assert float(new[learner]["total"]) == float(old[learner]["total"]) - 3
         else:
