@@ -47,17 +47,13 @@ TRAILING_COMMENT = re.compile(r"\s+#\s[^\"']*$")
 
 
 CHAPTER_FORMAT = "md:myst"
-FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.S)
 
 
 def chapter_sources() -> list[Path]:
-    """The chapters' sources: the MyST Markdown notebooks of book/ (pages with a kernelspec)."""
-    return sorted(p for p in (ROOT / "book").glob("*.md") if _is_notebook_source(p.read_text()))
+    """The chapters' sources: the pages of book/ that the build reads as MyST Markdown notebooks."""
+    from myst_nb.core.read import is_myst_markdown_notebook
 
-
-def _is_notebook_source(text: str) -> bool:
-    front = FRONT_MATTER.match(text)
-    return front is not None and re.search(r"^kernelspec:", front.group(1), re.M) is not None
+    return sorted(p for p in (ROOT / "book").glob("*.md") if is_myst_markdown_notebook(p.read_text()))
 
 
 def book_notebooks() -> list[Path]:
@@ -80,16 +76,16 @@ def chapter_notebook(source: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def chapter_text(source: Path) -> str:
-    """The committed text of the .ipynb generated from `source` (nbformat's own layout)."""
-    return nbformat.writes(chapter_notebook(source)) + "\n"
+def chapter_text(nb: nbformat.NotebookNode) -> str:
+    """The committed text of a chapter's .ipynb, given its chapter_notebook() (nbformat's own layout)."""
+    return nbformat.writes(nb) + "\n"
 
 
 def cmd_chapters(args) -> None:
     """Writes book/x.ipynb from each book/x.md, or with --check fails where one differs or is missing."""
     sources = chapter_sources()
     if not sources:
-        fail("found no chapter sources (book/*.md with a kernelspec)")
+        fail("found no chapter sources (book/*.md that myst-nb reads as a notebook)")
     stray = sorted(
         p.name for p in (ROOT / "book").glob("*.ipynb") if p.with_suffix(".md") not in set(sources)
     )
@@ -97,7 +93,7 @@ def cmd_chapters(args) -> None:
         fail(f"book/ holds notebooks with no .md source: {stray}; a chapter's .md is its source")
     stale = []
     for source in sources:
-        target, text = source.with_suffix(".ipynb"), chapter_text(source)
+        target, text = source.with_suffix(".ipynb"), chapter_text(chapter_notebook(source))
         if target.exists() and target.read_text() == text:
             continue
         if args.check:
@@ -167,7 +163,7 @@ def cmd_run(args) -> None:
         start = time.monotonic()
         executed = _executed_path(out_dir, path)
         source = chapter_notebook(chapters[path]) if path in chapters else None
-        if source is not None and path.read_text() != chapter_text(chapters[path]):
+        if source is not None and path.read_text() != chapter_text(source):
             # Its outputs would be cached under the .md's code while papermill ran the .ipynb's.
             fail(f"{path.relative_to(ROOT)} disagrees with its .md source: run `make chapters` first")
         cached = None if source is None or args.force else execution_cache.cached_outputs(cache, source)
