@@ -73,7 +73,7 @@ chapters: venv
 
 exercises: venv
 	rm -rf exercises.new && mkdir exercises.new
-	$(PY) -c "from pathlib import Path; import sys; sys.path.insert(0, 'tools'); import notebooks; notebooks.generate_exercises(Path('exercises.new').resolve())"
+	$(PY) -c "from pathlib import Path; from tools import notebooks; notebooks.generate_exercises(Path('exercises.new').resolve())"
 	rm -rf exercises && mv exercises.new exercises
 	@echo "exercises/ regenerated from solutions/; commit it."
 

@@ -8,7 +8,6 @@ unusual; no learner may stop the batch.
 
 import csv
 import html as htmllib
-import importlib.util
 import json
 import re
 import shutil
@@ -18,12 +17,9 @@ import pytest
 
 from grading import grade
 from tests.notebooks import ASSIGNMENTS, ROOT
+from tools import learner_path
 
 CELL_TIMEOUT = 30  # generous: two notebooks are graded at once on a 2-core machine
-
-spec = importlib.util.spec_from_file_location("learner_path", ROOT / "tools" / "learner_path.py")
-learner_path = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(learner_path)
 
 # The solution as a Colab learner hands it in (no cell metadata, a `colab` block, nbformat 4.0,
 # outputs), with a helper cell of their own for each answer, placed as said: full marks, one note.

@@ -2,16 +2,11 @@
 
 import importlib.util
 import json
-import sys
 
 import pytest
 
 from tests.notebooks import ROOT
-
-spec = importlib.util.spec_from_file_location("site_check", ROOT / "tools" / "site_check.py")
-site_check = importlib.util.module_from_spec(spec)
-sys.modules["site_check"] = site_check  # its dataclass looks its module up
-spec.loader.exec_module(site_check)
+from tools import site_check
 
 PNG = bytes.fromhex(  # a 1x1 PNG
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6360000002"
@@ -132,7 +127,7 @@ def test_the_browser_sees_a_broken_image_and_a_script_error(tmp_path):
     secrets = {"return the_secret_answer(x, y)"}
     (html / "book" / "ch.html").write_text(_page(GOOD + "<pre>return the_secret_answer(x, y)</pre>"))
     results = site_check.browser_check(
-        html, pages, expected, site_check.find_browser(), None, secrets, site_check._nbtools().leaks_in, False
+        html, pages, expected, site_check.find_browser(), None, secrets, site_check.nbtools.leaks_in, False
     )
     by_page = {(r.page, r.viewport): r for r in results}
     assert set(by_page) == {(p, v) for p in expected for v in site_check.VIEWPORTS}

@@ -1,6 +1,5 @@
 """tools/notebooks.py: the CI checks over notebooks catch what they are for."""
 
-import importlib.util
 import os
 import shutil
 import types
@@ -9,10 +8,7 @@ import nbformat
 import pytest
 
 from tests.notebooks import ROOT
-
-spec = importlib.util.spec_from_file_location("nbtools", ROOT / "tools" / "notebooks.py")
-nbtools = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(nbtools)
+from tools import notebooks as nbtools
 
 
 def test_secret_lines_hold_solution_and_hidden_test_code():

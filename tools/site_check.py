@@ -42,19 +42,14 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: tools/ is a package of the repository root
+    sys.path.insert(0, str(ROOT))
+from tools import notebooks as nbtools  # noqa: E402  (its leak logic: one for the notebooks and the site)
+
 VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
 EXTERNAL = re.compile(r"^([a-z][a-z0-9+.-]*:|//)", re.I)  # http:, mailto:, data:, javascript:, //host
 FIGURE_TEXT = "<Figure size"
 IMAGE_MIME = re.compile(r"^image/")
-
-
-def _nbtools():
-    """tools/notebooks.py, for its leak logic (one implementation for the notebooks and the site)."""
-    spec = importlib.util.spec_from_file_location("nbtools", Path(__file__).with_name("notebooks.py"))
-    assert spec is not None and spec.loader is not None, "tools/notebooks.py is missing"
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 REDIRECT = re.compile(r"""<meta http-equiv=["']?refresh["']?[^>]*url=([^"'>]+)""", re.I)
@@ -586,7 +581,6 @@ def main(argv: list[str] | None = None) -> int:
         if not args.pages:  # a full run replaces every screenshot; --pages replaces those pages' only
             shutil.rmtree(args.screenshots, ignore_errors=True)
         args.screenshots.mkdir(parents=True, exist_ok=True)
-    nbtools = _nbtools()
     results = browser_check(
         args.html, pages, expected, browser, args.screenshots, nbtools.secret_lines(), nbtools.leaks_in
     )
