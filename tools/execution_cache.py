@@ -11,7 +11,7 @@ module adds it: `dependency_key()` hashes the helper package and the pins, the c
 that hash changes (`open_cache`), and, as a Sphinx extension (`_config.yml`, local_extensions), the
 build re-reads every notebook page whose doctree was made with another hash. It also writes the
 executed notebook of a page served from the cache to _build/jupyter_execute/ (myst-nb 1.4 writes the
-unexecuted one there on a cache hit), where the download button and tools/site_check.py read it.
+unexecuted one there on a cache hit), where tools/site_check.py reads it.
 """
 
 from __future__ import annotations
