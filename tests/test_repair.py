@@ -1,7 +1,6 @@
 """grading.repair: every way a submission gets mangled maps back onto the released notebook."""
 
 import copy
-import importlib.util
 import json
 
 import nbformat
@@ -9,6 +8,7 @@ import pytest
 
 from grading.repair import repair
 from tests.notebooks import ASSIGNMENTS, ROOT, nbgrader_meta
+from tools import learner_path
 
 RELEASE = nbformat.read(ROOT / "exercises" / "01_meshes" / "01_meshes.ipynb", as_version=4)
 ANSWERS = [nbgrader_meta(c)["grade_id"] for c in RELEASE.cells if nbgrader_meta(c).get("solution")]
@@ -108,10 +108,6 @@ def test_missing_answer_becomes_the_stub_and_is_reported():
 
 
 # --- Colab downloads: every assignment's solution, with learners' helper cells --------------------
-
-spec = importlib.util.spec_from_file_location("learner_path", ROOT / "tools" / "learner_path.py")
-learner_path = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(learner_path)
 
 
 def colab_read(nb, tmp_path, name="download.ipynb"):
