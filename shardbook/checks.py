@@ -277,7 +277,13 @@ def call(fn: Any, *args: Any, what: str = "your function", hint: str | None = No
         :func:`describe_error`).
 
     Example:
-      >>> out = call(jax.jit(lambda a: f(a, mesh)), a, what="f(a, mesh)")  # doctest: +SKIP
+      >>> import jax.numpy as jnp
+      >>> call(jnp.sum, jnp.ones(4), what="jnp.sum(x)")
+      Array(4., dtype=float32)
+      >>> call(lambda x: x.reshape(3), jnp.ones(6), what="f(x)")  # doctest: +ELLIPSIS
+      Traceback (most recent call last):
+      ...
+      shardbook.checks.CheckFailed: f(x): expected a result, got TypeError: cannot reshape ... first line.
     """
     try:
         return fn(*args, **kwargs)
@@ -634,8 +640,7 @@ def _check_compile_log_hears_jax(logger: str) -> None:
     import jax
     import jax.numpy as jnp
 
-    probe = CompileLog.__new__(CompileLog)
-    CompileLog.__init__(probe)
+    probe = CompileLog()
     probe.LOGGER = logger
     probe._attach()
     try:

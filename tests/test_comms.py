@@ -419,12 +419,17 @@ def test_refused_cpu_correction_is_noticed():
     assert len(notes) == 1 and "No such compile option" in notes[0] and "could not be applied" in notes[0]
 
 
-def test_cpu_pass_probe_is_skipped_for_a_program_without_collectives(monkeypatch, mesh24):
-    # property: only a program with collectives pays for (and can be affected by) the pass probe
-    from shardbook.comms import cpu
+def test_cpu_correction_is_skipped_for_a_program_without_collectives(monkeypatch, mesh24):
+    # property: only a program with collectives pays for (and can be affected by) the corrected copy
+    # and the pass probe
+    from shardbook.comms import compiling, cpu
 
-    asked = []
+    asked, copies = [], []
     monkeypatch.setattr(cpu, "passes_without_effect", lambda names: asked.append(names) or ())
+    real_copy = compiling.compile_without_cpu_passes
+    monkeypatch.setattr(
+        compiling, "compile_without_cpu_passes", lambda lowered: copies.append(lowered) or real_copy(lowered)
+    )
     x = _put(jnp.ones((8, 1024), jnp.float32), mesh24, P("X", "Y"))
-    assert comms.analyze(lambda b: b * 2, x).count() == 0 and asked == []
-    assert comms.analyze(lambda b: b.sum(), x).count("all-reduce") >= 1 and len(asked) == 1
+    assert comms.analyze(lambda b: b * 2, x).count() == 0 and copies == [] and asked == []
+    assert comms.analyze(lambda b: b.sum(), x).count("all-reduce") >= 1 and len(copies) == len(asked) == 1

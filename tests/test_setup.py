@@ -1,5 +1,6 @@
 """shardbook.setup: device choice, the summary line, and clear errors."""
 
+import fnmatch
 import importlib
 import os
 import re
@@ -486,10 +487,18 @@ def test_one_gpu_is_counted_from_nvidia_smi(tmp_path, monkeypatch):
     assert devices_setup._one_chip_note(kind, count).startswith("shardbook: this runtime has 1 GPU and every")
 
 
-def test_every_subpackage_of_shardbook_is_installed():
-    # pip installs only the packages pyproject.toml lists: a new subpackage left out breaks Colab
-    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    found = [
-        ".".join(p.parent.relative_to(ROOT).parts) for p in sorted((ROOT / "shardbook").rglob("__init__.py"))
-    ]
-    assert sorted(found) == sorted(listed)
+def test_every_subpackage_and_data_file_of_shardbook_is_installed():
+    # pip installs what setuptools finds from pyproject.toml: a subpackage or data file left out breaks
+    # Colab. setuptools' own reading of the file (as `pip install` does it, without building) is asked.
+    from setuptools.config.pyprojecttoml import read_configuration
+
+    config = read_configuration(ROOT / "pyproject.toml")["tool"]["setuptools"]
+    source = ROOT / "shardbook"
+    with_code = {".".join(p.parent.relative_to(ROOT).parts) for p in source.rglob("*.py")}
+    assert with_code and with_code <= set(config["packages"])
+    data = {
+        p.relative_to(source).as_posix() for p in source.rglob("*") if p.suffix not in ("", ".py", ".pyc")
+    }
+    patterns = config["package-data"]["shardbook"]
+    left_out = [path for path in data if not any(fnmatch.fnmatchcase(path, p) for p in patterns)]
+    assert data and not left_out, left_out

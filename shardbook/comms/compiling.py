@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .cpu import compile_without_cpu_passes
+from .cpu import compile_without_cpu_passes, has_collectives
 
 
 def lower(fn: Callable, args: Sequence[Any], kwargs: dict) -> Any:
@@ -19,17 +19,18 @@ def lower(fn: Callable, args: Sequence[Any], kwargs: dict) -> Any:
 def compile_texts(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str, str | None, list[str]]:
     """(compiled, executed program text, bf16-preserving text or None, notes).
 
-    On the CPU backend the second text is the copy compiled without the passes of
-    :data:`shardbook.comms.cpu.CPU_PASSES` (None if XLA refused it); the notes say which correction
-    could not be applied. On other backends it is None and there are no notes.
+    On the CPU backend, for a program with collectives, the second text is the copy compiled without
+    the passes of :data:`shardbook.comms.cpu.CPU_PASSES` (None if XLA refused it); the notes say which
+    correction could not be applied. A program without collectives (which those passes cannot change
+    for the analyzer) and a program for another backend get None and no notes, and no second compile.
     """
     lowered = lower(fn, args, kwargs)
     compiled = lowered.compile()
     text = compiled.as_text()
     corrected: str | None = None
     notes: list[str] = []
-    if platform_of(compiled) == "cpu":
-        corrected, notes = compile_without_cpu_passes(lowered, text)
+    if platform_of(compiled) == "cpu" and has_collectives(text):
+        corrected, notes = compile_without_cpu_passes(lowered)
     return compiled, text, corrected, notes
 
 

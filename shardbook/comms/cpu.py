@@ -23,6 +23,7 @@ from typing import Any
 
 from ..hlo import ArrayType, Computation, Instruction, Module
 from .queries import value_type
+from .report import COLLECTIVE_KINDS
 
 #: The CPU passes switched off in the copy the analyzer reads (jax/jaxlib 0.12.0.1), with what each does.
 CPU_PASSES = {
@@ -31,9 +32,7 @@ CPU_PASSES = {
 }
 
 # an instruction of one of the collective kinds in program text: ``= f32[8] all-gather(`` (or -start)
-_COLLECTIVE_OP = re.compile(
-    r" (all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(-start)?\("
-)
+_COLLECTIVE_OP = re.compile(rf" ({'|'.join(map(re.escape, COLLECTIVE_KINDS))})(-start)?\(")
 
 # ops a value passes through unchanged on its way from an all-reduce to the dynamic-slice
 PASS_THROUGH = ("convert", "bitcast", "copy", "reshape", "bitcast-convert")
@@ -49,22 +48,33 @@ def disabled_passes() -> str:
     return ",".join(CPU_PASSES)
 
 
-def compile_without_cpu_passes(lowered: Any, executed_text: str = "") -> tuple[str | None, list[str]]:
+def has_collectives(text: str) -> bool:
+    """Whether program text has an instruction of one of :data:`~shardbook.comms.report.COLLECTIVE_KINDS`.
+
+    Example:
+      >>> has_collectives("%ag = bf16[8]{0} all-gather-start(bf16[4]{0} %p)")
+      True
+      >>> has_collectives("%m = f32[8]{0} multiply(f32[8]{0} %p, f32[8]{0} %p)")
+      False
+    """
+    return _COLLECTIVE_OP.search(text) is not None
+
+
+def compile_without_cpu_passes(lowered: Any) -> tuple[str | None, list[str]]:
     """(text of ``lowered`` compiled without :data:`CPU_PASSES`, notes on what could not be done).
 
     The text is None when XLA refuses the option itself; a pass name XLA does not know is not an
-    error for XLA, so :func:`passes_without_effect` is asked, and each such name gets a note. When
-    ``executed_text`` (the program as the CPU runs it) is given and has no collective, there is
-    nothing these passes change, and the probe is not compiled.
+    error for XLA, so :func:`passes_without_effect` is asked, and each such name gets a note.
+    Callers compile this copy only for a program with collectives (:func:`has_collectives`): these
+    passes change nothing else the analyzer reads.
     """
     import jax
 
-    probe = not executed_text or _COLLECTIVE_OP.search(executed_text) is not None
     notes = [
         f"the correction for a CPU pass that {CPU_PASSES[name]} could not be applied: this XLA does not "
         f"know a pass named {name!r} (renamed?), so figures it affects are those of the program the CPU "
         "runs; update shardbook.comms.cpu.CPU_PASSES"
-        for name in (passes_without_effect(tuple(CPU_PASSES)) if probe else ())
+        for name in passes_without_effect(tuple(CPU_PASSES))
     ]
     try:
         text = lowered.compile(compiler_options={"xla_disable_hlo_passes": disabled_passes()}).as_text()
