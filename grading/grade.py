@@ -83,15 +83,19 @@ class Outcome:
     files: dict[str, dict[str, bytes]] = field(default_factory=dict)
 
 
-def copy_course(into: Path, root: Path = ROOT) -> Path:
-    """A fresh course in ``into/course``: solutions, exercises and grading code, no grading state.
+def copy_course(into: Path, root: Path = ROOT, assignment: str | None = None, name: str = "course") -> Path:
+    """A fresh course in ``into/<name>``: solutions, exercises and grading code, no grading state.
 
-    For dry runs and tests, so that nothing touches the real gradebook.
+    With ``assignment``, only that assignment's solutions/ and exercises/ folders. For dry runs and
+    tests, so that nothing touches the real gradebook, and for build_template.
     """
-    course = into / "course"
+    course = into / name
     course.mkdir(parents=True)
-    for name in ("solutions", "exercises"):
-        shutil.copytree(root / name, course / name)
+    for folder in ("solutions", "exercises"):
+        if assignment is None:
+            shutil.copytree(root / folder, course / folder)
+        else:
+            shutil.copytree(root / folder / assignment, course / folder / assignment)
     shutil.copytree(root / "grading", course / "grading", ignore=shutil.ignore_patterns(*GRADING_STATE))
     shutil.copy(root / "nbgrader_config.py", course)
     return course
@@ -100,15 +104,10 @@ def copy_course(into: Path, root: Path = ROOT) -> Path:
 def build_template(assignment: str, root: Path, into: Path) -> Path:
     """The scratch template of one assignment, ``into/template``: every file a worker needs, no more.
 
-    The assignment's solutions/ and exercises/ folders, the grading code, nbgrader_config.py and a
-    fresh gradebook that knows this assignment and no learner. Each notebook is graded in a copy of it.
+    copy_course of the assignment alone plus a fresh gradebook that knows this assignment and no
+    learner. Each notebook is graded in a copy of it.
     """
-    course = into / "template"
-    course.mkdir(parents=True)
-    for name in ("solutions", "exercises"):
-        shutil.copytree(root / name / assignment, course / name / assignment)
-    shutil.copytree(root / "grading", course / "grading", ignore=shutil.ignore_patterns(*GRADING_STATE))
-    shutil.copy(root / "nbgrader_config.py", course)
+    course = copy_course(into, root, assignment, name="template")
     prepare_gradebook(assignment, course)
     shutil.rmtree(course / "grading" / "__pycache__", ignore_errors=True)
     return course
@@ -320,7 +319,6 @@ def _grade_in(
                 "SHARDBOOK_SKIP_CELLS": ",".join(map(str, skipped)),
                 "SHARDBOOK_DEATH_FILE": str(death_file),
                 "SHARDBOOK_CELL_TIMEOUT": str(cell_timeout),
-                "SHARDBOOK_GRADING_SLOT": str(slot),
                 "TMPDIR": str(root.parent),  # the runtime folder: gone with the scratch course
                 **(sandbox.kernel_env(slot) if sandboxed else {}),
             },
@@ -358,6 +356,11 @@ def _grade_in(
 
 
 UNSANDBOXED_NOTE = "graded without the sandbox (--unsandboxed): its code could read and change the course."
+#: What main prints once for a batch graded with --unsandboxed.
+UNSANDBOXED_WARNING = (
+    "WARNING: grading without the sandbox (--unsandboxed): learners' code can read and change the course, "
+    "other learners' files and the gradebook."
+)
 
 
 def _error_notes(root: Path, assignment: str, learner: str, cell_timeout: int, memory_gb: float) -> list[str]:
@@ -605,14 +608,14 @@ def write_reports(assignment: str, outcomes: list[Outcome], root: Path) -> Path:
     (folder / "feedback").mkdir(parents=True, exist_ok=True)
     (folder / "learners").mkdir(parents=True, exist_ok=True)
     for o in outcomes:
-        record: dict[str, object] = {
+        kept = {
             "learner": o.learner,
             "source": o.source.name,
             "scores": o.scores,
             "notes": o.notes,
+            "seconds": round(o.seconds, 1),
         }
-        record["seconds"] = round(o.seconds, 1)
-        (folder / "learners" / f"{o.learner}.json").write_text(json.dumps(record, indent=1))
+        (folder / "learners" / f"{o.learner}.json").write_text(json.dumps(kept, indent=1))
         page = folder / "feedback" / f"{o.learner}.html"
         page.unlink(missing_ok=True)
         for html in (root / "grading" / "feedback" / o.learner / assignment).glob("*.html"):
@@ -708,12 +711,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"two files give the same learner id {sorted(clashes)}: rename one", file=sys.stderr)
         return 2
     if args.unsandboxed:
-        print(
-            f"WARNING: {UNSANDBOXED_NOTE.split(':')[0]}: learners' code can read and change the course, "
-            "other learners' files and the gradebook.",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(UNSANDBOXED_WARNING, file=sys.stderr, flush=True)
     elif problem := sandbox.missing(str(root)):
         print(
             f"make grade runs learners' code in a sandbox, but {problem}.\n"
@@ -722,7 +720,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    before = read_scores_csv(reports / "scores.csv")
+    before = read_scores_csv(reports / "scores.csv") if args.regrade else {}
     tasks = [
         (sources.get(learner, path.name), path.read_bytes()) for learner, path in zip(ids, files, strict=True)
     ]

@@ -53,8 +53,8 @@ INSTALL_HINT = (
 #: Uids handed to kernels when grading as root: no account uses this range. A batch takes a block of
 #: 64 after it by its process id, so two batches graded at once on one machine do not share a uid.
 UID_BASE = 2_000_000_000
-#: Threads and processes a kernel may have at once. A graded notebook peaks at about 40 on 2 cores
-#: (JAX's thread pools grow with the core count; see the README); a fork bomb stops here.
+#: Threads and processes a kernel may have at once: room for a graded notebook's peak (measured in
+#: the README's sandbox section; JAX's thread pools grow with the core count); a fork bomb stops here.
 NPROC_PER_CPU = 8
 NPROC_FLOOR = 256
 #: Size of the kernel's private /tmp (it holds $HOME too).

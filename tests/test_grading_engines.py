@@ -114,12 +114,19 @@ def test_ray_cluster_gives_the_local_engines_scores_and_feedback(local_course, r
 def test_every_learner_is_in_the_one_gradebook_with_the_csv_scores(local_course, ray_course):
     from nbgrader.api import Gradebook
 
+    # Per learner and test cell (an unreadable notebook too: 0 for each test), in both engines.
+    cells = [gid for gid, _ in grade.graded_cells(ASSIGNMENT, ROOT)]
     for course in (local_course, ray_course):
         with open(_reports(course) / "scores.csv") as f:
-            totals = {row["learner"]: float(row["total"]) for row in csv.DictReader(f)}
+            csv_scores = {
+                row["learner"]: {gid: float(row[gid]) for gid in cells} for row in csv.DictReader(f)
+            }
         with Gradebook(f"sqlite:///{course / 'grading' / 'gradebook.db'}") as gb:
-            stored = {s.student.id: s.score for s in gb.assignment_submissions(ASSIGNMENT)}
-        assert stored == totals
+            stored = {
+                s.student.id: {g.name: g.score for nb in s.notebooks for g in nb.grades if g.name in cells}
+                for s in gb.assignment_submissions(ASSIGNMENT)
+            }
+        assert stored == csv_scores, course
 
 
 def test_original_downloads_are_kept_for_regrading(local_course):

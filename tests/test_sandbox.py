@@ -28,7 +28,9 @@ from tests.notebooks import ROOT
 ASSIGNMENT = "01_meshes"
 SECRET = "EARLIER-LEARNER-SECRET-4711"
 
-pytestmark = pytest.mark.skipif(sandbox.missing() is not None, reason=str(sandbox.missing()))
+# Probed once (it starts bwrap); only the tests that start a sandbox need it.
+BWRAP_PROBLEM = sandbox.missing()
+needs_bwrap = pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=str(BWRAP_PROBLEM))
 
 # Attacks a learner's code can try from its working directory. Each prints ATTACK-BLOCKED or
 # ATTACK-SUCCEEDED with its name; run(names) runs some of them.
@@ -197,6 +199,7 @@ FILE_ATTACKS = [
 ]
 
 
+@needs_bwrap
 def test_attacks_on_course_files_work_outside_and_fail_inside(course):
     # Outside the sandbox every attack succeeds (so the check below can fail); inside, each fails and
     # the course's files are byte for byte what they were.
@@ -225,6 +228,7 @@ def test_attacks_on_course_files_work_outside_and_fail_inside(course):
     assert (grading / "gradebook.db").read_bytes() == gradebook
 
 
+@needs_bwrap
 def test_kernel_sees_only_what_it_must_and_writes_only_its_folder(course):
     course, own = course
     home = os.path.expanduser("~")
@@ -249,6 +253,7 @@ def test_kernel_sees_only_what_it_must_and_writes_only_its_folder(course):
     assert seen[home] is None or set(seen[home]) <= on_the_way
 
 
+@needs_bwrap
 def test_socket_connect_works_outside_and_fails_inside(course):
     course, own = course
     with socket.create_server(("127.0.0.1", 0)) as server:
@@ -258,6 +263,7 @@ def test_socket_connect_works_outside_and_fails_inside(course):
         assert results(run_program(course, own, program, sandboxed=True)) == {"open_socket": "BLOCKED"}
 
 
+@needs_bwrap
 def test_fork_bomb_stops_at_the_limit_and_leaves_nothing_behind(course):
     course, own = course
     if os.geteuid() != 0:
@@ -326,6 +332,7 @@ def test_grade_refuses_without_bubblewrap_and_says_how_to_install(tmp_path, monk
     assert "apt-get install bubblewrap" in message and "UNSANDBOXED=1" in message
 
 
+@needs_bwrap
 def test_refuses_a_course_the_kernel_could_not_read(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("as root only: the kernel then runs as another uid")
@@ -342,11 +349,12 @@ def test_unsandboxed_grading_warns_and_notes_it_for_each_learner(tmp_path, capsy
     submissions.mkdir()
     (submissions / "ada.ipynb").write_text("not a notebook")
     assert grade.main([ASSIGNMENT, str(submissions), "--root", str(course), "--unsandboxed"]) == 0
-    assert "WARNING: graded without the sandbox" in capsys.readouterr().err
+    assert grade.UNSANDBOXED_WARNING in capsys.readouterr().err
     report = (course / "grading" / "reports" / ASSIGNMENT / "report.txt").read_text()
     assert grade.UNSANDBOXED_NOTE in report
 
 
+@needs_bwrap
 def test_a_notebook_stopped_at_its_time_limit_leaves_no_process_or_folder(tmp_path, monkeypatch):
     # grade.py kills nbgrader at the notebook limit; the sandbox dies with it (--die-with-parent).
     course = grade.copy_course(tmp_path)
@@ -408,6 +416,7 @@ def hostile_notebook(names: list[str], port: int) -> nbformat.NotebookNode:
     return nb
 
 
+@needs_bwrap
 def test_hostile_notebooks_change_nobody_elses_grade(tmp_path):
     course = grade.copy_course(tmp_path)
     earlier = course / "grading" / "submitted" / "earlier" / ASSIGNMENT
