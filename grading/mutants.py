@@ -16,8 +16,10 @@ program as the solution or as an earlier mutant, are dropped.
 Survivors are either killed by a stronger grader or listed, each with its reason, in
 ``grading/mutants_equivalent.toml`` under their fingerprint (which names the function, the kind of
 mutation and the lines changed, not a position in the list). A function whose kill rate
-``killed / (mutants - equivalent)`` is under 95% fails the run. Reports: ``_build/mutants/<a>.md``
-and ``.json``, and a summary table on stdout.
+``killed / (mutants - equivalent - unkillable)`` is under 95% fails the run; "unkillable" mutants are
+wrong answers that no grader can catch on the CPU backend (the file's ``[unkillable_on_cpu]`` table),
+counted and reported apart from the killed, the survivors and the equivalents. Reports:
+``_build/mutants/<a>.md`` and ``.json``, and a summary table on stdout.
 """
 
 from __future__ import annotations
@@ -183,8 +185,6 @@ class Sites:
                 self._walk(value)
 
     def inside(self, node: ast.AST) -> bool:
-        if isinstance(node, ast.keyword):  # keywords have positions only from Python 3.9 on; use the value's
-            node = node.value
         at = position(node)
         return at is not None and self.lo <= at[0] and at[2] <= self.hi
 
@@ -644,7 +644,7 @@ def worker(assignment: str, n: int | None, timeout: int, out: Path, only: list[s
     for fn, cells in nb.tests.items():  # the reference must pass, or every mutant would look killed
         if fn not in {m.function for m in mutants}:
             continue
-        failed = run_cells(cells, dict(base))
+        failed = run_cells(cells, fresh(base))
         if failed:
             raise SystemExit(f"{assignment}: the solution fails {failed[0]}: {failed[1]}")
     for k, m in enumerate(mutants, 1):
@@ -661,7 +661,40 @@ def base_namespace(nb: Notebook) -> dict:
     failed = run_cells(nb.base, base)
     if failed:
         raise SystemExit(f"{nb.assignment}: the solution's cell {failed[0]} fails: {failed[1]}")
+    base[RANDOM_STATES] = random_states(base)
     return base
+
+
+RANDOM_STATES = "__mutants_random_states__"
+
+
+def random_states(namespace: dict) -> list[tuple[object, object]]:
+    """(generator, its state) for each NumPy Generator and random.Random the namespace holds."""
+    import random
+
+    import numpy as np
+
+    out: list[tuple[object, object]] = []
+    for value in namespace.values():
+        if isinstance(value, np.random.Generator):
+            out.append((value, copy.deepcopy(value.bit_generator.state)))
+        elif isinstance(value, random.Random):
+            out.append((value, value.getstate()))
+    return out
+
+
+def fresh(base: dict) -> dict:
+    """A copy of ``base`` with every random generator back at its state after the solution's cells.
+
+    The copy is shallow, so a generator is the same object in every mutant's namespace; without the
+    reset each mutant would draw where the previous one stopped and verdicts would depend on run order.
+    """
+    for gen, state in base.get(RANDOM_STATES, []):
+        if hasattr(gen, "bit_generator"):
+            gen.bit_generator.state = copy.deepcopy(state)
+        else:
+            gen.setstate(state)
+    return dict(base)
 
 
 def judge(nb: Notebook, base: dict, m: Mutant, timeout: int = TIMEOUT_S) -> Mutant:
@@ -670,7 +703,7 @@ def judge(nb: Notebook, base: dict, m: Mutant, timeout: int = TIMEOUT_S) -> Muta
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
     try:
-        failed = run_cells([(m.function, m.source), *nb.tests[m.function]], dict(base))
+        failed = run_cells([(m.function, m.source), *nb.tests[m.function]], fresh(base))
         m.status, m.killed_by = ("killed", "{}: {}".format(*failed)) if failed else ("survived", "")
     except MutantTimeout:
         m.status, m.killed_by = "timeout", f"ran past {timeout} s"
@@ -684,25 +717,47 @@ def judge(nb: Notebook, base: dict, m: Mutant, timeout: int = TIMEOUT_S) -> Muta
 # The driver ------------------------------------------------------------------------------------------
 
 
+UNKILLABLE_TABLE = "unkillable_on_cpu"
+
+
 def equivalents(path: Path = EQUIVALENT_FILE) -> dict[str, dict[str, str]]:
-    """assignment -> {fingerprint: reason}."""
+    """assignment -> {fingerprint: reason}, the equivalent mutants."""
     if not path.exists():
         return {}
-    return {a: dict(v) for a, v in tomllib.loads(path.read_text()).items()}
+    tables = tomllib.loads(path.read_text())
+    return {a: dict(v) for a, v in tables.items() if a != UNKILLABLE_TABLE}
 
 
-def summarize(assignment: str, mutants: list[dict], known: dict[str, str]) -> list[dict]:
-    """One row per function: mutants, killed (timeouts included), survived, equivalent, kill rate."""
+def unkillables(path: Path = EQUIVALENT_FILE) -> dict[str, dict[str, str]]:
+    """assignment -> {fingerprint: reason}: wrong answers no grader can catch on the CPU backend."""
+    if not path.exists():
+        return {}
+    return {a: dict(v) for a, v in tomllib.loads(path.read_text()).get(UNKILLABLE_TABLE, {}).items()}
+
+
+STATUSES = ("killed", "timeout", "survived", "equivalent", "unkillable")
+
+
+def summarize(
+    assignment: str, mutants: list[dict], known: dict[str, str], unkillable: dict[str, str] | None = None
+) -> list[dict]:
+    """One row per function: mutants, killed, timeout, survived, equivalent, unkillable, kill rate.
+
+    The rate is (killed + timeout) / (mutants - equivalent - unkillable): an unkillable mutant is a
+    wrong answer the CPU backend cannot show, so it is neither killed nor survived; it is counted and
+    reported apart, with its reason.
+    """
+    unkillable = unkillable or {}
     rows = []
     for fn in dict.fromkeys(m["function"] for m in mutants):
         mine = [m for m in mutants if m["function"] == fn]
         for m in mine:
             if m["status"] == "survived" and m["fingerprint"] in known:
                 m["status"], m["killed_by"] = "equivalent", known[m["fingerprint"]]
-        count = {
-            s: sum(m["status"] == s for m in mine) for s in ("killed", "timeout", "survived", "equivalent")
-        }
-        judged = len(mine) - count["equivalent"]
+            elif m["status"] == "survived" and m["fingerprint"] in unkillable:
+                m["status"], m["killed_by"] = "unkillable", unkillable[m["fingerprint"]]
+        count = {s: sum(m["status"] == s for m in mine) for s in STATUSES}
+        judged = len(mine) - count["equivalent"] - count["unkillable"]
         rate = (count["killed"] + count["timeout"]) / judged if judged else 1.0
         rows.append({"assignment": assignment, "function": fn, "mutants": len(mine), **count, "rate": rate})
     return rows
@@ -713,20 +768,21 @@ def write_report(assignment: str, mutants: list[dict], rows: list[dict], seconds
     (OUT_DIR / f"{assignment}.json").write_text(json.dumps({"rows": rows, "mutants": mutants}, indent=1))
     lines = [f"# Mutants of {assignment}", "", f"Run time {seconds:.0f} s.", ""]
     lines += [
-        "| function | mutants | killed | timeout | equivalent | survived | kill rate |",
-        "|---|---|---|---|---|---|---|",
+        "| function | mutants | killed | timeout | equivalent | unkillable on CPU | survived | kill rate |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['function']} | {r['mutants']} | {r['killed']} | {r['timeout']} | {r['equivalent']} "
-            f"| {r['survived']} | {r['rate']:.1%} |"
+            f"| {r['unkillable']} | {r['survived']} | {r['rate']:.1%} |"
         )
-    for status in ("survived", "equivalent"):
+    titles = {"survived": "Survived", "equivalent": "Equivalent", "unkillable": "Unkillable on CPU"}
+    for status, title in titles.items():
         chosen = [m for m in mutants if m["status"] == status]
         if chosen:
-            lines += ["", f"## {status.capitalize()}", ""]
+            lines += ["", f"## {title}", ""]
             for m in chosen:
-                note = f" — {m['killed_by']}" if status == "equivalent" else ""
+                note = f" — {m['killed_by']}" if status != "survived" else ""
                 lines += [f"### {m['fingerprint']}{note}", "", "```diff", m["diff"].rstrip(), "```", ""]
     (OUT_DIR / f"{assignment}.md").write_text("\n".join(lines) + "\n")
 
@@ -751,7 +807,9 @@ def run_assignment(
         tail = log.read_text()[-2000:]
         raise RuntimeError(f"{assignment}: the mutant worker failed (exit {proc.returncode}); {log}:\n{tail}")
     mutants = json.loads(raw.read_text())
-    rows = summarize(assignment, mutants, equivalents().get(assignment, {}))
+    rows = summarize(
+        assignment, mutants, equivalents().get(assignment, {}), unkillables().get(assignment, {})
+    )
     if not only:
         write_report(assignment, mutants, rows, seconds)
     return rows, mutants, seconds
@@ -787,12 +845,15 @@ def main(argv: list[str] | None = None) -> int:
             pool.map(lambda a: run_assignment(a, args.sample, args.timeout, args.only), assignments)
         )
     rows = [r for result in results for r in result[0]]
-    print(f"\n{'function':<40} {'mutants':>7} {'killed':>6} {'t/o':>4} {'equiv':>5} {'surv':>4} {'rate':>7}")
+    print(
+        f"\n{'function':<40} {'mutants':>7} {'killed':>6} {'t/o':>4} {'equiv':>5} {'cpu':>4} "
+        f"{'surv':>4} {'rate':>7}"
+    )
     for r in rows:
         name = f"{r['assignment']}:{r['function']}"
         print(
             f"{name:<40} {r['mutants']:>7} {r['killed']:>6} {r['timeout']:>4} {r['equivalent']:>5} "
-            f"{r['survived']:>4} {r['rate']:>7.1%}"
+            f"{r['unkillable']:>4} {r['survived']:>4} {r['rate']:>7.1%}"
         )
     for a, (_, _, seconds) in zip(assignments, results, strict=True):
         print(f"{a}: {seconds:.0f} s")

@@ -391,6 +391,18 @@ own block), got 1 collective: all-reduce f32[] over 'X' (groups of 8), 7 B per d
         )
 
 
+def _allowed_kinds(allowed: Sequence[str] | str) -> tuple[str, ...]:
+    from .comms import COLLECTIVE_KINDS
+
+    allowed = (allowed,) if isinstance(allowed, str) else tuple(allowed)
+    for kind in allowed:
+        if kind not in COLLECTIVE_KINDS:
+            raise ValueError(
+                f"unknown collective kind {kind!r} in allowed: expected some of {COLLECTIVE_KINDS}"
+            )
+    return allowed
+
+
 def expect_collectives(
     fn: Any,
     *args: Any,
@@ -413,15 +425,29 @@ def expect_collectives(
     Raises:
       CheckFailed: a kind not allowed is present, or too many bytes move.
     """
-    from .comms import COLLECTIVE_KINDS, format_bytes
-
-    allowed = (allowed,) if isinstance(allowed, str) else tuple(allowed)
-    for kind in allowed:
-        if kind not in COLLECTIVE_KINDS:
-            raise ValueError(
-                f"unknown collective kind {kind!r} in allowed: expected some of {COLLECTIVE_KINDS}"
-            )
+    allowed = _allowed_kinds(allowed)
     report = analyze_for_check(fn, args, what)
+    return expect_report(report, allowed=allowed, max_bytes=max_bytes, what=what, hint=hint)
+
+
+def expect_report(
+    report: Any,
+    allowed: Sequence[str] | str = (),
+    max_bytes: int | None = None,
+    what: str = "the compiled program",
+    hint: str | None = None,
+    *,
+    sent: int | None = None,
+    bound_text: str | None = None,
+) -> Any:
+    """:func:`expect_collectives` on a :class:`shardbook.comms.Report` already made.
+
+    ``sent`` is the byte count compared with ``max_bytes`` (the report's ``total_bytes`` by default);
+    ``bound_text`` says in words where ``max_bytes`` comes from. Returns the report.
+    """
+    from .comms import format_bytes
+
+    allowed = _allowed_kinds(allowed)
     if allowed:
         bad = [c for c in report.collectives if c.kind not in allowed]
         if bad:
@@ -433,11 +459,12 @@ def expect_collectives(
                 or f"XLA inserted {bad[0].kind} because a sharding did not line up; write the communication "
                 f"yourself with {' / '.join(allowed)} inside shard_map, or change the in/out shardings.",
             )
-    if max_bytes is not None and report.total_bytes > max_bytes:
+    sent = report.total_bytes if sent is None else sent
+    if max_bytes is not None and sent > max_bytes:
         _fail(
             what,
-            f"at most {format_bytes(max_bytes)} sent per device",
-            f"{format_bytes(report.total_bytes)} ({list_collectives(report.collectives)})",
+            f"at most {format_bytes(max_bytes)} sent per device" + (f" ({bound_text})" if bound_text else ""),
+            f"{format_bytes(sent)} ({list_collectives(report.collectives)})",
             hint or "move the smaller operand, not the larger one, or avoid gathering a full array.",
         )
     return report

@@ -33,3 +33,21 @@ def test_shuffled_mesh_really_changes_device_order():
     # The hidden tests' shuffled meshes must not be in id order, or they would test nothing.
     mesh = graders.make_mesh((4, 2), ("X", "Y"), shuffle=101)
     assert [d.id for d in mesh.devices.flat] != list(range(8))
+
+
+def _brute_force_layout(mesh, shape, layout, raise_on_size_one=False):
+    """A sharding_for_layout that tries every spec; optionally raises on a mesh with a size-1 axis."""
+    if raise_on_size_one and 1 in mesh.devices.shape:
+        raise IndexError("no second position along the axis")
+    for spec in graders.all_specs(len(shape), tuple(mesh.axis_names)):
+        sharding = NamedSharding(mesh, P(*spec))
+        got = graders.oracle_layout(sharding, shape)
+        if {d: tuple(slice(lo, hi) for lo, hi in box) for d, box in got.items()} == layout:
+            return sharding
+    raise AssertionError("no spec gives this layout")
+
+
+def test_an_answer_raising_on_a_size_one_axis_hears_the_same_hint_as_the_self_check():
+    graders.check_sharding_for_layout(_brute_force_layout)  # the brute force itself is right
+    with pytest.raises(graders.CheckFailed, match=f"Hint: {graders.SIZE_ONE_HINT}"):
+        graders.check_sharding_for_layout(lambda *a: _brute_force_layout(*a, raise_on_size_one=True))

@@ -93,6 +93,17 @@ def _big_allreduce_args(mesh):
     )
 
 
+def _four_equal_column_chunks(a_block, w_block):
+    chunks = jnp.split(w_block, 4, axis=1)  # raises when F does not divide by 4
+    return jnp.concatenate([jax.lax.psum(a_block @ c, "Y") for c in chunks], axis=1)
+
+
+def test_allreduce_that_raises_on_f_9_gets_the_f_9_hint():
+    # An answer that assumes F divides by its chunk count raises at F = 9: the hint must say why.
+    with pytest.raises(CheckFailed, match=r"F need not divide by your number of chunks \(here F = 9\)"):
+        graders.check_matmul_allreduce(_allreduce(_four_equal_column_chunks))
+
+
 def test_allreduce_as_one_psum_fails_on_chunks():
     # The issue-17 miss: one psum (right values and bytes, nothing overlapped) used to score 1/3.
     with pytest.raises(CheckFailed, match="expected the communication split into at least 2 collectives"):

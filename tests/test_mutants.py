@@ -104,9 +104,34 @@ def test_kill_rate_counts_equivalents_apart_and_timeouts_as_killed():
     assert row["rate"] == pytest.approx(18 / 19) and row["rate"] < M.THRESHOLD
 
 
+def test_unkillable_on_cpu_mutants_are_counted_apart_from_killed_survived_and_equivalent():
+    raw = [
+        {"function": "g", "status": s, "fingerprint": f"g/k/{i}", "killed_by": ""}
+        for i, s in enumerate(["killed"] * 18 + ["survived", "survived"])
+    ]
+    (row,) = M.summarize("a", raw, {"g/k/18": "same answer"}, {"g/k/19": "XLA:CPU writes zeros"})
+    assert (row["killed"], row["equivalent"], row["unkillable"], row["survived"]) == (18, 1, 1, 0)
+    assert row["rate"] == 1.0 and raw[19]["killed_by"] == "XLA:CPU writes zeros"
+    assert "unkillable_on_cpu" not in M.equivalents() and "06_moe" in M.unkillables()
+
+
+def test_each_mutant_starts_from_the_solutions_random_state():
+    # The namespace copy is shallow: a Generator drawn from by one mutant must not shift the next one's data.
+    import random
+
+    setup = "import numpy as np, random\nrng = np.random.default_rng(0)\nr = random.Random(1)"
+    nb = M.Notebook("toy", [("imports", setup)], {}, {}, set())
+    base = M.base_namespace(nb)
+    first = [M.fresh(base)["rng"].integers(1000, size=4).tolist(), M.fresh(base)["r"].random()]
+    ns = M.fresh(base)
+    ns["rng"].integers(1000, size=100), ns["r"].random()
+    assert [M.fresh(base)["rng"].integers(1000, size=4).tolist(), M.fresh(base)["r"].random()] == first
+    assert isinstance(base["r"], random.Random)
+
+
 def test_every_listed_equivalent_mutant_still_exists():
     # A stale entry (its mutant no longer generated) would hide nothing and mislead; keep the list exact.
-    for assignment, entries in M.equivalents().items():
+    for assignment, entries in [*M.equivalents().items(), *M.unkillables().items()]:
         fingerprints = {m.fingerprint for m in generated(assignment)[1]}
         assert set(entries) <= fingerprints, (assignment, set(entries) - fingerprints)
         assert all(len(reason) > 20 for reason in entries.values())

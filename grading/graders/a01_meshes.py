@@ -230,6 +230,8 @@ def check_devices_holding(fn: Callable) -> None:
 
 # Meshes with an axis of size 1 (it splits nothing, so no layout can name it): sharding_for_layout only.
 SIZE_ONE_LAYOUTS: list[tuple[tuple[int, ...], tuple[str, ...]]] = [((8, 1), ("X", "Y")), ((1, 8), ("X", "Y"))]
+# The one hint on those meshes, whether the answer raises or builds a wrong layout (the self-check's words).
+SIZE_ONE_HINT = "a mesh axis of size 1 splits nothing: leave it out, and don't step along it."
 
 
 def check_sharding_for_layout(fn: Callable) -> None:
@@ -242,7 +244,6 @@ def check_sharding_for_layout(fn: Callable) -> None:
         expected = oracle_layout(target, shape)
         layout = {d: tuple(slice(lo, hi) for lo, hi in box) for d, box in expected.items()}
         where = f"sharding_for_layout({show(mesh)}, {shape}, <layout of P{spec}>)"
-        size_one = "a mesh axis of size 1 has no second position to step to; skip it."
         got = call_learner(
             fn,
             "sharding_for_layout",
@@ -250,7 +251,7 @@ def check_sharding_for_layout(fn: Callable) -> None:
             shape,
             layout,
             where=where,
-            hint=size_one if 1 in sizes else None,
+            hint=SIZE_ONE_HINT if 1 in sizes else None,
         )
         if not isinstance(got, NamedSharding):
             raise CheckFailed(f"{where}: expected a NamedSharding, got {describe_array(got)}.")
@@ -268,7 +269,7 @@ def check_sharding_for_layout(fn: Callable) -> None:
         if got_layout != expected:
             wrong = next(d for d in expected if got_layout.get(d) != expected[d])
             hint = (
-                "a mesh axis of size 1 splits nothing: leave it out, and don't step along it."
+                SIZE_ONE_HINT
                 if 1 in sizes
                 else "within a tuple entry the first mesh axis is the major one: ('X', 'Y') and "
                 "('Y', 'X') give the same blocks to different devices."

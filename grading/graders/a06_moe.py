@@ -280,7 +280,6 @@ def check_moe_allgather(fn: Callable) -> None:
         "(n-1)/n · S·(D + 1 + F) · 4: gather the tokens and their ids, reduce-scatter the outputs",
         "gather the tokens (they are smaller than the experts here), let each device apply its own "
         "experts, and psum_scatter the [S, F] partial outputs back over 'X'; never gather w.",
-        sent=bytes_sent(report),
     )
 
 

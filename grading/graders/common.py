@@ -14,8 +14,8 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from shardbook.checks import CheckFailed, describe_array, describe_error, list_collectives
-from shardbook.comms import Report, analyze, format_bytes
+from shardbook.checks import CheckFailed, describe_array, describe_error, expect_report, list_collectives
+from shardbook.comms import Report, analyze
 
 AXES = ("X", "Y")
 DEFAULT_HINT = "read the error from its first line; the exercise's contract says what each argument holds."
@@ -143,23 +143,13 @@ def expect_kinds_and_bytes(
     *,
     sent: int | None = None,
 ) -> None:
-    """Only collectives of the ``allowed`` kinds, sending at most ``bound`` bytes per device.
+    """Only collectives of the ``allowed`` kinds, sending at most ``bound`` bytes per device: the
+    self-checks' :func:`shardbook.checks.expect_report`, with the bound's origin in words.
 
-    ``sent`` is the byte count to compare (the report's total by default); ``bound_text`` says in words
-    where the bound comes from.
+    ``sent`` is the byte count to compare (the report's total by default; a06 counts all-to-alls by
+    what they deliver).
     """
-    bad = [c for c in report.collectives if c.kind not in allowed]
-    if bad:
-        raise CheckFailed(
-            f"{call}: expected only {' / '.join(allowed)} in the compiled program, got "
-            f"{'; '.join(c.describe() for c in bad[:3])}. Hint: {hint}"
-        )
-    sent = report.total_bytes if sent is None else sent
-    if sent > bound:
-        raise CheckFailed(
-            f"{call}: expected at most {format_bytes(bound)} sent per device ({bound_text}), got "
-            f"{format_bytes(sent)} ({collectives_text(report)}). Hint: {hint}"
-        )
+    expect_report(report, allowed, bound, call, hint, sent=sent, bound_text=bound_text)
 
 
 # ----------------------------------------------------------------------------------------------
