@@ -58,6 +58,7 @@ lint: venv
 # Its own temporary folder: pytest prunes old numbered folders in /tmp/pytest-of-$USER, including those
 # of another pytest session still running on the machine (a grading test then loses its course).
 unit: venv
+	mkdir -p _build
 	$(BIN)/pytest -q --durations=10 --basetemp=$(CURDIR)/_build/pytest
 
 notebooks: venv
