@@ -1,10 +1,10 @@
 # Sharding in JAX — every command a reader, an instructor or CI needs. See README.md.
 #   make book       build and execute the book into _build/html (creates .venv on first use)
-#   make chapters   regenerate book/*.ipynb (what Colab opens) from the chapters' sources book/*.md
+#   make sources    regenerate each .ipynb from its MyST source: book/*.md, solutions/*/*.md
 #   make test       everything CI checks, then a table of where the time went
 #   make site-check the built site in Chromium at desktop and phone sizes (screenshots: _build/screenshots)
 #   make learner-path a Colab learner's path, setup cell to grade, in a Colab-like runtime
-#   make exercises  regenerate exercises/ from solutions/
+#   make exercises  regenerate solutions/*/*.ipynb from their .md, then exercises/ from them
 #   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads [JOBS=2] [ENGINE=ray] [UNSANDBOXED=1]
 #   make regrade ASSIGNMENT=01_meshes  grade the stored submissions again; prints whose scores changed
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
@@ -25,7 +25,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help venv book test lint unit notebooks chapters exercises check-exercises leaks site-check learner-path grade regrade bench bench-grading mutants clean
+.PHONY: help venv book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade bench bench-grading mutants clean
 
 help:
 	@sed -n '2,11p' Makefile | sed 's/^# *//'
@@ -62,17 +62,19 @@ unit: venv
 	$(BIN)/pytest -q --durations=10 --basetemp=$(CURDIR)/_build/pytest
 
 notebooks: venv
-	$(PY) tools/notebooks.py chapters --check
+	$(PY) tools/notebooks.py sources --check
 	$(PY) tools/notebooks.py hygiene
 	$(PY) tools/notebooks.py points
 	$(PY) tools/notebooks.py run
 	$(PY) tools/notebooks.py prose
 
-chapters: venv
-	$(PY) tools/notebooks.py chapters
-	@echo "book/*.ipynb regenerated from book/*.md; commit them."
+# One harness for "MyST source -> committed .ipynb": chapters (book/*.md) and assignments
+# (solutions/*/*.md). `make chapters` is its name from before assignments had sources.
+sources chapters: venv
+	$(PY) tools/notebooks.py sources
+	@echo "every .ipynb of book/ and solutions/ regenerated from its .md; commit them."
 
-exercises: venv
+exercises: sources
 	rm -rf exercises.new && mkdir exercises.new
 	$(PY) -c "from pathlib import Path; from tools import notebooks; notebooks.generate_exercises(Path('exercises.new').resolve())"
 	rm -rf exercises && mv exercises.new exercises

@@ -3,7 +3,7 @@
 The course root is ``$SHARDBOOK_COURSE_ROOT`` (set by grading/grade.py) or else the working directory,
 the repository root when nbgrader runs from there. Paths below are relative to it:
 
-solutions/<assignment>/   instructor notebooks (nbgrader "source")
+solutions/<assignment>/   instructor notebooks (nbgrader "source"); the .ipynb is generated from <a>.md
 exercises/<assignment>/   student notebooks generated from them (nbgrader "release"), committed for Colab
 grading/submitted/<learner>/<assignment>/    where `make grade` copies learners' notebooks
 grading/autograded/, grading/feedback/       nbgrader's outputs
@@ -34,8 +34,9 @@ c.CourseDirectory.autograded_directory = os.path.join("grading", "autograded")
 c.CourseDirectory.feedback_directory = os.path.join("grading", "feedback")
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_root, "grading", "gradebook.db")
 c.CourseDirectory.course_id = "sharding-in-jax"
-# Learners never upload data files; only the notebook is graded.
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
+# Learners never upload data files; only the notebook is graded. "*.md": an assignment's source,
+# solutions/<a>/<a>.md, holds its solutions and must never be released into exercises/.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*", "*.md"]
 
 # Solution and hidden-test markers (nbgrader's defaults, spelled out so the leak checks can use them).
 c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"

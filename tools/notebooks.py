@@ -1,7 +1,9 @@
 """CI checks over the book's notebooks. Each subcommand exits non-zero with a readable reason.
 
-python tools/notebooks.py chapters    write book/NN_x.ipynb (what Colab opens) from book/NN_x.md, the
-                                      MyST Markdown source; --check: fail where they disagree
+python tools/notebooks.py sources     write each generated .ipynb (what Colab and nbgrader open) from its
+                                      MyST Markdown source: book/NN_x.md, solutions/NN_x/NN_x.md;
+                                      --check: fail where they disagree; --from-ipynb NOTEBOOK: write
+                                      the .md source of a notebook written as .ipynb (a new assignment)
 python tools/notebooks.py run         execute book/ and solutions/ notebooks with papermill, timing each;
                                       the chapters' outputs go into the book build's execution cache
 python tools/notebooks.py hygiene     no outputs, plain metadata, the same setup cell everywhere
@@ -46,7 +48,9 @@ RETURN = re.compile(r"^(return|yield)\b\s*")
 TRAILING_COMMENT = re.compile(r"\s+#\s[^\"']*$")
 
 
-CHAPTER_FORMAT = "md:myst"
+SOURCE_FORMAT = "md:myst"
+# A cell id nbformat accepts; a grade_id that is not one gives way to the position-based id.
+CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def chapter_sources() -> list[Path]:
@@ -56,44 +60,71 @@ def chapter_sources() -> list[Path]:
     return sorted(p for p in (ROOT / "book").glob("*.md") if is_myst_markdown_notebook(p.read_text()))
 
 
+def solution_sources() -> list[Path]:
+    """The assignments' sources: solutions/<a>/<a>.md, MyST Markdown notebooks with nbgrader metadata."""
+    return sorted((ROOT / "solutions").glob("*/*.md"))
+
+
+def notebook_sources() -> list[Path]:
+    """Every MyST Markdown source whose .ipynb beside it is generated: chapters, then assignments."""
+    return chapter_sources() + solution_sources()
+
+
 def book_notebooks() -> list[Path]:
     """The chapters' generated .ipynb, the files Colab opens and `run` executes."""
     return [p.with_suffix(".ipynb") for p in chapter_sources()]
 
 
-def chapter_notebook(source: Path) -> nbformat.NotebookNode:
-    """The notebook a chapter's .md stands for, as committed beside it: kernelspec only, no outputs,
-    cell ids from the chapter's name and the cell's position (the same ids on every generation)."""
+def source_notebook(source: Path) -> nbformat.NotebookNode:
+    """The notebook a .md source stands for, as committed beside it: kernelspec only, no outputs, and
+    the same cell ids on every generation: a cell's nbgrader grade_id where it has one (an assignment's
+    cells keep their ids when a cell is added), else the notebook's name and the cell's position."""
     import jupytext
 
-    nb = jupytext.read(source, fmt=CHAPTER_FORMAT)
+    nb = jupytext.read(source, fmt=SOURCE_FORMAT)
     nb.metadata = nbformat.from_dict({"kernelspec": nb.metadata.get("kernelspec", {})})
     nb.nbformat, nb.nbformat_minor = 4, 5
     for index, cell in enumerate(nb.cells):
-        cell.id = f"{source.stem}-{index:03d}"[-64:]
+        grade_id = str(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", ""))
+        cell.id = grade_id if CELL_ID.match(grade_id) else f"{source.stem}-{index:03d}"[-64:]
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+    ids = [c.id for c in nb.cells]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        fail(f"{source.relative_to(ROOT)}: cell ids {twice} occur twice (grade_ids must be unique)")
     return nb
 
 
-def chapter_text(nb: nbformat.NotebookNode) -> str:
-    """The committed text of a chapter's .ipynb, given its chapter_notebook() (nbformat's own layout)."""
+def notebook_text(nb: nbformat.NotebookNode) -> str:
+    """The committed text of a generated .ipynb, given its source_notebook() (nbformat's own layout)."""
     return nbformat.writes(nb) + "\n"
 
 
-def cmd_chapters(args) -> None:
-    """Writes book/x.ipynb from each book/x.md, or with --check fails where one differs or is missing."""
-    sources = chapter_sources()
-    if not sources:
+def _stray_notebooks() -> list[str]:
+    """Notebooks in book/ and solutions/ that have no .md source beside them."""
+    notebooks = sorted((ROOT / "book").glob("*.ipynb")) + solution_notebooks()
+    return [str(p.relative_to(ROOT)) for p in notebooks if not p.with_suffix(".md").exists()]
+
+
+def cmd_sources(args) -> None:
+    """Writes x.ipynb from each MyST source x.md (chapters and solutions), or with --check fails where
+    one differs or is missing. --from-ipynb converts notebooks into sources first (see convert_to_source)."""
+    for path in getattr(args, "from_ipynb", None) or []:
+        convert_to_source(_notebook_path(path))
+    chapters = chapter_sources()
+    if not chapters:
         fail("found no chapter sources (book/*.md that myst-nb reads as a notebook)")
-    stray = sorted(
-        p.name for p in (ROOT / "book").glob("*.ipynb") if p.with_suffix(".md") not in set(sources)
-    )
+    stray = _stray_notebooks()
     if stray:
-        fail(f"book/ holds notebooks with no .md source: {stray}; a chapter's .md is its source")
+        fail(
+            f"notebooks with no .md source: {stray}; a notebook's .md is its source (for a notebook written"
+            " as .ipynb: `python tools/notebooks.py sources --from-ipynb <path>`)"
+        )
+    sources = notebook_sources()
     stale = []
     for source in sources:
-        target, text = source.with_suffix(".ipynb"), chapter_text(chapter_notebook(source))
+        target, text = source.with_suffix(".ipynb"), notebook_text(source_notebook(source))
         if target.exists() and target.read_text() == text:
             continue
         if args.check:
@@ -102,8 +133,51 @@ def cmd_chapters(args) -> None:
             target.write_text(text)
             print(f"wrote {target.relative_to(ROOT)}")
     if stale:
-        fail(f"{', '.join(stale)} disagree with their .md source: run `make chapters` and commit the result")
-    print(f"chapters: {len(sources)} .md sources and their .ipynb agree: ok")
+        fail(f"{', '.join(stale)} disagree with their .md source: run `make sources` and commit the result")
+    print(f"sources: {len(sources)} .md sources ({len(chapters)} chapters) and their .ipynb agree: ok")
+
+
+def _notebook_path(name: str) -> Path:
+    """A notebook named by its path, or an assignment by its folder name (10_training)."""
+    path = Path(name)
+    if not path.suffix and (ROOT / "solutions" / name).is_dir():
+        path = ROOT / "solutions" / name / f"{name}.ipynb"
+    path = path if path.is_absolute() else (Path.cwd() / path)
+    if path.suffix != ".ipynb" or not path.is_file():
+        fail(f"{name}: not a notebook, nor an assignment folder of solutions/")
+    return path.resolve()
+
+
+def _cells(nb) -> list[tuple[str, str, dict]]:
+    return [(c.cell_type, c.source, dict(c.get("metadata", {}))) for c in nb.cells]
+
+
+def convert_to_source(notebook: Path) -> Path:
+    """Writes the MyST Markdown source of a notebook written as .ipynb, and the .ipynb generated from it.
+
+    For an assignment that arrives as solutions/NN_x/NN_x.ipynb (and once for each chapter). Fails,
+    writing nothing, unless the source gives back every cell's type, text and metadata (nbgrader's
+    included); only the cell ids change (see source_notebook), so regenerate exercises/ afterwards.
+    """
+    import jupytext
+
+    nb = nbformat.read(notebook, as_version=4)
+    nb.metadata = nbformat.from_dict({"kernelspec": nb.metadata.get("kernelspec", {})})
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    source = notebook.with_suffix(".md")
+    if source.exists():
+        fail(f"{source.relative_to(ROOT)} exists already: it is the source; edit it instead")
+    text = jupytext.writes(nb, fmt=SOURCE_FORMAT)
+    back = jupytext.reads(text, fmt=SOURCE_FORMAT)
+    if _cells(back) != _cells(nb):
+        lost = [i for i, cell in enumerate(_cells(nb)) if i >= len(back.cells) or _cells(back)[i] != cell]
+        fail(f"{notebook.relative_to(ROOT)}: cell {lost[:1]} would not survive MyST Markdown; left as it is")
+    source.write_text(text)
+    notebook.write_text(notebook_text(source_notebook(source)))
+    print(f"wrote {source.relative_to(ROOT)} (the source from now on) and regenerated {notebook.name}")
+    return source
 
 
 def solution_notebooks() -> list[Path]:
@@ -156,16 +230,17 @@ def cmd_run(args) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [Path(p).resolve() for p in args.paths] or book_notebooks() + solution_notebooks()
     chapters = {p: p.with_suffix(".md") for p in book_notebooks()}
+    sources = {p.with_suffix(".ipynb"): p for p in notebook_sources()}
     cache = execution_cache.open_cache()
     _use_env()
     total, from_cache = 0.0, 0
     for path in paths:
         start = time.monotonic()
         executed = _executed_path(out_dir, path)
-        source = chapter_notebook(chapters[path]) if path in chapters else None
-        if source is not None and path.read_text() != chapter_text(source):
-            # Its outputs would be cached under the .md's code while papermill ran the .ipynb's.
-            fail(f"{path.relative_to(ROOT)} disagrees with its .md source: run `make chapters` first")
+        if path in sources and path.read_text() != notebook_text(source_notebook(sources[path])):
+            # A chapter's outputs would be cached under the .md's code while papermill ran the .ipynb's.
+            fail(f"{path.relative_to(ROOT)} disagrees with its .md source: run `make sources` first")
+        source = source_notebook(chapters[path]) if path in chapters else None
         cached = None if source is None or args.force else execution_cache.cached_outputs(cache, source)
         if cached is not None:
             nbformat.write(cached, executed)
@@ -282,12 +357,12 @@ def cmd_prose(args) -> None:
 
 
 def _read_source(path: Path) -> nbformat.NotebookNode:
-    """A committed notebook as written: a chapter's .md (its jupytext header aside) or an .ipynb."""
+    """A committed notebook as written: a .md source (its jupytext header aside) or an .ipynb."""
     if path.suffix != ".md":
         return nbformat.read(path, as_version=4)
     import jupytext
 
-    nb = jupytext.read(path, fmt=CHAPTER_FORMAT)
+    nb = jupytext.read(path, fmt=SOURCE_FORMAT)
     nb.metadata.pop("jupytext", None)
     return nb
 
@@ -296,8 +371,9 @@ def cmd_hygiene(args) -> None:
     """Committed notebooks carry no outputs, only plain metadata, and the one shared setup cell."""
     problems = []
     reference = None
-    # A chapter is checked in its .md source; `chapters --check` holds its .ipynb to the source.
-    for path in chapter_sources() + solution_notebooks() + exercise_notebooks():
+    # A notebook with a .md source is checked in it; `sources --check` holds its .ipynb to the source.
+    solutions = [p.with_suffix(".md") if p.with_suffix(".md").exists() else p for p in solution_notebooks()]
+    for path in chapter_sources() + solutions + exercise_notebooks():
         rel = path.relative_to(ROOT)
         nb = _read_source(path)
         try:
@@ -328,6 +404,23 @@ def cmd_hygiene(args) -> None:
 POINTS_TOTAL = re.compile(r"Points:\s*(\d+)\s+in all")
 EXERCISE_HEADING = re.compile(r"^#{1,4} Exercise (\d+\.\d+)\b.*?\((\d+) points?\)\s*$", re.M)
 EXERCISE_POINTS_IN_PROSE = re.compile(r"Exercise (\d+\.\d+)\b[^\n]*?\((\d+) points?\)")
+ASSIGNMENT_POINTS_IN_PROSE = re.compile(r"Assignment (\d+)\b[^\n]*?\((\d+) points?\)")
+ANY_EXERCISE_HEADING = re.compile(r"^#{1,4} Exercise (\d+\.\d+)\b.*$", re.M)
+# Any statement of points in prose: "3 points", "1 point", "Points: 14".
+POINTS_MENTION = re.compile(r"\b\d+\s+points?\b|\bpoints?:\s*\d+", re.I)
+
+
+def unchecked_mentions(text: str, checked: list[re.Pattern]) -> list[str]:
+    """The lines of `text` stating points outside every match of the `checked` patterns: a statement
+    that no check compares with the metadata ("worth 3 points", a heading "(3 pts)")."""
+    spans = [m.span() for pattern in checked for m in pattern.finditer(text)]
+    lines = []
+    for m in POINTS_MENTION.finditer(text):
+        if not any(start <= m.start() and m.end() <= end for start, end in spans):
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.end())
+            lines.append(text[start : end if end >= 0 else len(text)].strip())
+    return lines
 
 
 def _cell_points(cell) -> int:
@@ -339,8 +432,9 @@ def points_problems(nb, name: str) -> tuple[list[str], dict[str, int]]:
     """Points are stated once, in the test cells' nbgrader metadata; the prose must agree with it.
 
     Checks the intro's "Points: N in all" against the sum over all graded cells, and each exercise
-    heading's "(P points)" against the graded cells between it and the next heading. Returns the
-    problems and {exercise number: points by metadata}.
+    heading's "(P points)" against the graded cells between it and the next heading; an exercise
+    heading without "(P points)", or points stated anywhere else in the prose, is a problem too (no
+    check would compare them). Returns the problems and {exercise number: points by metadata}.
     """
     problems, per_exercise = [], {}
     total = sum(_cell_points(c) for c in nb.cells)
@@ -356,6 +450,14 @@ def points_problems(nb, name: str) -> tuple[list[str], dict[str, int]]:
     counted: dict[str, int] = {}
     for cell in nb.cells:
         if cell.cell_type == "markdown":
+            for heading in ANY_EXERCISE_HEADING.finditer(cell.source):
+                if not EXERCISE_HEADING.fullmatch(heading.group(0)):
+                    problems.append(f"{name}: the heading {heading.group(0)!r} must end with '(P points)'")
+            for line in unchecked_mentions(cell.source, [POINTS_TOTAL, EXERCISE_HEADING]):
+                problems.append(
+                    f"{name}: {line!r} states points where no check compares them with the metadata;"
+                    " say them only in the intro's 'Points: N in all' and the exercise headings"
+                )
             for number, points in EXERCISE_HEADING.findall(cell.source):
                 current = number
                 heading_points[number] = int(points)
@@ -377,13 +479,18 @@ def points_problems(nb, name: str) -> tuple[list[str], dict[str, int]]:
 
 
 def cmd_points(args) -> None:
-    """Assignment intros and exercise headings (and any book page naming an exercise's points) agree
-    with the points in the test cells' nbgrader metadata."""
-    problems, per_exercise = [], {}
+    """Assignment intros and exercise headings agree with the points in the test cells' nbgrader
+    metadata; a book page may state an exercise's or an assignment's points only as "Exercise N.k …
+    (P points)" or "Assignment N … (P points)", checked likewise."""
+    problems, per_exercise, per_assignment = [], {}, {}
     for path in solution_notebooks():
-        found, points = points_problems(nbformat.read(path, as_version=4), str(path.relative_to(ROOT)))
+        nb = nbformat.read(path, as_version=4)
+        found, points = points_problems(nb, str(path.relative_to(ROOT)))
         problems += found
         per_exercise.update(points)
+        number = re.match(r"\d+", path.parent.name)
+        if number:
+            per_assignment[str(int(number.group(0)))] = sum(_cell_points(c) for c in nb.cells)
     chapters = chapter_sources()
     pages = [(p, p.read_text()) for p in sorted((ROOT / "book").glob("*.md")) if p not in chapters]
     pages += [
@@ -396,9 +503,23 @@ def cmd_points(args) -> None:
                     f"{path.relative_to(ROOT)}: says Exercise {number} is worth {points} points; its test"
                     f" cells' metadata gives {per_exercise.get(number, 'no such exercise')}"
                 )
+        for number, points in ASSIGNMENT_POINTS_IN_PROSE.findall(text):
+            if per_assignment.get(str(int(number))) != int(points):
+                problems.append(
+                    f"{path.relative_to(ROOT)}: says Assignment {number} is worth {points} points; its test"
+                    f" cells' metadata gives {per_assignment.get(str(int(number)), 'no such assignment')}"
+                )
+        for line in unchecked_mentions(text, [EXERCISE_POINTS_IN_PROSE, ASSIGNMENT_POINTS_IN_PROSE]):
+            problems.append(
+                f"{path.relative_to(ROOT)}: {line!r} states points no check compares with the metadata;"
+                " write 'Exercise N.k … (P points)' or 'Assignment N … (P points)'"
+            )
     if problems:
         fail("points stated in prose disagree with the nbgrader metadata:\n  " + "\n  ".join(problems))
-    print(f"points: {len(per_exercise)} exercises, intros and headings agree with the metadata: ok")
+    print(
+        f"points: {len(per_exercise)} exercises of {len(per_assignment)} assignments; intros, headings"
+        f" and {len(pages)} book pages agree with the metadata: ok"
+    )
 
 
 def generate_exercises(into: Path) -> None:
@@ -430,18 +551,26 @@ def _comparable(path: Path):
     return [(c.cell_type, c.source, dict(c.metadata)) for c in nb.cells], dict(nb.metadata)
 
 
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
 def cmd_exercises(args) -> None:
     """exercises/ equals a fresh generation; run top to bottom, each fails only where it should."""
     with tempfile.TemporaryDirectory() as scratch:
         fresh = Path(scratch) / "exercises"
         generate_exercises(fresh)
-        committed = {p.relative_to(ROOT / "exercises") for p in exercise_notebooks()}
-        generated = {p.relative_to(fresh) for p in fresh.glob("*/*.ipynb")}
+        # Every file, not only notebooks: nbgrader copies an assignment folder's other files too.
+        committed = {p.relative_to(ROOT / "exercises") for p in _files(ROOT / "exercises")}
+        generated = {p.relative_to(fresh) for p in _files(fresh)}
         if committed != generated:
             have, want = sorted(map(str, committed)), sorted(map(str, generated))
             fail(f"exercises/ holds {have}, solutions/ generate {want}: run `make exercises`")
         for rel in sorted(generated):
-            if _comparable(ROOT / "exercises" / rel) != _comparable(fresh / rel):
+            if rel.suffix != ".ipynb":
+                if (ROOT / "exercises" / rel).read_bytes() != (fresh / rel).read_bytes():
+                    fail(f"exercises/{rel} is out of date: run `make exercises` and commit the result")
+            elif _comparable(ROOT / "exercises" / rel) != _comparable(fresh / rel):
                 fail(f"exercises/{rel} is out of date: run `make exercises` and commit the result")
     print("exercises match solutions: ok")
     for path in exercise_notebooks():
@@ -555,6 +684,10 @@ def cmd_leaks(args) -> None:
     if not secrets:
         fail("found no solution lines to look for: is solutions/ empty?")
     targets = [(p, _notebook_text(p)) for p in exercise_notebooks()]
+    # Anything else released with an exercise (an assignment's .md source must never be among them).
+    targets += [
+        (p, p.read_text(errors="replace")) for p in _files(ROOT / "exercises") if p.suffix != ".ipynb"
+    ]
     html_root = ROOT / "_build" / "html"
     if args.require_html and not html_root.is_dir():
         fail("_build/html does not exist: build the book first (make book)")
@@ -582,9 +715,13 @@ def main() -> None:
     run.add_argument("--cell-timeout", type=int, default=600)
     run.set_defaults(func=cmd_run)
     run.add_argument("--force", action="store_true", help="execute chapters the cache already holds")
-    chapters = sub.add_parser("chapters")
-    chapters.add_argument("--check", action="store_true")
-    chapters.set_defaults(func=cmd_chapters)
+    # `chapters`: its name from before solutions had sources too.
+    sources = sub.add_parser("sources", aliases=["chapters"])
+    sources.add_argument("--check", action="store_true")
+    sources.add_argument(
+        "--from-ipynb", nargs="+", metavar="NOTEBOOK", help="a notebook (or assignment) to give a .md source"
+    )
+    sources.set_defaults(func=cmd_sources)
     sub.add_parser("hygiene").set_defaults(func=cmd_hygiene)
     sub.add_parser("prose").set_defaults(func=cmd_prose)
     sub.add_parser("exercises").set_defaults(func=cmd_exercises)
