@@ -1,5 +1,5 @@
-"""Chapters as MyST Markdown and each chapter executed once: tools/notebooks.py chapters and run's
-cache, tools/execution_cache.py and tools/chapter_sources.py."""
+"""Chapters as MyST Markdown and each chapter executed once: tools/notebooks.py sources and run's
+cache, tools/execution_cache.py and tools/chapter_sources.py. Assignments' sources: test_sources.py."""
 
 import types
 
@@ -76,12 +76,13 @@ def test_every_chapter_is_a_md_source_with_its_generated_notebook():
 
 def test_chapter_notebook_keeps_metadata_and_derives_ids(tmp_path, monkeypatch):
     source = _book(tmp_path, monkeypatch)
-    nb = nbtools.chapter_notebook(source)
+    nb = nbtools.source_notebook(source)
     nbformat.validate(nb)
     assert dict(nb.metadata) == {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}
     }
-    assert [c.id for c in nb.cells] == ["ch-000", "ch-001", "ch-002"]
+    # The notebook's name and the cell's position; a cell with an nbgrader grade_id is called by it.
+    assert [c.id for c in nb.cells] == ["ch-000", "ch-001", "intro"]
     assert nb.cells[1].metadata == {"mystnb": {"image": {"alt": "A picture."}}, "tags": ["hide-input"]}
     assert nb.cells[2].metadata["nbgrader"]["grade_id"] == "intro"
     # The page the book builds is read by myst-nb: the same cells, sources and metadata.
@@ -98,18 +99,18 @@ def test_a_chapter_is_what_myst_nb_reads_as_a_notebook(tmp_path, monkeypatch):
 def test_chapters_check_fails_on_drift_and_on_a_notebook_without_source(tmp_path, monkeypatch, capsys):
     source = _book(tmp_path, monkeypatch)
     with pytest.raises(SystemExit):
-        nbtools.cmd_chapters(types.SimpleNamespace(check=True))  # no .ipynb yet
+        nbtools.cmd_sources(types.SimpleNamespace(check=True))  # no .ipynb yet
     assert "book/ch.ipynb disagree" in capsys.readouterr().err
-    nbtools.cmd_chapters(types.SimpleNamespace(check=False))
-    nbtools.cmd_chapters(types.SimpleNamespace(check=True))
+    nbtools.cmd_sources(types.SimpleNamespace(check=False))
+    nbtools.cmd_sources(types.SimpleNamespace(check=True))
     source.write_text(CHAPTER.replace("print(6 * 7)", "print(6 * 8)"))
     with pytest.raises(SystemExit):
-        nbtools.cmd_chapters(types.SimpleNamespace(check=True))
-    assert "run `make chapters`" in capsys.readouterr().err
-    nbtools.cmd_chapters(types.SimpleNamespace(check=False))
-    (tmp_path / "book" / "orphan.ipynb").write_text(nbtools.chapter_text(nbtools.chapter_notebook(source)))
+        nbtools.cmd_sources(types.SimpleNamespace(check=True))
+    assert "run `make sources`" in capsys.readouterr().err
+    nbtools.cmd_sources(types.SimpleNamespace(check=False))
+    (tmp_path / "book" / "orphan.ipynb").write_text(nbtools.notebook_text(nbtools.source_notebook(source)))
     with pytest.raises(SystemExit):
-        nbtools.cmd_chapters(types.SimpleNamespace(check=True))
+        nbtools.cmd_sources(types.SimpleNamespace(check=True))
     assert "orphan.ipynb" in capsys.readouterr().err
 
 
@@ -130,9 +131,9 @@ def _executed(nb):
 def test_run_caches_outputs_under_the_key_the_book_build_looks_up(tmp_path, monkeypatch):
     source = _book(tmp_path, monkeypatch)
     cache = execution_cache.open_cache(tmp_path / "cache", "key")
-    nb = nbtools.chapter_notebook(source)
+    nb = nbtools.source_notebook(source)
     assert execution_cache.cached_outputs(cache, nb) is None
-    nbtools._cache_chapter(cache, source, nb, _executed(nbtools.chapter_notebook(source)), 1.0)
+    nbtools._cache_chapter(cache, source, nb, _executed(nbtools.source_notebook(source)), 1.0)
     as_built = read_myst_markdown_notebook(source.read_text(), MdParserConfig())
     merged = execution_cache.cached_outputs(cache, as_built)
     assert merged.cells[1].outputs[0]["text"] == "42\n"

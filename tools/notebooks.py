@@ -113,8 +113,6 @@ def cmd_sources(args) -> None:
     for path in getattr(args, "from_ipynb", None) or []:
         convert_to_source(_notebook_path(path))
     chapters = chapter_sources()
-    if not chapters:
-        fail("found no chapter sources (book/*.md that myst-nb reads as a notebook)")
     stray = _stray_notebooks()
     if stray:
         fail(
@@ -122,6 +120,8 @@ def cmd_sources(args) -> None:
             " as .ipynb: `python tools/notebooks.py sources --from-ipynb <path>`)"
         )
     sources = notebook_sources()
+    if not sources:
+        fail("found no sources (book/*.md that myst-nb reads as a notebook, solutions/*/*.md)")
     stale = []
     for source in sources:
         target, text = source.with_suffix(".ipynb"), notebook_text(source_notebook(source))
@@ -157,13 +157,15 @@ def convert_to_source(notebook: Path) -> Path:
 
     For an assignment that arrives as solutions/NN_x/NN_x.ipynb (and once for each chapter). Fails,
     writing nothing, unless the source gives back every cell's type, text and metadata (nbgrader's
-    included); only the cell ids change (see source_notebook), so regenerate exercises/ afterwards.
+    included; blank lines at a cell's end are dropped first, as MyST Markdown has no place for them);
+    the cell ids change (see source_notebook), so regenerate exercises/ afterwards.
     """
     import jupytext
 
     nb = nbformat.read(notebook, as_version=4)
     nb.metadata = nbformat.from_dict({"kernelspec": nb.metadata.get("kernelspec", {})})
     for cell in nb.cells:
+        cell.source = cell.source.rstrip("\n")  # MyST Markdown keeps no blank lines at a cell's end
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     source = notebook.with_suffix(".md")
