@@ -1,6 +1,6 @@
 """Sphinx extension: a chapter's page offers the notebook Colab opens, as when chapters were .ipynb.
 
-A chapter's source is book/NN_x.md; book/NN_x.ipynb is generated from it (`make chapters`). The
+A chapter's source is book/NN_x.md; book/NN_x.ipynb is generated from it (`make sources`). The
 theme's launch button already links Colab to the .ipynb beside a .md page. Its download menu would
 offer the .md, and as ".ipynb" the executed notebook; this makes it offer one ".ipynb", the committed
 notebook, as it did before. Pages whose source has no .ipynb beside it are left alone.
