@@ -413,8 +413,10 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
 
     Example:
       >>> import shardbook
-      >>> shardbook.setup()  # doctest: +SKIP
-      shardbook: 8 simulated CPU devices · backend cpu · JAX 0.12.0.1
+      >>> summary = shardbook.setup()  # doctest: +ELLIPSIS
+      shardbook: 8 simulated CPU devices · backend cpu · JAX ...
+      >>> summary.count, summary.simulated
+      (8, True)
     """
     check_python()
     devices = devices or os.environ.get("SHARDBOOK_DEVICES", "auto")
