@@ -252,6 +252,55 @@ def test_analyze_text_async_pair_counts_once_and_maps_axes():
     assert (cp.axes, cp.group_size, cp.bytes) == (("Y",), 2, 32)
 
 
+# A scanned layer's weight gradient as XLA:CPU writes FSDP's reduce-scatter: an all-reduce of the whole
+# f32[64,256], then one fusion that slices this device's f32[64,32] and stacks it into the [4,32,64]
+# buffer of all layers (a dynamic-update-slice), so the fusion's own result is not the kept block.
+_SCAN_TEXT = """HloModule m, num_partitions=8
+
+%add (x: f32[], y: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %s = f32[] add(%x, %y)
+}
+
+%stack (param_0: f32[4,32,64], param_1: f32[64,256], param_2: s32[], param_3: s32[]) -> f32[4,32,64] {
+  %param_0 = f32[4,32,64]{2,1,0} parameter(0)
+  %param_1 = f32[64,256]{1,0} parameter(1)
+  %zero = s32[] constant(0)
+  %param_2 = s32[] parameter(2)
+  %ds = f32[64,32]{1,0} dynamic-slice(%param_1, %zero, %param_2), dynamic_slice_sizes={64,32}
+  %t = f32[32,64]{1,0} transpose(%ds), dimensions={1,0}
+  %b = f32[1,32,64]{2,1,0} bitcast(%t)
+  %param_3 = s32[] parameter(3)
+  ROOT %dus = f32[4,32,64]{2,1,0} dynamic-update-slice(%param_0, %b, %param_3, %zero, %zero)
+}
+
+ENTRY %main (buf: f32[4,32,64], g: f32[64,256], i: s32[], l: s32[]) -> f32[4,32,64] {
+  %buf = f32[4,32,64]{2,1,0} parameter(0)
+  %g = f32[64,256]{1,0} parameter(1)
+  %i = s32[] parameter(2)
+  %l = s32[] parameter(3)
+  %ar = f32[64,256]{1,0} all-reduce(%g), channel_id=1, replica_groups=[1,8]<=[8], to_apply=%add
+  ROOT %f = f32[4,32,64]{2,1,0} fusion(%buf, %ar, %i, %l), kind=kLoop, calls=%stack
+}
+"""
+
+
+def test_analyze_text_reduce_scatter_whose_slice_is_fused_into_a_stack():
+    # property: all-reduce + a slice fused with a dynamic-update-slice is still reported as the
+    # reduce-scatter XLA:GPU would form, keeping the slice's block (not the fusion's stacked result)
+    report = comms.analyze_text(_SCAN_TEXT, mesh={"data": 8})
+    (c,) = report.collectives
+    assert (c.kind, c.emitted_as) == ("reduce-scatter", "all-reduce + dynamic-slice")
+    assert c.result_shapes == ((64, 32),)
+    assert c.bytes == 64 * 256 * 4 * 7 // 8
+    wrong = _SCAN_TEXT.replace("dynamic_slice_sizes={64,32}", "dynamic_slice_sizes={64,64}").replace(
+        "f32[64,32]{1,0} dynamic-slice", "f32[64,64]{1,0} dynamic-slice"
+    )
+    # a slice that keeps 1/4 of the array on 8 devices is no reduce-scatter
+    assert comms.analyze_text(wrong, mesh={"data": 8}).collectives[0].kind == "all-reduce"
+
+
 def test_ring_bytes_formulas():
     assert comms.ring_bytes("all-gather", 4, 100, 400) == 300
     assert comms.ring_bytes("reduce-scatter", 4, 400, 100) == 300

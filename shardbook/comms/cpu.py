@@ -161,12 +161,34 @@ def reduce_scatter_block(module: Module, comp: Computation, inst: Instruction, n
                     return None
                 opcodes = {i.opcode for i in callee.instructions} - {"parameter", "constant"}
             if "dynamic-slice" in opcodes:
-                kept = user.arrays[0].elements if user.arrays else 0
-                if kept * n != full or (found is not None and found.dims != user.arrays[0].dims):
+                block = _slice_in_fusion(module, user, name) if user.opcode == "fusion" else None
+                block = block or (user.arrays[0] if user.arrays else None)
+                if block is None or block.elements * n != full:
                     return None
-                found = user.arrays[0]
+                if found is not None and found.dims != block.dims:
+                    return None
+                found = block
             elif opcodes <= set(PASS_THROUGH):
                 frontier.append(user.name)
             else:
                 return None
     return found
+
+
+def _slice_in_fusion(module: Module, fusion: Instruction, operand: str) -> ArrayType | None:
+    """The block a dynamic-slice inside ``fusion`` keeps of its operand ``operand``, else None.
+
+    XLA:CPU may fuse the slice of a reduce-scatter with what consumes the block — the stacking of a
+    scanned layer's gradient into its ``[L, ...]`` buffer (a dynamic-update-slice) — so the fusion's
+    own result is not the kept block; the slice that reads the operand's parameter is.
+    """
+    callee = next((module.computations.get(c) for _, c in fusion.called()), None)
+    if callee is None:
+        return None
+    positions = {str(i) for i, op in enumerate(fusion.operands) if op == operand}
+    params = {i.name for i in callee.instructions if i.opcode == "parameter" and i.operand_text in positions}
+    slices = [i for i in callee.instructions if i.opcode == "dynamic-slice" and i.operands]
+    slices = [i for i in slices if i.operands[0] in params]
+    if not slices or len({s.arrays[0].dims for s in slices if s.arrays}) != 1 or not slices[0].arrays:
+        return None
+    return slices[0].arrays[0]

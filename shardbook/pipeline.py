@@ -1,0 +1,151 @@
+"""Pipeline schedules: which stage runs which microbatch's forward or backward pass at each tick.
+
+A pipeline splits a model's layers into S stages on S devices and a batch into M microbatches. A
+*schedule* is a table ``table[t][s]``: ``("F", m)`` (stage s runs microbatch m forward at tick t),
+``("B", m)`` (backward), or ``None`` (idle). :func:`pipeline_schedule` writes the GPipe and 1F1B
+tables by playing the dependencies tick by tick, with forward and backward taking one tick each:
+
+* a forward of microbatch m on stage s needs stage s − 1's forward of m at an earlier tick;
+* a backward of m on stage s needs stage s + 1's backward of m (on the last stage: its own forward)
+  at an earlier tick.
+
+GPipe (Huang et al., 2019) runs every forward as early as it can, then the backwards. 1F1B
+(PipeDream-Flush, Narayanan et al., 2021) runs a backward whenever one is ready and lets stage s hold
+at most S − s microbatches that went forward and not yet backward. :func:`idle_steps` counts the
+bubble, :func:`held_activations` the activations a stage keeps, and :func:`draw_pipeline_schedule`
+draws a table. Nothing here needs JAX.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Action = tuple[str, int] | None
+Schedule = list[list[Action]]
+
+SCHEDULES = ("gpipe", "1f1b")
+
+
+def pipeline_schedule(stages: int, microbatches: int, kind: str = "gpipe") -> Schedule:
+    """The table of a GPipe or 1F1B schedule: ``table[t][s]`` is ``("F", m)``, ``("B", m)`` or None.
+
+    Args:
+      stages: S, the number of pipeline stages (at least 1).
+      microbatches: M, the number of microbatches (at least 1).
+      kind: "gpipe" or "1f1b".
+
+    Returns:
+      A list of ticks, each a list of one action per stage. Both schedules take 2(M + S − 1) ticks.
+
+    Raises:
+      ValueError: a kind other than those in :data:`SCHEDULES`, or fewer than one stage or microbatch.
+
+    Example: 2 stages, 3 microbatches:
+
+      >>> for row in zip(*pipeline_schedule(2, 3, "gpipe")):
+      ...     print(" ".join(f"{a[0]}{a[1]}" if a else ".." for a in row))
+      F0 F1 F2 .. .. B0 B1 B2
+      .. F0 F1 F2 B0 B1 B2 ..
+      >>> for row in zip(*pipeline_schedule(2, 3, "1f1b")):
+      ...     print(" ".join(f"{a[0]}{a[1]}" if a else ".." for a in row))
+      F0 F1 .. B0 F2 B1 .. B2
+      .. F0 B0 F1 B1 F2 B2 ..
+    """
+    if kind not in SCHEDULES:
+        raise ValueError(f"unknown schedule {kind!r}: expected one of {SCHEDULES}")
+    if stages < 1 or microbatches < 1:
+        raise ValueError(f"expected at least one stage and one microbatch, got {stages} and {microbatches}")
+    ran_f: list[list[int | None]] = [[None] * microbatches for _ in range(stages)]
+    ran_b: list[list[int | None]] = [[None] * microbatches for _ in range(stages)]
+    next_f, next_b = [0] * stages, [0] * stages
+    table: Schedule = []
+    while any(n < microbatches for n in next_b):
+        t, row = len(table), []
+        for s in range(stages):
+            mf, mb = next_f[s], next_b[s]
+            before = ran_f[s - 1][mf] if s > 0 and mf < microbatches else None
+            can_f = mf < microbatches and (s == 0 or (before is not None and before < t))
+            if kind == "1f1b":
+                can_f = can_f and mf - mb < stages - s
+            ready = None if mb >= microbatches else ran_f[s][mb] if s == stages - 1 else ran_b[s + 1][mb]
+            can_b = mb < mf and ready is not None and ready < t
+            action: Action = None
+            if can_b and (kind == "1f1b" or not can_f):
+                action, ran_b[s][mb], next_b[s] = ("B", mb), t, mb + 1
+            elif can_f:
+                action, ran_f[s][mf], next_f[s] = ("F", mf), t, mf + 1
+            row.append(action)
+        table.append(row)
+    return table
+
+
+def idle_steps(table: Schedule) -> int:
+    """The bubble: how many (tick, stage) slots of ``table`` run nothing.
+
+    Example:
+      >>> idle_steps(pipeline_schedule(4, 8, "gpipe")), idle_steps(pipeline_schedule(4, 8, "1f1b"))
+      (24, 24)
+    """
+    return sum(action is None for row in table for action in row)
+
+
+def held_activations(table: Schedule, stage: int) -> int:
+    """The most microbatches ``stage`` has run forward and not yet backward at any tick of ``table``.
+
+    Each is an activation the stage keeps for its backward pass.
+
+    Example: under GPipe every stage keeps all M; under 1F1B stage s keeps S − s:
+
+      >>> [held_activations(pipeline_schedule(4, 8, "gpipe"), s) for s in range(4)]
+      [8, 8, 8, 8]
+      >>> [held_activations(pipeline_schedule(4, 8, "1f1b"), s) for s in range(4)]
+      [4, 3, 2, 1]
+    """
+    most = now = 0
+    for row in table:
+        action = row[stage]
+        if action is not None:
+            now += 1 if action[0] == "F" else -1
+        most = max(most, now)
+    return most
+
+
+_COLOURS = {"F": "#4C72B0", "B": "#DD8452", None: "#DDDDDD"}
+
+
+def draw_pipeline_schedule(table: Schedule, ax: Any = None, title: str | None = None) -> Any:
+    """Draws ``table`` as a grid: one row per stage, one column per tick, each cell its microbatch.
+
+    Forwards are blue, backwards orange, idle cells grey. Returns the matplotlib Axes.
+
+    Example:
+      >>> ax = draw_pipeline_schedule(pipeline_schedule(2, 3))
+      >>> len(ax.patches), ax.get_title()
+      (16, '2 stages, 8 ticks, 4 idle (grey)')
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.3, 2.0))
+    stages = len(table[0]) if table else 0
+    for t, row in enumerate(table):
+        for s, action in enumerate(row):
+            ax.add_patch(Rectangle((t, s), 0.95, 0.9, color=_COLOURS[action[0] if action else None]))
+            if action:
+                ax.text(
+                    t + 0.47, s + 0.45, str(action[1]), ha="center", va="center", fontsize=8, color="white"
+                )
+    ax.set_xlim(0, max(len(table), 1))
+    ax.set_xticks(range(0, len(table) + 1, 2))
+    ax.set_ylim(stages, 0)
+    ax.set_yticks([s + 0.45 for s in range(stages)], [f"stage {s}" for s in range(stages)], fontsize=10)
+    ax.set_xlabel("tick", fontsize=10)
+    ax.set_title(
+        title or f"{stages} stages, {len(table)} ticks, {idle_steps(table)} idle (grey)",
+        fontsize=11,
+    )
+    return ax
+
+
+__all__ = ["SCHEDULES", "draw_pipeline_schedule", "held_activations", "idle_steps", "pipeline_schedule"]
