@@ -457,7 +457,7 @@ def _check_fsdp_program(report: Report, params_host: Any, mesh: Mesh, call: str)
             f"{call}: expected all-reduces of at most {format_bytes(reducible)} (the loss and the gradients "
             f"of the replicated parameters), got {format_bytes(reduced)}, e.g. {biggest.describe()}. Hint: a "
             "sharded parameter's gradient was all-reduced: every device then holds all of it and updates "
-            f"all of it. {hint}"
+            f"all of it. {hint[0].upper()}{hint[1:]}"
         )
     if report.count("all-gather") == 0 or report.count("reduce-scatter") == 0:
         raise CheckFailed(
