@@ -45,7 +45,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
+import optax  # type: ignore[import-untyped]  # optax ships no type information
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -202,6 +202,11 @@ def _is_sharding(x: Any) -> bool:
     return isinstance(x, jax.sharding.Sharding)
 
 
+def structure(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
+    """``jax.tree.structure`` typed as Any: PyTreeDef's stub declares no comparison."""
+    return jax.tree.structure(tree, is_leaf=is_leaf)
+
+
 # ----------------------------------------------------------------------------------------------
 # Exercise 10.1 — fsdp_shardings
 # ----------------------------------------------------------------------------------------------
@@ -255,8 +260,8 @@ def check_fsdp_shardings(fn: Callable) -> None:
         for what, tree in (trees[k % len(trees)], trees[(k + 2) % len(trees)]):
             where = f"{name}({what}, {show(mesh)})"
             got = call_learner(fn, name, tree, mesh, where=where)
-            want_structure = jax.tree.structure(tree)
-            got_structure = jax.tree.structure(got, is_leaf=_is_sharding)
+            want_structure = structure(tree)
+            got_structure = structure(got, is_leaf=_is_sharding)
             if got_structure != want_structure:
                 raise CheckFailed(
                     f"{where}: expected a pytree shaped like the input, {want_structure}, got "
@@ -409,9 +414,9 @@ def check_fsdp_train_step(fn: Callable) -> None:
 
 
 def _check_params_after(new_params: Any, params_ref: Any, params: Any, where: str, steps: int) -> None:
-    if jax.tree.structure(new_params) != jax.tree.structure(params):
+    if structure(new_params) != structure(params):
         raise CheckFailed(
-            f"{where}: expected new parameters shaped like the old ones, {jax.tree.structure(params)}, got "
+            f"{where}: expected new parameters shaped like the old ones, {structure(params)}, got "
             f"{show(new_params)}. Hint: optax.apply_updates(params, updates) returns them."
         )
     for (path, got), want in zip(
@@ -430,7 +435,7 @@ def _check_params_after(new_params: Any, params_ref: Any, params: Any, where: st
 
 def _check_layouts(new_params: Any, new_state: Any, layouts: tuple, where: str) -> None:
     for part, tree, old in (("params", new_params, layouts[0]), ("opt_state", new_state, layouts[1])):
-        if jax.tree.structure(tree) != jax.tree.structure(old, is_leaf=_is_sharding):
+        if structure(tree) != structure(old, is_leaf=_is_sharding):
             raise CheckFailed(
                 f"{where}: expected the new {part} shaped like the old, got {show(tree)}. Hint: return what "
                 "optimizer.update and optax.apply_updates give back."
