@@ -1,0 +1,220 @@
+"""Graders of assignment 10_training: oracles agree with JAX and Optax, the structural targets are real."""
+
+import functools
+import types
+
+import jax
+import numpy as np
+import optax
+import pytest
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from grading.graders import a10_training as graders
+from shardbook.checks import CheckFailed
+from shardbook.comms import analyze
+from tests.notebooks import ROOT, answer_sources, answers
+
+NOTEBOOK = ROOT / "solutions" / "10_training" / "10_training.ipynb"
+
+
+@functools.cache
+def solution():
+    return answers(NOTEBOOK)
+
+
+def test_grader_model_is_the_notebooks_model():
+    # The grader's copy of the imports cell computes what the notebook's does: same parameters, loss,
+    # optimizer update and stage.
+    ours = solution()
+    params = ours.init_params(3, [6, 10, 4])
+    theirs = graders.init_params(3, [6, 10, 4])
+    jax.tree.map(np.testing.assert_array_equal, params, theirs)
+    rng = np.random.default_rng(0)
+    batch = (rng.normal(size=(8, 6)).astype(np.float32), rng.normal(size=(8, 4)).astype(np.float32))
+    assert float(ours.loss_fn(params, batch)) == float(graders.loss_fn(params, batch))
+    grads = jax.grad(ours.loss_fn)(params, batch)
+    mine = ours.optimizer.update(grads, ours.optimizer.init(params), params)[0]
+    copy = graders.make_optimizer().update(grads, graders.make_optimizer().init(params), params)[0]
+    jax.tree.map(np.testing.assert_array_equal, mine, copy)
+    p = {"w": rng.normal(size=(4, 4)).astype(np.float32), "b": np.ones(4, np.float32)}
+    np.testing.assert_array_equal(ours.stage_fn(p, batch[1]), graders.stage_fn(p, batch[1]))
+
+
+def test_adamw_oracle_agrees_with_optax():
+    # The float64 hand-written backpropagation + AdamW equals jax.value_and_grad + optax.adamw on one device.
+    params = jax.tree.map(np.asarray, graders.init_params(1, [5, 12, 7, 3]))
+    rng = np.random.default_rng(1)
+    batch = (rng.normal(size=(16, 5)).astype(np.float32), rng.normal(size=(16, 3)).astype(np.float32))
+    losses, after = graders.oracle_steps(params, batch, 3)
+    optimizer = graders.make_optimizer()
+    state = optimizer.init(params)
+    p = params
+    for i in range(3):
+        loss, grads = jax.value_and_grad(graders.loss_fn)(p, batch)
+        np.testing.assert_allclose(losses[i], float(loss), rtol=1e-5)
+        updates, state = optimizer.update(grads, state, p)
+        p = optax.apply_updates(p, updates)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), after, p)
+
+
+def test_pipeline_oracle_agrees_with_jax():
+    rng = np.random.default_rng(2)
+    w, b = rng.normal(size=(3, 4, 4)).astype(np.float32), rng.normal(size=(3, 4)).astype(np.float32)
+    x = rng.normal(size=(6, 4)).astype(np.float32)
+    h = x
+    for s in range(3):
+        h = graders.stage_fn({"w": w[s], "b": b[s]}, h)
+    np.testing.assert_allclose(graders.oracle_pipeline(w, b, x), np.asarray(h), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("shape", "n", "spec"),
+    [
+        ((16, 32), 8, P("data", None)),  # the leading dimension divides
+        ((12, 24), 8, P(None, "data")),  # it does not: the largest that does
+        ((3, 3, 16, 8), 8, P(None, None, "data", None)),  # two divide: the larger
+        ((3, 8, 8), 8, P(None, "data", None)),  # a tie: the first
+        ((6, 5), 8, P()),  # none divides
+        ((), 8, P()),  # a scalar (Adam's step count)
+        ((6, 5), 2, P("data", None)),
+    ],
+)
+def test_fsdp_rule_oracle(shape, n, spec):
+    assert graders.oracle_fsdp_spec(shape, n) == spec
+
+
+def test_cases_cover_what_the_contracts_promise():
+    # Shapes that divide over no axis, 'data' of 8, 4 and 2, a second axis before and after 'data',
+    # shuffled and reversed device orders, Explicit and Auto axes where the contract allows both.
+    shapes = [tuple(s.shape) for _, tree in graders.fsdp_trees() for s in jax.tree.leaves(tree)]
+    assert any(graders.oracle_fsdp_spec(s, 8) == P() and len(s) > 0 for s in shapes)
+    assert any(len(s) > 0 and s[0] % 4 and graders.oracle_fsdp_spec(s, 4) != P() for s in shapes)
+    meshes = [graders.make_mesh(s, n, axis_type=t, shuffle=sh) for s, n, t, sh in graders.FSDP_MESHES]
+    assert {m.shape["data"] for m in meshes} == {8, 4, 2}
+    assert {m.axis_names for m in meshes} >= {("data", "model"), ("model", "data")}
+    assert {m.axis_types[0] for m in meshes} == {AxisType.Explicit, AxisType.Auto}
+    step_meshes = [graders.step_case(k)[0] for k in range(len(graders.STEP_CASES))]
+    assert {m.shape["data"] for m in step_meshes} == {8, 4} and any(
+        len(m.axis_names) == 2 for m in step_meshes
+    )
+    assert any(tuple(d.id for d in m.devices.flat) != tuple(range(m.size)) for m in step_meshes)
+    assert any(  # a width that divides over no mesh: a replicated parameter whose gradient is all-reduced
+        graders.oracle_fsdp_spec(s.shape, m.shape["data"]) == P()
+        for k, m in enumerate(step_meshes)
+        for s in jax.tree.leaves(graders.step_case(k)[1])
+    )
+    pipeline_meshes = [graders.pipeline_case(k)[0] for k in range(len(graders.PIPELINE_CASES))]
+    assert {m.size for m in pipeline_meshes} == {8, 4, 2}
+    assert {m.axis_types[0] for m in pipeline_meshes} == {AxisType.Explicit, AxisType.Auto}
+    assert sum(tuple(d.id for d in m.devices.flat) != tuple(range(m.size)) for m in pipeline_meshes) >= 2
+    assert {c[1] for c in graders.PIPELINE_CASES} >= {1, 3, 4, 6}
+
+
+def _fsdp_case(k: int = 0):
+    mesh, params_host, batch_host, _ = graders.step_case(k)
+    with jax.set_mesh(mesh):
+        params = jax.device_put(params_host, graders.fsdp_layout(params_host, mesh))
+        state = jax.jit(graders.make_optimizer().init)(params)
+        batch = jax.device_put(batch_host, NamedSharding(mesh, P("data", None)))
+    return mesh, params_host, params, state, batch
+
+
+def _analyze_step(fn, k: int = 0):
+    mesh, params_host, params, state, batch = _fsdp_case(k)
+    with jax.set_mesh(mesh):
+        return analyze(jax.jit(fn, static_argnums=3), params, state, batch, mesh), params_host, mesh
+
+
+def test_cpu_reduce_scatter_is_reported_and_the_fsdp_step_sends_the_ideal_bytes():
+    # XLA:CPU emits the gradients' reduce-scatters as all-reduce + dynamic-slice; the analyzer reports
+    # them as reduce-scatters (one per sharded parameter), and the solution sends exactly the ideal bytes.
+    report, params_host, mesh = _analyze_step(solution().fsdp_train_step)
+    n = mesh.shape["data"]
+    sharded = [a for a in jax.tree.leaves(params_host) if graders.oracle_fsdp_spec(a.shape, n) != P()]
+    scatters = [c for c in report.collectives if c.kind == "reduce-scatter"]
+    assert len(scatters) == len(sharded) and all(
+        c.emitted_as == "all-reduce + dynamic-slice" for c in scatters
+    )
+    assert report.count("all-gather") == len(sharded)
+    assert report.total_bytes == graders.ideal_fsdp_bytes(params_host, mesh)[0]
+    assert any("reduce-scatter" in note for note in report.notes)
+
+
+def _data_parallel_step(optimizer):
+    def step(params, opt_state, batch, mesh):  # everything whole on every device, layouts restored at the end
+        specs = jax.tree.map(lambda a: jax.typeof(a).sharding.spec, (params, opt_state))
+        whole_params, whole_state = jax.tree.map(lambda a: jax.reshard(a, P()), (params, opt_state))
+        loss, grads = jax.value_and_grad(graders.loss_fn)(whole_params, batch)
+        updates, whole_state = optimizer.update(grads, whole_state, whole_params)
+        new = jax.tree.map(jax.reshard, (optax.apply_updates(whole_params, updates), whole_state), specs)
+        return *new, loss
+
+    return step
+
+
+def test_an_all_reduced_gradient_used_whole_stays_an_all_reduce():
+    # The CPU correction does not hide a real all-reduce: a gradient all-reduced and then used whole
+    # (a data-parallel update) is reported as all-reduce, and the grader names it.
+    report, params_host, mesh = _analyze_step(_data_parallel_step(graders.make_optimizer()))
+    widest = max(jax.tree.leaves(params_host), key=lambda a: a.size)
+    # (XLA may hold the gradient transposed: compare sizes)
+    assert any(
+        c.kind == "all-reduce" and np.prod(c.result_shapes[0]) == widest.size for c in report.collectives
+    )
+    with pytest.raises(CheckFailed, match="a sharded parameter's gradient was all-reduced"):
+        graders._check_fsdp_program(report, params_host, mesh, "the step")
+
+
+def test_gradient_all_reduced_then_sliced_is_a_reduce_scatter():
+    # A gradient taken with respect to gathered parameters is all-reduced; used by a sharded optimizer
+    # state it is sliced at once, the pair XLA:GPU fuses into a reduce-scatter. Same program: it passes.
+    optimizer = graders.make_optimizer()
+
+    def step(params, opt_state, batch, mesh):
+        whole = jax.tree.map(lambda w: jax.reshard(w, P()), params)
+        loss, grads = jax.value_and_grad(graders.loss_fn)(whole, batch)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    report, params_host, mesh = _analyze_step(step)
+    graders._check_fsdp_program(report, params_host, mesh, "the step")
+    assert report.total_bytes == graders.ideal_fsdp_bytes(params_host, mesh)[0]
+
+
+def _solution_variant(old: str, new: str):
+    """pipeline_forward of the solution with one piece of text replaced."""
+    source = answer_sources(NOTEBOOK)["pipeline_forward"]
+    assert old in source
+    namespace = dict(vars(solution()))
+    exec(compile(source.replace(old, new), "variant", "exec"), namespace)
+    return types.SimpleNamespace(**namespace).pipeline_forward
+
+
+def _pipeline_steps(fn, k: int) -> float:
+    mesh, w, b, x, n_micro = graders.pipeline_case(k)
+    with jax.set_mesh(mesh):
+        stage_params = jax.device_put({"w": w, "b": b}, NamedSharding(mesh, P("stage")))
+        x_placed = jax.device_put(x, NamedSharding(mesh, P()))
+        report = analyze(jax.jit(fn, static_argnums=(2, 3)), stage_params, x_placed, mesh, n_micro)
+    return graders.pipeline_steps(report, x.shape[0], x.shape[1], n_micro)
+
+
+@pytest.mark.parametrize("k", range(len(graders.PIPELINE_CASES)))
+def test_step_count_reads_the_schedule_whatever_the_loop(k):
+    # FLOPs per device / FLOPs of one stage on one microbatch = the schedule's steps, for fori_loop (a
+    # while loop with a known trip count) and for the same schedule as a Python loop (unrolled).
+    stages, n_micro = graders.PIPELINE_CASES[k][:2]
+    assert _pipeline_steps(solution().pipeline_forward, k) == n_micro + stages - 1
+    unrolled = _solution_variant(
+        "_, outputs = jax.lax.fori_loop(0, steps, step, start)",
+        "carry = start\n        for t in range(steps):\n            carry = step(t, carry)\n"
+        "        _, outputs = carry",
+    )
+    assert _pipeline_steps(unrolled, k) == n_micro + stages - 1
+
+
+def test_one_step_too_many_fails_even_though_values_are_right():
+    extra = _solution_variant("steps = n_micro + n_stages - 1", "steps = n_micro + n_stages")
+    with pytest.raises(CheckFailed, match=r"expected n_micro \+ S - 1 = 4 \+ 8 - 1 = 11 steps, got 12"):
+        graders.check_pipeline_forward(extra)
