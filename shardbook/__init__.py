@@ -12,6 +12,7 @@ Modules (one topic each):
              concern: report, queries, cpu (the simulator's differences), compiling, analysis.
   hlo     -- the parser of XLA's program text that comms and cost read.
   cost    -- the TPU cost model (estimate, draw_timeline).
+  hosts   -- many JAX processes on one machine (run_workers): multi-host programs on localhost.
 """
 
 from __future__ import annotations
@@ -53,10 +54,12 @@ _EXPORTS = {
     "draw_gradient_reduction": "viz",
     "draw_residuals": "viz",
     "draw_precision_tradeoff": "viz",
+    "run_workers": "hosts",
+    "WorkersFailed": "hosts",
 }
 
 # modules reachable as attributes without an import statement (``shardbook.comms.analyze``)
-_MODULES = ("viz", "checks", "comms", "hlo", "cost")
+_MODULES = ("viz", "checks", "comms", "hlo", "cost", "hosts")
 
 __all__ = [
     "NUM_DEVICES",
