@@ -64,7 +64,14 @@ namespace = {"__name__": "__worker__"}
 exec(compile(orders["source"], "<function sent to the workers>", "exec"), namespace)
 with open(orders["args"], "rb") as f:
     args = pickle.load(f)
-value = namespace["__entry__"](*args)
+try:
+    value = namespace["__entry__"](*args)
+except BaseException as error:  # noted for the launcher (a check's message), then shown as usual
+    with open(orders["value"] + ".error", "wb") as f:
+        pickle.dump((type(error).__name__, str(error)), f)
+    traceback.print_exc()
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(1)
 def _host(x):
     if isinstance(x, jax.Array):
         import numpy as np
@@ -90,6 +97,7 @@ class WorkerResult:
     seconds: float = 0.0
     stopped_by_launcher: str | None = None  # why the launcher killed it ("timeout", "process 1 died")
     coordinator: str = ""  # host:port of the coordinator the processes joined
+    error: tuple[str, str] | None = None  # (exception type, message) when the function raised
 
     @property
     def ok(self) -> bool:
@@ -370,6 +378,9 @@ def run_workers(
             if r.ok and os.path.exists(value_path):
                 with open(value_path, "rb") as f:
                     r.value = pickle.load(f)
+            if os.path.exists(value_path + ".error"):
+                with open(value_path + ".error", "rb") as f:
+                    r.error = pickle.load(f)
     finally:
         _kill(procs)
         for log in logs:
@@ -428,6 +439,47 @@ def _failure_message(results: list[WorkerResult], timeout: float) -> str:
     return f"{head}\nThe others: {others}." if others else head
 
 
+def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[WorkerResult]:
+    """:func:`run_workers` for a check: any failure becomes one :class:`shardbook.checks.CheckFailed`.
+
+    ``fn`` runs in every worker and raises CheckFailed when a case is wrong; the first such message
+    comes back, with the process it came from. A worker that died or a run past its timeout is named
+    (without its output, which may hold a grader's traceback). ``what`` names the check in messages;
+    ``kwargs`` go to :func:`run_workers`.
+    """
+    from shardbook.checks import CheckFailed
+
+    try:
+        results = run_workers(fn, *args, check=False, **kwargs)
+    except ValueError as e:  # the function cannot be sent to the workers
+        raise CheckFailed(f"{what}: {e}.") from None
+    if all(r.ok for r in results):
+        return results
+    raised = [r for r in results if r.error]
+    failed = [r for r in raised if r.error and r.error[0] == "CheckFailed"]
+    n = len(results)
+    if failed:
+        r = failed[0]
+        assert r.error is not None
+        raise CheckFailed(f"{r.error[1]} (in process {r.process_id} of {n})")
+    if raised:
+        r = raised[0]
+        assert r.error is not None
+        first_line = (r.error[1].strip().splitlines() or [""])[0]
+        raise CheckFailed(f"{what}: process {r.process_id} of {n} raised {r.error[0]}: {first_line}")
+    dead = [r for r in results if r.stopped_by_launcher is None and r.returncode != 0]
+    if dead:
+        r = min(dead, key=lambda r: r.seconds)
+        raise CheckFailed(
+            f"{what}: worker process {r.process_id} of {n} died ({_exit_words(r.returncode)}) after "
+            f"{r.seconds:.1f} s, so the check could not finish. Hint: does your code end or kill a process?"
+        )
+    raise CheckFailed(
+        f"{what}: the {n} worker processes did not finish within {kwargs.get('timeout', 60.0):g} s and were "
+        "stopped. Hint: look for a loop that never ends, or a collective that only some processes call."
+    )
+
+
 def print_outputs(results: Sequence[WorkerResult]) -> None:
     """Prints each worker's output under a header naming it and how it ended."""
     for r in results:
@@ -450,9 +502,7 @@ def shard_table(x: Any) -> list[tuple[int, int, tuple[tuple[int, int], ...]]]:
     """
     rows = []
     for shard in x.addressable_shards:
-        bounds = tuple(
-            (s.indices(n)[0], s.indices(n)[1]) for s, n in zip(shard.index, x.shape, strict=True)
-        )
+        bounds = tuple((s.indices(n)[0], s.indices(n)[1]) for s, n in zip(shard.index, x.shape, strict=True))
         rows.append((shard.device.process_index, shard.device.id, bounds))
     return rows
 
@@ -499,7 +549,7 @@ def draw_process_shards(
     ax.set_ylabel("row" if len(shape) == 2 else "")
     processes = sorted({p for p, _, _ in rows})
     ax.legend(
-        handles=[Patch(color=PROCESS_COLOURS[p % len(PROCESS_COLOURS)], label=f"process {p}") for p in processes],
+        handles=[Patch(color=PROCESS_COLOURS[p % 8], label=f"process {p}") for p in processes],
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
         fontsize=8,
