@@ -205,6 +205,11 @@ def function_source(fn: Callable) -> str:
         code = getattr(f, "__code__", None)
         if code is None:
             raise ValueError(f"{f!r} is not a Python function, so it cannot be sent to the workers")
+        if code.co_freevars:
+            raise ValueError(
+                f"{f.__name__} uses variables of the function around it ({', '.join(code.co_freevars)}), "
+                "which cannot be sent to the worker processes: define it at the top level of a cell"
+            )
         glob = getattr(f, "__globals__", {})
         for name in dict.fromkeys(_names_used(code)):
             if name in seen or name not in glob or (hasattr(builtins, name) and name not in glob):
