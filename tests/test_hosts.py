@@ -199,3 +199,86 @@ def test_port_check_sees_a_listener():
         s.bind(("127.0.0.1", 0))
         s.listen()
         assert not _port_is_free(f"127.0.0.1:{s.getsockname()[1]}")
+
+
+# ------------------------------------------------------------------------------------------------
+# run_check: a check's failure in a worker becomes one CheckFailed in the caller.
+# ------------------------------------------------------------------------------------------------
+
+
+def _fails_a_check() -> None:
+    import jax
+
+    from shardbook.checks import CheckFailed
+
+    raise CheckFailed(f"f(x): expected 1, got {jax.process_index() + 2}. Hint: add one.")
+
+
+def _raises_value_error() -> None:
+    raise ValueError("bad rows\nsecond line")
+
+
+def test_run_check_returns_the_first_check_message_with_its_process():
+    from shardbook.checks import CheckFailed
+
+    with pytest.raises(
+        CheckFailed, match=r"^f\(x\): expected 1, got 2\. Hint: add one\. \(in process 0 of 2\)$"
+    ):
+        hosts.run_check(_fails_a_check, what="the check", timeout=60)
+    assert _workers_alive() == []
+
+
+def test_run_check_puts_another_exception_in_one_line():
+    from shardbook.checks import CheckFailed
+
+    with pytest.raises(CheckFailed, match=r"^the check: process 0 of 2 raised ValueError: bad rows$"):
+        hosts.run_check(_raises_value_error, what="the check", timeout=60)
+
+
+def test_draw_process_shards_colours_blocks_by_process():
+    # Property: one rectangle per block, coloured by the process holding it; a legend per process.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.patches import Rectangle
+
+    rows = [
+        (0, 0, ((0, 4), (0, 2))),
+        (0, 1, ((0, 4), (2, 4))),
+        (1, 2048, ((4, 8), (0, 2))),
+        (1, 2049, ((4, 8), (2, 4))),
+    ]
+    fig = hosts.draw_process_shards(rows, (8, 4))
+    ax = fig.axes[0]
+    blocks = [p for p in ax.patches if isinstance(p, Rectangle)]
+    assert len(blocks) == 4
+    colours = {matplotlib.colors.to_hex(p.get_facecolor()) for p in blocks}
+    assert colours == {hosts.PROCESS_COLOURS[0], hosts.PROCESS_COLOURS[1]}
+    assert {t.get_text() for t in ax.texts} == {"p0 d0", "p0 d1", "p1 d2048", "p1 d2049"}
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["process 0", "process 1"]
+    with pytest.raises(ValueError, match=r"expected a 1-D or 2-D array, got shape \(2, 2, 2\)"):
+        hosts.draw_process_shards(rows, (2, 2, 2))
+
+
+def test_the_many_hosts_chapter_leaves_no_process_or_folder_behind(tmp_path):
+    # Property: the chapter (which kills a worker on purpose) runs to the end, and afterwards no
+    # worker process and no launcher folder is left. About a minute on 2 cores.
+    import tempfile
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from tests.notebooks import ROOT
+
+    ours = ("shardbook-hosts-", "many-hosts-")  # the launcher's folders, the chapter's checkpoints
+    before = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith(ours)}
+    nb = nbformat.read(ROOT / "book" / "13_many_hosts.ipynb", as_version=4)
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "process 1 died (killed by SIGKILL)" in printed
+    assert "resumed run equals the uninterrupted one: True" in printed
+    assert _workers_alive() == []
+    after = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith(ours)}
+    assert after <= before
