@@ -455,8 +455,9 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
 
     ``fn`` runs in every worker and raises CheckFailed when a case is wrong; the first such message
     comes back, with the process it came from. A worker that died or a run past its timeout is named
-    (without its output, which may hold a grader's traceback). ``what`` names the check in messages;
-    ``kwargs`` go to :func:`run_workers`.
+    (without its output, which may hold a grader's traceback); a NotImplementedError (an exercise not
+    written yet) is raised again as itself. ``what`` names the check in messages; ``kwargs`` go to
+    :func:`run_workers`.
     """
     from shardbook.checks import CheckFailed
 
@@ -473,6 +474,10 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
         r = failed[0]
         assert r.error is not None
         raise CheckFailed(f"{r.error[1]} (in process {r.process_id} of {n})")
+    unwritten = [r for r in raised if r.error and r.error[0] == "NotImplementedError"]
+    if unwritten:  # the exercise is not attempted yet: say so as the function itself did
+        assert unwritten[0].error is not None
+        raise NotImplementedError(unwritten[0].error[1])
     if raised:
         r = raised[0]
         assert r.error is not None

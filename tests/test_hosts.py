@@ -282,3 +282,13 @@ def test_the_many_hosts_chapter_leaves_no_process_or_folder_behind(tmp_path):
     assert _workers_alive() == []
     after = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith(ours)}
     assert after <= before
+
+
+def _not_written_yet() -> None:
+    raise NotImplementedError("write global_batch")
+
+
+def test_run_check_passes_not_implemented_through():
+    # Property: an exercise's stub stops its self-check as NotImplementedError, as in one process.
+    with pytest.raises(NotImplementedError, match="^write global_batch$"):
+        hosts.run_check(_not_written_yet, what="the check", timeout=60)
