@@ -487,12 +487,14 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
     if dead:
         r = min(dead, key=lambda r: r.seconds)
         raise CheckFailed(
-            f"{what}: worker process {r.process_id} of {n} died ({_exit_words(r.returncode)}) after "
-            f"{r.seconds:.1f} s, so the check could not finish. Hint: does your code end or kill a process?"
+            f"{what}: expected all {n} worker processes to finish, got: worker process {r.process_id} of {n} "
+            f"died ({_exit_words(r.returncode)}) after {r.seconds:.1f} s. Hint: does your code end or kill "
+            "a process?"
         )
     raise CheckFailed(
-        f"{what}: the {n} worker processes did not finish within {kwargs.get('timeout', 60.0):g} s and were "
-        "stopped. Hint: look for a loop that never ends, or a collective that only some processes call."
+        f"{what}: expected the {n} worker processes to finish within {kwargs.get('timeout', 60.0):g} s, got "
+        "them still running; they were stopped. Hint: look for a loop that never ends, or a collective that "
+        "only some processes call."
     )
 
 

@@ -91,16 +91,16 @@ def test_rows_in_process_order_fail_with_the_order_hint(answers):
 
 
 def test_a_killed_worker_is_a_named_reason(answers):
-    with pytest.raises(
-        CheckFailed, match=r"global_batch in 2 processes: worker process 1 of 2 died \(killed by SIGKILL\)"
-    ):
+    died = r"global_batch in 2 processes: expected all 2 worker processes to finish, got: worker process 1 "
+    with pytest.raises(CheckFailed, match=died + r"of 2 died \(killed by SIGKILL\)"):
         graders.check_global_batch(answers("wrong_kills_worker").global_batch)
 
 
 def test_a_hanging_answer_is_stopped_at_the_timeout(answers, monkeypatch):
     # Property: the grader's own timeout (below the cell limit) ends the run and says so.
     monkeypatch.setattr(graders, "TIMEOUT", 12)
-    with pytest.raises(CheckFailed, match="did not finish within 12 s and were stopped"):
+    stopped = "expected the 2 worker processes to finish within 12 s, got them still running"
+    with pytest.raises(CheckFailed, match=stopped):
         graders.check_global_batch(answers("wrong_hangs").global_batch)
 
 
