@@ -13,6 +13,7 @@ Modules (one topic each):
   hlo     -- the parser of XLA's program text that comms and cost read.
   cost    -- the TPU cost model (estimate, draw_timeline).
   pipeline -- pipeline schedules (GPipe, 1F1B): the table, its bubble, the activations kept, a picture.
+  hosts   -- many JAX processes on one machine (run_workers): multi-host programs on localhost.
 """
 
 from __future__ import annotations
@@ -56,10 +57,12 @@ _EXPORTS = {
     "draw_precision_tradeoff": "viz",
     "pipeline_schedule": "pipeline",
     "draw_pipeline_schedule": "pipeline",
+    "run_workers": "hosts",
+    "WorkersFailed": "hosts",
 }
 
 # modules reachable as attributes without an import statement (``shardbook.comms.analyze``)
-_MODULES = ("viz", "checks", "comms", "hlo", "cost", "pipeline")
+_MODULES = ("viz", "checks", "comms", "hlo", "cost", "pipeline", "hosts")
 
 __all__ = [
     "NUM_DEVICES",

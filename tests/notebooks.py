@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import linecache
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +17,13 @@ def nbgrader_meta(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
 
 
+def run_cell(source: str, filename: str, namespace: dict) -> None:
+    """Runs a cell's source in ``namespace`` as a notebook kernel does: its functions keep their source
+    (``inspect.getsource`` reads it from linecache, as in IPython), which shardbook.hosts sends on."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+
+
 def answers(path: Path) -> SimpleNamespace:
     """Runs a notebook's import cell and answer cells (not its tests) and returns their namespace."""
     nb = nbformat.read(path, as_version=4)
@@ -24,7 +32,7 @@ def answers(path: Path) -> SimpleNamespace:
         meta = nbgrader_meta(cell)
         if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade_id") == "imports"):
             source = re.sub(r"^\s*### (BEGIN|END) SOLUTION\s*$", "", cell.source, flags=re.M)
-            exec(compile(source, f"{path.name}:{meta.get('grade_id')}", "exec"), namespace)
+            run_cell(source, f"{path.name}:{meta.get('grade_id')}", namespace)
     return SimpleNamespace(**namespace)
 
 

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from shardbook.checks import CheckFailed
-from tests.notebooks import ASSIGNMENTS, ROOT, answer_sources, answers, nbgrader_meta
+from tests.notebooks import ASSIGNMENTS, ROOT, answer_sources, answers, nbgrader_meta, run_cell
 
 
 def grader_module(assignment: str):
@@ -110,12 +110,12 @@ def run_self_check(assignment: str, notebook, function: str) -> None:
     for cell in nbformat.read(solution, as_version=4).cells:
         gid = nbgrader_meta(cell).get("grade_id")
         if gid == "imports":
-            exec(compile(cell.source, f"{assignment}:imports", "exec"), namespace)
+            run_cell(cell.source, f"{assignment}:imports", namespace)
         elif nbgrader_meta(cell).get("solution"):
-            exec(compile(theirs[gid], f"{notebook.name}:{gid}", "exec"), namespace)
+            run_cell(theirs[gid], f"{notebook.name}:{gid}", namespace)
         elif gid == f"test_{function}_visible":
             visible = cell.source
-    exec(compile(visible, f"{assignment}:test_{function}_visible", "exec"), namespace)
+    run_cell(visible, f"{assignment}:test_{function}_visible", namespace)
 
 
 VISIBLE_CASES = [

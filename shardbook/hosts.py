@@ -1,0 +1,578 @@
+"""Many hosts on one machine: run a function in N JAX processes on localhost and collect what each did.
+
+A multi-controller JAX program is one Python process per host, each calling
+``jax.distributed.initialize`` and then running the same code. :func:`run_workers` plays that on one
+machine: it starts ``num_processes`` Python processes, each with ``devices_per_process`` simulated CPU
+devices and Gloo collectives, joined by a coordinator on a free localhost port; each calls the
+function and hands back its value and everything it printed. It always ends every process it
+started — on success, failure, timeout or ``KeyboardInterrupt`` — and never waits forever on one:
+
+* a worker that dies (an exception, ``os._exit``, a signal) is named in the result; the others get
+  ``after_death`` seconds to show what they see, then are killed;
+* after ``timeout`` seconds every worker still running is killed.
+
+JAX catches SIGTERM (its preemption notifier turns it into a "preemption" the program may never
+act on), so workers are ended with SIGKILL, after which no process or port of theirs is left.
+
+How the function reaches the workers: a function importable by module and name (a library's, a
+grader's) is imported there; one defined in a notebook travels as source text (:func:`function_source`),
+with the imports and helper functions it uses. Arguments and return values travel pickled; jax.Arrays
+that live on one process come back as NumPy arrays.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import dataclasses
+import inspect
+import json
+import os
+import pickle
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import types
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+#: Lines JAX's Gloo collectives print once per device at start-up; dropped from a worker's output.
+NOISE = re.compile(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks.*$\n?", re.MULTILINE)
+
+#: What the workers import before the function, whatever it uses.
+PREAMBLE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\n"
+
+# The program every worker runs: read its orders, join the others, call the function, write the value.
+_BOOT = r"""
+import json, os, pickle, sys, traceback
+orders = json.load(open(sys.argv[1]))
+import jax
+from jax._src import xla_bridge
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+# Gloo binds to the address this machine's host name resolves to, unless told one. Every worker is on
+# localhost, so 127.0.0.1 it is: nothing listens on outside interfaces, and it works where the host
+# name resolves to nothing (the grading sandbox's network namespace has only a loopback).
+_gloo = xla_bridge._jax.make_gloo_tcp_collectives
+xla_bridge._jax.make_gloo_tcp_collectives = lambda **kw: _gloo(**{"hostname": "127.0.0.1", **kw})
+for name, value in orders["config"].items():
+    jax.config.update(name, value)
+jax.distributed.initialize(
+    orders["coordinator"], orders["num_processes"], orders["process_id"],
+    initialization_timeout=orders["init_timeout"], heartbeat_timeout_seconds=orders["heartbeat"],
+)
+namespace = {"__name__": "__worker__"}
+exec(compile(orders["source"], "<function sent to the workers>", "exec"), namespace)
+with open(orders["args"], "rb") as f:
+    args = pickle.load(f)
+try:
+    value = namespace["__entry__"](*args)
+except BaseException as error:  # noted for the launcher (a check's message), then shown as usual
+    with open(orders["value"] + ".error", "wb") as f:
+        pickle.dump((type(error).__name__, str(error)), f)
+    traceback.print_exc()
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(1)
+def _host(x):
+    if isinstance(x, jax.Array):
+        import numpy as np
+        return np.asarray(x) if x.is_fully_addressable else repr(x)
+    return x
+value = jax.tree.map(_host, value)
+with open(orders["value"] + ".part", "wb") as f:
+    pickle.dump(value, f)
+os.replace(orders["value"] + ".part", orders["value"])
+sys.stdout.flush(); sys.stderr.flush()
+jax.distributed.shutdown()  # a barrier: process 0 hosts the coordinator, so it must leave last
+"""
+
+
+@dataclasses.dataclass
+class WorkerResult:
+    """What one worker process did: its index, how it ended, what it printed, what it returned."""
+
+    process_id: int
+    returncode: int | None  # None: still running when the launcher stopped it
+    output: str  # stdout and stderr, interleaved, without Gloo's start-up lines
+    value: Any = None
+    seconds: float = 0.0
+    stopped_by_launcher: str | None = None  # why the launcher killed it ("timeout", "process 1 died")
+    coordinator: str = ""  # host:port of the coordinator the processes joined
+    error: tuple[str, str] | None = None  # (exception type, message) when the function raised
+
+    @property
+    def ok(self) -> bool:
+        """True when the function returned and the process exited cleanly."""
+        return self.returncode == 0 and self.stopped_by_launcher is None
+
+    def describe(self) -> str:
+        """How this worker ended, in words."""
+        if self.stopped_by_launcher:
+            return f"process {self.process_id} was stopped by the launcher ({self.stopped_by_launcher})"
+        if self.returncode == 0:
+            return f"process {self.process_id} finished in {self.seconds:.1f} s"
+        return f"process {self.process_id} died ({_exit_words(self.returncode)}) after {self.seconds:.1f} s"
+
+    def last_lines(self, n: int = 6) -> str:
+        """The last ``n`` lines of its output."""
+        return "\n".join(self.output.rstrip().splitlines()[-n:])
+
+
+class WorkersFailed(RuntimeError):
+    """A worker died or the run timed out; ``results`` holds every worker's :class:`WorkerResult`."""
+
+    def __init__(self, message: str, results: list[WorkerResult]):
+        super().__init__(message)
+        self.results = results
+
+    @property
+    def dead(self) -> WorkerResult | None:
+        """The first worker that died by itself, if one did."""
+        failed = [r for r in self.results if r.stopped_by_launcher is None and r.returncode != 0]
+        return min(failed, key=lambda r: r.seconds) if failed else None
+
+
+def _exit_words(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ----------------------------------------------------------------------------------------------
+# Shipping a function as source.
+# ----------------------------------------------------------------------------------------------
+
+
+def _importable(obj: Any) -> tuple[str, str] | None:
+    """(module, qualified name) when ``obj`` can be imported back by them, else None."""
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not module or not name or module in ("__main__", "__worker__", "builtins") or "<" in name:
+        return None
+    found: Any = sys.modules.get(module)
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    return (module, name) if found is obj else None
+
+
+def _names_used(code: types.CodeType) -> Iterator[str]:
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _names_used(const)
+
+
+def function_source(fn: Callable) -> str:
+    """A module's text that defines ``fn`` as ``__entry__``, ready to run in another process.
+
+    A function importable by module and name is imported. One defined in a notebook travels as its
+    source, with what it uses from its globals: modules become imports, importable functions and
+    classes ``from … import``, functions of the notebook their own source (recursively), and plain
+    constants (numbers, strings, tuples of them) their ``repr``.
+
+    Raises:
+      ValueError: ``fn`` uses a global that cannot travel (an array, an open file…), or its source
+        is not available (a lambda typed at a prompt); the message names it.
+
+    >>> import math
+    >>> print(function_source(math.sqrt).splitlines()[-1])
+    from math import sqrt as __entry__
+    """
+    where = _importable(fn)
+    if where:
+        module, first, *rest = [where[0], *where[1].split(".")]
+        text = PREAMBLE + f"from {module} import {first} as __entry__"
+        return text + "".join(f"\n__entry__ = __entry__.{part}" for part in rest)
+    imports: dict[str, str] = {}
+    bodies: list[str] = []
+    seen: set[str] = set()
+
+    def visit(f: Callable) -> None:
+        f = inspect.unwrap(f)
+        if f.__name__ in seen:
+            return
+        seen.add(f.__name__)
+        code = getattr(f, "__code__", None)
+        if code is None:
+            raise ValueError(f"{f!r} is not a Python function, so it cannot be sent to the workers")
+        if code.co_freevars:
+            raise ValueError(
+                f"{f.__name__} uses variables of the function around it ({', '.join(code.co_freevars)}), "
+                "which cannot be sent to the worker processes: define it at the top level of a cell"
+            )
+        glob = getattr(f, "__globals__", {})
+        for name in dict.fromkeys(_names_used(code)):
+            if name in seen or name not in glob or (hasattr(builtins, name) and name not in glob):
+                continue
+            obj = glob[name]
+            if isinstance(obj, types.ModuleType):
+                imports[name] = (
+                    f"import {obj.__name__}" if obj.__name__ == name else f"import {obj.__name__} as {name}"
+                )
+            elif (origin := _importable(obj)) and "." not in origin[1]:
+                imports[name] = f"from {origin[0]} import {origin[1]}" + (
+                    "" if origin[1] == name else f" as {name}"
+                )
+            elif isinstance(obj, types.FunctionType):
+                visit(obj)
+            elif _is_constant(obj):
+                imports[name] = f"{name} = {obj!r}"
+            else:
+                raise ValueError(
+                    f"{fn.__name__} uses the global {name!r} ({type(obj).__name__}), which cannot be "
+                    "sent to the worker processes: define or import it inside the function"
+                )
+        try:
+            source = textwrap.dedent(inspect.getsource(f))
+        except (OSError, TypeError) as e:
+            raise ValueError(
+                f"the source of {f.__name__} is not available ({e}); define it with def"
+            ) from None
+        bodies.append(source)
+
+    visit(fn)
+    return (
+        PREAMBLE
+        + "\n".join(imports.values())
+        + "\n\n"
+        + "\n\n".join(bodies)
+        + f"\n__entry__ = {inspect.unwrap(fn).__name__}\n"
+    )
+
+
+def _is_constant(obj: Any) -> bool:
+    if obj is None or isinstance(obj, (bool, int, float, str, bytes)):
+        return True
+    if isinstance(obj, (tuple, list, frozenset)):
+        return all(_is_constant(x) for x in obj)
+    if isinstance(obj, dict):
+        return all(_is_constant(k) and _is_constant(v) for k, v in obj.items())
+    return False
+
+
+# ----------------------------------------------------------------------------------------------
+# The launcher.
+# ----------------------------------------------------------------------------------------------
+
+
+def _worker_env(devices: int, extra: dict[str, str] | None) -> dict[str, str]:
+    env = dict(os.environ)
+    flags = re.sub(r"--xla_force_host_platform_device_count=\S+", "", env.get("XLA_FLAGS", "")).split()
+    env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
+    env["JAX_PLATFORMS"] = "cpu"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # The caller's import path (a notebook's folder, the course root), so importable functions import.
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*env.get("PYTHONPATH", "").split(os.pathsep), *paths]))
+    env.update(extra or {})
+    return env
+
+
+def _kill(procs: Sequence[subprocess.Popen]) -> None:
+    """SIGKILL every process group still running, then reap them all."""
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGKILL)
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.wait(timeout=10)
+
+
+def run_workers(
+    fn: Callable,
+    *args: Any,
+    num_processes: int = 2,
+    devices_per_process: int | Sequence[int] = 4,
+    timeout: float = 60.0,
+    after_death: float = 3.0,
+    heartbeat: int = 5,
+    check: bool = True,
+    config: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+) -> list[WorkerResult]:
+    """Runs ``fn(*args)`` in ``num_processes`` JAX processes on localhost; one result per process.
+
+    Each process calls ``jax.distributed.initialize`` (a free port on 127.0.0.1; Gloo collectives on
+    CPU) before ``fn``, so inside it ``jax.process_index()``, ``jax.devices()`` and every collective
+    span all processes.
+
+    Args:
+      fn: the function; see the module docstring for how it reaches the workers.
+      *args: its arguments (pickled).
+      num_processes: how many processes.
+      devices_per_process: simulated CPU devices per process (one number, or one per process).
+      timeout: seconds before every worker still running is killed.
+      after_death: once a worker died, seconds the others get to finish or fail before they are killed.
+      heartbeat: JAX's heartbeat timeout (seconds): a process whose peer stopped answering is ended by
+        JAX's coordination service after about this long.
+      check: raise :class:`WorkersFailed` unless every worker returned.
+      config: ``jax.config`` settings each worker makes before joining (``{"jax_enable_x64": True}``).
+      env: environment variables to add for the workers.
+      cwd: the workers' working directory (default: this process's).
+
+    Returns:
+      A :class:`WorkerResult` per process, in process order.
+
+    Raises:
+      WorkersFailed: with ``check``, when a worker died or the timeout passed; the message names the
+        worker that died first, how, and its last lines; ``.results`` has every worker's output.
+      ValueError: ``fn`` cannot be sent (:func:`function_source`).
+    """
+    counts = (
+        [devices_per_process] * num_processes
+        if isinstance(devices_per_process, int)
+        else list(devices_per_process)
+    )
+    if len(counts) != num_processes or min(counts, default=0) < 1:
+        raise ValueError(f"expected {num_processes} device counts of at least 1, got {devices_per_process!r}")
+    source = function_source(fn)
+    folder = tempfile.mkdtemp(prefix="shardbook-hosts-")
+    procs: list[subprocess.Popen] = []
+    logs = []
+    try:
+        with open(os.path.join(folder, "args.pkl"), "wb") as f:
+            pickle.dump(args, f)
+        coordinator = f"127.0.0.1:{free_port()}"
+        for pid in range(num_processes):
+            orders = {
+                "coordinator": coordinator,
+                "num_processes": num_processes,
+                "process_id": pid,
+                "init_timeout": max(10, int(timeout)),
+                "heartbeat": heartbeat,
+                "config": config or {},
+                "source": source,
+                "args": os.path.join(folder, "args.pkl"),
+                "value": os.path.join(folder, f"value{pid}.pkl"),
+            }
+            orders_path = os.path.join(folder, f"orders{pid}.json")
+            with open(orders_path, "w") as f:
+                json.dump(orders, f)
+            log = open(os.path.join(folder, f"output{pid}.txt"), "wb")  # noqa: SIM115 (closed below)
+            logs.append(log)
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", _BOOT, orders_path],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=_worker_env(counts[pid], env),
+                    cwd=cwd,
+                    start_new_session=True,  # its own process group: killed with everything it started
+                )
+            )
+        results = _watch(procs, timeout, after_death)
+        for r in results:
+            with open(os.path.join(folder, f"output{r.process_id}.txt"), "rb") as f:
+                r.output = NOISE.sub("", f.read().decode(errors="replace"))
+            r.coordinator = coordinator
+            value_path = os.path.join(folder, f"value{r.process_id}.pkl")
+            if r.ok and os.path.exists(value_path):
+                with open(value_path, "rb") as f:
+                    r.value = pickle.load(f)
+            if os.path.exists(value_path + ".error"):
+                with open(value_path + ".error", "rb") as f:
+                    r.error = pickle.load(f)
+    finally:
+        _kill(procs)
+        for log in logs:
+            log.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    if check and not all(r.ok for r in results):
+        raise WorkersFailed(_failure_message(results, timeout), results)
+    return results
+
+
+def _watch(procs: list[subprocess.Popen], timeout: float, after_death: float) -> list[WorkerResult]:
+    """Waits for the workers; kills them all at the timeout, or ``after_death`` s after one died."""
+    start = time.monotonic()
+    ended: dict[int, float] = {}
+    stopped: dict[int, str] = {}
+    deadline = start + timeout
+    reason = f"the {timeout:g} s timeout passed"
+    while len(ended) < len(procs):
+        now = time.monotonic()
+        for pid, p in enumerate(procs):
+            if pid not in ended and p.poll() is not None:
+                ended[pid] = now - start
+                if p.returncode != 0 and start + timeout > now + after_death and "died" not in reason:
+                    deadline, reason = now + after_death, f"process {pid} died"
+        if now >= deadline:
+            for pid, p in enumerate(procs):
+                if p.poll() is None:
+                    stopped[pid] = reason
+                    ended[pid] = now - start
+            _kill(procs)
+            break
+        time.sleep(0.05)
+    return [
+        WorkerResult(
+            process_id=pid,
+            returncode=None if pid in stopped else p.returncode,
+            output="",
+            seconds=ended.get(pid, time.monotonic() - start),
+            stopped_by_launcher=stopped.get(pid),
+        )
+        for pid, p in enumerate(procs)
+    ]
+
+
+def _failure_message(results: list[WorkerResult], timeout: float) -> str:
+    dead = [r for r in results if r.stopped_by_launcher is None and r.returncode != 0]
+    if dead:
+        first = min(dead, key=lambda r: r.seconds)
+        head = f"worker process {first.process_id} of {len(results)} died ({_exit_words(first.returncode)})"
+        head += f" after {first.seconds:.1f} s. Its last lines:\n{textwrap.indent(first.last_lines(), '  ')}"
+    else:
+        head = f"the workers did not finish within the {timeout:g} s timeout"
+    others = "; ".join(
+        r.describe() for r in results if not dead or r is not min(dead, key=lambda r: r.seconds)
+    )
+    return f"{head}\nThe others: {others}." if others else head
+
+
+def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[WorkerResult]:
+    """:func:`run_workers` for a check: any failure becomes one :class:`shardbook.checks.CheckFailed`.
+
+    ``fn`` runs in every worker and raises CheckFailed when a case is wrong; the first such message
+    comes back, with the process it came from. A worker that died or a run past its timeout is named
+    (without its output, which may hold a grader's traceback); a NotImplementedError (an exercise not
+    written yet) is raised again as itself. ``what`` names the check in messages; ``kwargs`` go to
+    :func:`run_workers`.
+    """
+    from shardbook.checks import CheckFailed
+
+    try:
+        results = run_workers(fn, *args, check=False, **kwargs)
+    except ValueError as e:  # the function cannot be sent to the workers
+        raise CheckFailed(f"{what}: {e}.") from None
+    if all(r.ok for r in results):
+        return results
+    raised = [r for r in results if r.error]
+    failed = [r for r in raised if r.error and r.error[0] == "CheckFailed"]
+    n = len(results)
+    if failed:
+        r = failed[0]
+        assert r.error is not None
+        raise CheckFailed(f"{r.error[1]} (in process {r.process_id} of {n})")
+    unwritten = [r for r in raised if r.error and r.error[0] == "NotImplementedError"]
+    if unwritten:  # the exercise is not attempted yet: say so as the function itself did
+        assert unwritten[0].error is not None
+        raise NotImplementedError(unwritten[0].error[1])
+    if raised:
+        r = raised[0]
+        assert r.error is not None
+        first_line = (r.error[1].strip().splitlines() or [""])[0]
+        raise CheckFailed(f"{what}: process {r.process_id} of {n} raised {r.error[0]}: {first_line}")
+    dead = [r for r in results if r.stopped_by_launcher is None and r.returncode != 0]
+    if dead:
+        r = min(dead, key=lambda r: r.seconds)
+        raise CheckFailed(
+            f"{what}: expected all {n} worker processes to finish, got: worker process {r.process_id} of {n} "
+            f"died ({_exit_words(r.returncode)}) after {r.seconds:.1f} s. Hint: does your code end or kill "
+            "a process?"
+        )
+    raise CheckFailed(
+        f"{what}: expected the {n} worker processes to finish within {kwargs.get('timeout', 60.0):g} s, got "
+        "them still running; they were stopped. Hint: look for a loop that never ends, or a collective that "
+        "only some processes call."
+    )
+
+
+def print_outputs(results: Sequence[WorkerResult]) -> None:
+    """Prints each worker's output under a header naming it and how it ended."""
+    for r in results:
+        print(f"── {r.describe()} ──")
+        print(r.output.rstrip() or "(no output)")
+
+
+# ----------------------------------------------------------------------------------------------
+# Pictures.
+# ----------------------------------------------------------------------------------------------
+
+#: One colour per process in :func:`draw_process_shards`.
+PROCESS_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d")
+
+
+def shard_table(x: Any) -> list[tuple[int, int, tuple[tuple[int, int], ...]]]:
+    """(process, device id, ((start, stop) per dimension)) for each shard of ``x`` this process holds.
+
+    Call it in every worker and join the lists: :func:`draw_process_shards` draws them.
+    """
+    rows = []
+    for shard in x.addressable_shards:
+        bounds = tuple((s.indices(n)[0], s.indices(n)[1]) for s, n in zip(shard.index, x.shape, strict=True))
+        rows.append((shard.device.process_index, shard.device.id, bounds))
+    return rows
+
+
+def draw_process_shards(
+    rows: Sequence[tuple[int, int, tuple[tuple[int, int], ...]]],
+    shape: Sequence[int],
+    *,
+    title: str | None = None,
+) -> Any:
+    """Draws a 1-D or 2-D array as its blocks, each coloured by the process that holds it.
+
+    Args:
+      rows: (process, device id, bounds) per shard, from :func:`shard_table` in every process.
+      shape: the array's global shape.
+      title: the figure's title.
+
+    Returns:
+      The matplotlib ``Figure`` (closed in pyplot, shown once when it ends a notebook cell).
+
+    Raises:
+      ValueError: the array has more than 2 dimensions.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    if len(shape) > 2:
+        raise ValueError(f"expected a 1-D or 2-D array, got shape {tuple(shape)}")
+    n_rows, n_cols = (1, shape[0]) if len(shape) == 1 else (shape[0], shape[1])
+    blocks: dict[tuple, list[tuple[int, int]]] = {}
+    for process, device, bounds in rows:
+        key = ((0, 1), *bounds) if len(shape) == 1 else tuple(bounds)
+        blocks.setdefault(key, []).append((process, device))
+    fig, ax = plt.subplots(figsize=(min(9.0, 1.2 + 0.5 * n_cols), min(7.0, 1.2 + 0.45 * n_rows)))
+    for ((r0, r1), (c0, c1)), holders in blocks.items():
+        processes = sorted({p for p, _ in holders})
+        colour = PROCESS_COLOURS[processes[0] % len(PROCESS_COLOURS)] if len(processes) == 1 else "#bbbbbb"
+        ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=colour, edgecolor="white", lw=2))
+        label = "\n".join(f"p{p} d{d}" for p, d in sorted(holders))
+        ax.text((c0 + c1) / 2, (r0 + r1) / 2, label, ha="center", va="center", fontsize=8, color="white")
+    ax.set_xlim(0, n_cols)
+    ax.set_ylim(n_rows, 0)
+    ax.set_xlabel("column" if len(shape) == 2 else "index")
+    ax.set_ylabel("row" if len(shape) == 2 else "")
+    processes = sorted({p for p, _, _ in rows})
+    ax.legend(
+        handles=[Patch(color=PROCESS_COLOURS[p % 8], label=f"process {p}") for p in processes],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize=8,
+    )
+    ax.set_title(title or f"which process holds which block of an array of shape {tuple(shape)}", fontsize=9)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

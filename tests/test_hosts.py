@@ -1,0 +1,294 @@
+"""Tests for shardbook.hosts: workers see each other, every process ends, a death is named, no hang."""
+
+import math
+import os
+import socket
+import time
+
+import pytest
+
+from shardbook import hosts
+
+
+def _workers_alive() -> list[int]:
+    """Pids of processes started by the launcher (their command line holds its temporary folder)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"shardbook-hosts-" in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def _port_is_free(address: str) -> bool:
+    """Nothing listens on the port (connections of the finished run may linger in TIME_WAIT)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", int(address.rsplit(":", 1)[1])))
+            s.listen()
+        except OSError:
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
+# Functions sent to the workers. Module level: they are imported by the workers (tests/ is importable).
+# ------------------------------------------------------------------------------------------------
+
+
+def _global_sum() -> tuple[int, int, int, int, float]:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((jax.device_count(),), ("X",))
+    local = np.full(jax.local_device_count(), jax.process_index() + 1, np.float32)
+    x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("X")), local, (jax.device_count(),))
+    total = float(jax.jit(jnp.sum)(x))
+    print(f"process {jax.process_index()} sees {jax.local_device_count()} of {jax.device_count()} devices")
+    return jax.process_index(), jax.process_count(), jax.local_device_count(), jax.device_count(), total
+
+
+def _one_dies_in_a_collective() -> None:
+    import os
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((jax.device_count(),), ("X",))
+    for step in range(1000):
+        x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("X")), np.ones(4, np.float32))
+        print("step", step, float(jax.jit(jnp.sum)(x)), flush=True)
+        if jax.process_index() == 1 and step == 1:
+            os._exit(7)
+
+
+def _sleep_forever() -> None:
+    import time
+
+    while True:
+        time.sleep(1)
+
+
+# Each run starts 2 JAX processes (~3 s on an idle 2-core machine).
+
+
+def test_run_workers_joins_processes_with_their_own_device_counts():
+    # Property: each process has its own devices, all see the global ones, a collective spans both,
+    # values and output come back per process, and nothing is left running or listening.
+    results = hosts.run_workers(_global_sum, devices_per_process=[2, 4], timeout=120)
+    assert [r.value for r in results] == [(0, 2, 2, 6, 2 * 1 + 4 * 2), (1, 2, 4, 6, 2 * 1 + 4 * 2)]
+    assert "process 0 sees 2 of 6 devices" in results[0].output
+    assert "process 1 sees 4 of 6 devices" in results[1].output
+    assert "[Gloo]" not in results[0].output
+    assert all(r.ok for r in results)
+    assert _workers_alive() == []
+    assert _port_is_free(results[0].coordinator)
+
+
+def test_dead_worker_is_named_and_the_others_are_stopped_without_a_hang():
+    # Property: a worker that dies mid-run is named with its exit code; the survivor (blocked in a
+    # collective with it) is killed after ``after_death`` seconds, long before the timeout.
+    start = time.monotonic()
+    with pytest.raises(hosts.WorkersFailed) as info:
+        hosts.run_workers(_one_dies_in_a_collective, timeout=120, after_death=1)
+    assert time.monotonic() - start < 60
+    message = str(info.value)
+    assert "worker process 1 of 2 died (exit code 7)" in message
+    assert "step 1" in message  # its last lines
+    assert "process 0 was stopped by the launcher (process 1 died)" in message
+    assert info.value.dead is not None and info.value.dead.process_id == 1
+    assert _workers_alive() == []
+
+
+def test_timeout_kills_every_worker():
+    # Property: a run past its timeout is stopped, every process killed, and the message says so.
+    with pytest.raises(hosts.WorkersFailed, match="did not finish within the 8 s timeout"):
+        hosts.run_workers(_sleep_forever, timeout=8)
+    assert _workers_alive() == []
+
+
+def test_check_false_returns_the_results_of_a_failed_run():
+    # Property: with check=False the caller reads each process's fate instead of an exception.
+    results = hosts.run_workers(_sleep_forever, timeout=8, check=False)
+    assert [r.stopped_by_launcher for r in results] == ["the 8 s timeout passed"] * 2
+    assert not any(r.ok for r in results)
+
+
+def test_keyboard_interrupt_leaves_no_process_behind(monkeypatch):
+    # Property: an interrupt while waiting (the learner pressing stop) still kills every worker.
+    calls = []
+
+    def interrupt(seconds):
+        calls.append(seconds)
+        if len(calls) == 20:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(hosts.time, "sleep", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        hosts.run_workers(_sleep_forever, timeout=60)
+    assert _workers_alive() == []
+
+
+def test_bad_device_counts_are_refused_before_anything_starts():
+    with pytest.raises(ValueError, match="expected 2 device counts of at least 1, got \\[4\\]"):
+        hosts.run_workers(_sleep_forever, devices_per_process=[4])
+
+
+# ------------------------------------------------------------------------------------------------
+# function_source: what travels when a function is defined in a notebook.
+# ------------------------------------------------------------------------------------------------
+
+SCALE = 3
+_OPEN_FILE = open(os.devnull)  # noqa: SIM115 (a global that cannot travel)
+
+
+def _helper(x):
+    return x * SCALE
+
+
+def _notebook_like(x):
+    return math.floor(_helper(x)) + len([y for y in range(2)])
+
+
+def _uses_a_file():
+    return _OPEN_FILE.read()
+
+
+def _as_if_in_a_notebook(fn, monkeypatch):
+    """``fn`` as if defined in ``__main__`` (a notebook's namespace): not importable by name."""
+    monkeypatch.setattr(fn, "__module__", "__main__")
+    monkeypatch.setattr(_helper, "__module__", "__main__")
+    return fn
+
+
+def test_function_source_carries_helpers_imports_and_constants(monkeypatch):
+    # Property: the text alone defines the function and everything it uses; run it in a fresh namespace.
+    source = hosts.function_source(_as_if_in_a_notebook(_notebook_like, monkeypatch))
+    assert "import math" in source and "SCALE = 3" in source and "def _helper" in source
+    namespace: dict = {}
+    exec(source, namespace)
+    assert namespace["__entry__"](2.5) == math.floor(2.5 * 3) + 2
+
+
+def test_function_source_imports_an_importable_function():
+    assert hosts.function_source(_global_sum).endswith(
+        "from tests.test_hosts import _global_sum as __entry__"
+    )
+
+
+def test_function_source_names_a_global_that_cannot_travel(monkeypatch):
+    with pytest.raises(ValueError, match="uses the global '_OPEN_FILE' \\(TextIOWrapper\\)"):
+        hosts.function_source(_as_if_in_a_notebook(_uses_a_file, monkeypatch))
+
+
+def test_port_check_sees_a_listener():
+    # Property: the "no port left behind" check above can fail: it sees a socket that listens.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        assert not _port_is_free(f"127.0.0.1:{s.getsockname()[1]}")
+
+
+# ------------------------------------------------------------------------------------------------
+# run_check: a check's failure in a worker becomes one CheckFailed in the caller.
+# ------------------------------------------------------------------------------------------------
+
+
+def _fails_a_check() -> None:
+    import jax
+
+    from shardbook.checks import CheckFailed
+
+    raise CheckFailed(f"f(x): expected 1, got {jax.process_index() + 2}. Hint: add one.")
+
+
+def _raises_value_error() -> None:
+    raise ValueError("bad rows\nsecond line")
+
+
+def test_run_check_returns_the_first_check_message_with_its_process():
+    from shardbook.checks import CheckFailed
+
+    with pytest.raises(
+        CheckFailed, match=r"^f\(x\): expected 1, got 2\. Hint: add one\. \(in process 0 of 2\)$"
+    ):
+        hosts.run_check(_fails_a_check, what="the check", timeout=60)
+    assert _workers_alive() == []
+
+
+def test_run_check_puts_another_exception_in_one_line():
+    from shardbook.checks import CheckFailed
+
+    with pytest.raises(CheckFailed, match=r"^the check: process 0 of 2 raised ValueError: bad rows$"):
+        hosts.run_check(_raises_value_error, what="the check", timeout=60)
+
+
+def test_draw_process_shards_colours_blocks_by_process():
+    # Property: one rectangle per block, coloured by the process holding it; a legend per process.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.patches import Rectangle
+
+    rows = [
+        (0, 0, ((0, 4), (0, 2))),
+        (0, 1, ((0, 4), (2, 4))),
+        (1, 2048, ((4, 8), (0, 2))),
+        (1, 2049, ((4, 8), (2, 4))),
+    ]
+    fig = hosts.draw_process_shards(rows, (8, 4))
+    ax = fig.axes[0]
+    blocks = [p for p in ax.patches if isinstance(p, Rectangle)]
+    assert len(blocks) == 4
+    colours = {matplotlib.colors.to_hex(p.get_facecolor()) for p in blocks}
+    assert colours == {hosts.PROCESS_COLOURS[0], hosts.PROCESS_COLOURS[1]}
+    assert {t.get_text() for t in ax.texts} == {"p0 d0", "p0 d1", "p1 d2048", "p1 d2049"}
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["process 0", "process 1"]
+    with pytest.raises(ValueError, match=r"expected a 1-D or 2-D array, got shape \(2, 2, 2\)"):
+        hosts.draw_process_shards(rows, (2, 2, 2))
+
+
+def test_the_many_hosts_chapter_leaves_no_process_or_folder_behind(tmp_path):
+    # Property: the chapter (which kills a worker on purpose) runs to the end, and afterwards no
+    # worker process and no launcher folder is left. About a minute on 2 cores.
+    import tempfile
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from tests.notebooks import ROOT
+
+    ours = ("shardbook-hosts-", "many-hosts-")  # the launcher's folders, the chapter's checkpoints
+    before = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith(ours)}
+    nb = nbformat.read(ROOT / "book" / "13_many_hosts.ipynb", as_version=4)
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "process 1 died (killed by SIGKILL)" in printed
+    assert "resumed run equals the uninterrupted one: True" in printed
+    assert _workers_alive() == []
+    after = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith(ours)}
+    assert after <= before
+
+
+def _not_written_yet() -> None:
+    raise NotImplementedError("write global_batch")
+
+
+def test_run_check_passes_not_implemented_through():
+    # Property: an exercise's stub stops its self-check as NotImplementedError, as in one process.
+    with pytest.raises(NotImplementedError, match="^write global_batch$"):
+        hosts.run_check(_not_written_yet, what="the check", timeout=60)
