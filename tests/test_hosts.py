@@ -272,7 +272,7 @@ def test_the_many_hosts_chapter_leaves_no_process_or_folder_behind(tmp_path):
 
     ours = ("shardbook-hosts-", "many-hosts-")  # the launcher's folders, the chapter's checkpoints
     before = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith(ours)}
-    nb = nbformat.read(ROOT / "book" / "13_many_hosts.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / "book" / "12_many_hosts.ipynb", as_version=4)
     NotebookClient(
         nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     ).execute()
