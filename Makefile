@@ -57,9 +57,12 @@ lint: venv
 
 # Its own temporary folder: pytest prunes old numbered folders in /tmp/pytest-of-$USER, including those
 # of another pytest session still running on the machine (a grading test then loses its course).
+# One pytest worker per core (pytest-xdist); the tests that run `make grade` share one worker
+# (xdist_group "grading"), the rest are spread. UNIT_JOBS=0 runs everything in this process.
+UNIT_JOBS ?= 2
 unit: venv
 	mkdir -p _build
-	$(BIN)/pytest -q --durations=10 --basetemp=$(CURDIR)/_build/pytest
+	$(BIN)/pytest -q --durations=15 --basetemp=$(CURDIR)/_build/pytest $(if $(filter-out 0,$(UNIT_JOBS)),-n $(UNIT_JOBS) --dist loadgroup)
 
 notebooks: venv
 	$(PY) tools/notebooks.py chapters --check
