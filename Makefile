@@ -68,7 +68,7 @@ notebooks: venv
 	$(PY) tools/notebooks.py chapters --check
 	$(PY) tools/notebooks.py hygiene
 	$(PY) tools/notebooks.py points
-	$(PY) tools/notebooks.py run
+	$(PY) tools/notebooks.py run --chapters
 	$(PY) tools/notebooks.py prose
 
 chapters: venv

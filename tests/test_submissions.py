@@ -1,7 +1,7 @@
 """Every committed wrong answer, graded in-process (tests/submissions): exactly the intended test cells
-lose their points and their output says the intended thing; every reference solution scores full marks
-with each hidden test well inside the cell time limit. (tests/test_grading.py shows, on assignment 1,
-that this in-process grading and `make grade` agree.)
+lose their points and their output says the intended thing; every reference solution runs without an
+error and scores full marks, each hidden test well inside the cell time limit. (tests/test_grading.py
+shows, on assignment 1, that this in-process grading and `make grade` agree.)
 
 Also the answer-only file format, the notebooks built from it, and the converter from wrong_*.ipynb.
 """
@@ -51,8 +51,11 @@ def test_each_wrong_answer_loses_exactly_the_intended_points_and_says_why(assign
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_reference_solution_scores_full_marks_in_time(assignment, graded_in_process):
+    # Every cell of the exercise with the solution's answers runs without an error (what `notebooks run`
+    # proved by executing solutions/ with papermill), and every test cell scores its points.
     got = graded_in_process(assignment)["reference_solution"]
     cells = dict(grade.graded_cells(assignment))
+    assert not got["errors"], got["errors"]
     assert got["scores"] == cells, got["output"]
     slow = {g: s for g, s in got["seconds"].items() if s > SLOWEST_TEST_CELL}
     assert not slow, f"test cells slower than {SLOWEST_TEST_CELL} s in-process: {slow}"
@@ -219,6 +222,7 @@ def test_in_process_grading_scores_a_raising_test_cell_zero_and_keeps_going(tmp_
         cell("print('one'); assert f() == 1", grade_id="test_f_visible", grade=True, points=1),
         cell("raise ValueError('expected 2, got 1')", grade_id="test_f_hidden", grade=True, points=2),
         cell("x = math.pi", grade_id="test_g_visible", grade=True, points=3),
+        nbformat.v4.new_code_cell("1 / 0  # a plain cell that raises"),
     ]
     nbformat.write(nb, sol / "00_tiny.ipynb")
     submitted = nbformat.from_dict(json.loads(json.dumps(nb)))
@@ -227,6 +231,9 @@ def test_in_process_grading_scores_a_raising_test_cell_zero_and_keeps_going(tmp_
     assert result["scores"] == {"test_f_visible": 1.0, "test_f_hidden": 0.0, "test_g_visible": 3.0}
     assert result["output"]["test_f_visible"] == "one\n"
     assert result["output"]["test_f_hidden"] == "ValueError: expected 2, got 1"
+    assert result["errors"] == {"cell 5 (no grade_id)": "ZeroDivisionError: division by zero"}
+    only = submissions.grade_in_process(submitted, "00_tiny", tmp_path, only={"test_g_visible"})
+    assert only["scores"] == {"test_g_visible": 3.0}
 
 
 def test_affected_tests_follow_names_from_the_replaced_answers(tmp_path):

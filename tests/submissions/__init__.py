@@ -235,11 +235,12 @@ def grade_in_process(
 
     Returns ``{"scores": {grade_id: points}, "output": {grade_id: text}, "seconds": {grade_id: s}}``
     for every test cell; ``output`` is what the cell printed plus ``ErrorName: message`` if it raised
-    (what the feedback page shows of it). ``only``: run only these test cells (every other cell runs).
+    (what the feedback page shows of it); ``errors``: ``"cell N (grade_id)": message`` for every other
+    cell that raised. ``only``: run only these test cells (every other cell runs).
     """
     tests = graded_test_cells(assignment, root)
     namespace: dict = {"__name__": "__main__"}
-    result: dict = {"scores": {}, "output": {}, "seconds": {}}
+    result: dict = {"scores": {}, "output": {}, "seconds": {}, "errors": {}}
     for index, (gid, source) in enumerate(cells_to_run(nb, assignment, root)):
         if gid in tests and only is not None and gid not in only:
             continue
@@ -259,6 +260,8 @@ def grade_in_process(
             result["scores"][gid] = 0.0 if error else tests[gid][0]
             result["output"][gid] = out.getvalue() + (error or "")
             result["seconds"][gid] = round(time.monotonic() - start, 2)
+        elif error:
+            result["errors"][f"cell {index} ({gid or 'no grade_id'})"] = error
     return result
 
 
@@ -335,7 +338,7 @@ def grade_assignment(
         sub = subs[name]
         only = None if all_tests else affected_tests(sub, assignment, root)
         got = grade_in_process(notebook(sub, assignment, root), assignment, root, only)
-        merged: dict = {"ran": sorted(got["scores"])}
+        merged: dict = {"ran": sorted(got["scores"]), "errors": got["errors"]}
         for key in ("scores", "output", "seconds"):
             merged[key] = {gid: got[key].get(gid, reference[key][gid]) for gid in reference[key]}
         results[name] = merged
