@@ -199,10 +199,17 @@ def test_convert_refuses_a_notebook_without_expectation_or_difference(tmp_path):
     nbformat.write(submissions.notebook(None, "01_meshes", tmp_path), folder / "wrong_same.ipynb")
     with pytest.raises(SubmissionError, match="no entry"):
         submissions.convert("01_meshes", tmp_path)
-    (folder / "expected.json").write_text(json.dumps({"wrong_same": {"lost": []}}))
-    with pytest.raises(SubmissionError, match="no answer differs"):
+    # A second, good notebook is not converted either: all or nothing.
+    good = submissions.notebook(None, "01_meshes", tmp_path)
+    answer = next(c for c in good.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "shard_sums")
+    answer.source += "\n# changed\n"
+    nbformat.write(good, folder / "wrong_good.ipynb")
+    described = {"wrong_same": {"lost": []}, "wrong_good": {"lost": []}}
+    (folder / "expected.json").write_text(json.dumps(described))
+    with pytest.raises(SubmissionError, match="no answer cell differs"):
         submissions.convert("01_meshes", tmp_path)
-    assert (folder / "wrong_same.ipynb").exists()
+    left = sorted(p.name for p in folder.iterdir())
+    assert left == ["expected.json", "wrong_good.ipynb", "wrong_same.ipynb"]
 
 
 def test_in_process_grading_scores_a_raising_test_cell_zero_and_keeps_going(tmp_path):
@@ -261,3 +268,18 @@ def test_affected_tests_follow_names_from_the_replaced_answers(tmp_path):
         "test_per_device_shape_visible",
         "test_per_device_shape_hidden",
     }
+
+
+def test_whole_notebook_submissions_only_where_a_make_grade_batch_grades_them():
+    # This module grades answer-only files; whole notebooks are graded only by assignment 1's batch
+    # (tests/test_grading.py). A notebook elsewhere would be checked by nothing.
+    for assignment in submissions.assignments_with_submissions():
+        subs = submissions.load(assignment)  # also: every file readable, each described exactly once
+        notebooks = sorted(n for n, s in subs.items() if not s.answer_only)
+        if assignment != GRADED_ASSIGNMENT:
+            assert not notebooks, (
+                f"tests/submissions/{assignment}: {notebooks} would be graded by no test; write them as "
+                f"answer-only .py (python -m tests.submissions convert {assignment}), or put notebook-level "
+                f"damage in {GRADED_ASSIGNMENT}"
+            )
+        assert any(s.answer_only for s in subs.values()), f"{assignment}: no wrong answer at all"

@@ -31,6 +31,7 @@ import io
 import json
 import pprint
 import re
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -401,6 +402,7 @@ def convert(assignment: str, root: Path = ROOT, keep_all: bool = False) -> list[
     solution = solution_answers(assignment, root)
     answer_ids = list(solution)
     said: list[str] = []
+    planned: list[tuple[Path, Path, str]] = []  # (notebook, .py, its text): written once all are good
     for path in sorted(p for p in folder.glob("*.ipynb") if p.name.startswith(ANSWER_PREFIXES)):
         name = path.stem
         if name not in described:
@@ -410,7 +412,10 @@ def convert(assignment: str, root: Path = ROOT, keep_all: bool = False) -> list[
         answers = _cell_answers(nb, answer_ids)
         differ = [g for g in answer_ids if g in answers and answers[g].strip() != solution[g].strip()]
         if not differ:
-            raise SubmissionError(f"{path}: no answer differs from the solution; nothing to convert")
+            raise SubmissionError(
+                f"{path}: no answer cell differs from the solution, so its mistake is outside the answers; "
+                "an answer-only file cannot hold it (nothing was converted)"
+            )
         lost = expected.get("lost", [])
         losing = {_tested_function(g, answer_ids) for g in lost} if isinstance(lost, list) else set()
         keep = differ if keep_all or not (losing & set(differ)) else [g for g in differ if g in losing]
@@ -424,20 +429,25 @@ def convert(assignment: str, root: Path = ROOT, keep_all: bool = False) -> list[
         body += ['"""', "", "EXPECTED = " + pprint.pformat(expected, width=100, sort_dicts=False), ""]
         for g in keep:
             body += ["", answers[g].strip("\n"), ""]
-        target = path.with_suffix(".py")
-        target.write_text("\n".join(body).rstrip() + "\n")
-        # What was written must read back to the same answers.
-        _, back_expected, back = parse_answers(target, answer_ids)
-        if back_expected != expected or {g: s.strip() for g, s in back.items()} != {
+        text = "\n".join(body).rstrip() + "\n"
+        # What will be written must read back to the same expectation and answers.
+        with tempfile.TemporaryDirectory() as scratch:
+            probe = Path(scratch) / f"{name}.py"
+            probe.write_text(text)
+            try:
+                _, back_expected, back = parse_answers(probe, answer_ids)
+            except SubmissionError as e:
+                raise SubmissionError(f"{path}: its answers do not fit an answer-only file: {e}") from None
+        if back_expected != expected or {g: a.strip() for g, a in back.items()} != {
             g: answers[g].strip() for g in keep
         }:
-            target.unlink()
-            raise SubmissionError(f"{target}: did not read back as written; the notebook is left as it was")
+            raise SubmissionError(f"{path}: its answers do not read back from an answer-only file as written")
+        planned.append((path, path.with_suffix(".py"), text))
+        said.append(f"{path.name} -> {name}.py: kept {keep}" + (f", dropped {dropped}" if dropped else ""))
+    for path, target, text in planned:
+        target.write_text(text)
         path.unlink()
-        del described[name]
-        said.append(
-            f"{path.name} -> {target.name}: kept {keep}" + (f", dropped {dropped}" if dropped else "")
-        )
+        del described[path.stem]
     if json_path.exists():
         if set(described) - {"_about"}:
             json_path.write_text(json.dumps(described, indent=2, ensure_ascii=False) + "\n")
