@@ -137,8 +137,10 @@ def test_every_learner_is_in_the_one_gradebook_with_the_csv_scores(graded_batch,
 
 def test_original_downloads_are_kept_for_regrading(graded_batch):
     kept = graded_batch.reports / "submissions"
-    for original in graded_batch.downloads.iterdir():
-        assert (kept / original.name).read_bytes() == original.read_bytes(), original.name
+    originals = sorted(graded_batch.downloads.iterdir())
+    assert len(originals) == len(graded_batch.rows)
+    for original in originals:  # kept under the learner's id
+        assert (kept / f"{grade.learner_id(original)}.ipynb").read_bytes() == original.read_bytes(), original
 
 
 def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(ray_course, tmp_path, capsys):
