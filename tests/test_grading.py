@@ -16,12 +16,11 @@ import html as htmllib
 import re
 import shutil
 
-import nbformat
 import pytest
 
 from grading import grade
+from tests import submissions
 from tests.conftest import CELL_TIMEOUT, COLAB_LEARNERS, GRADED_ASSIGNMENT
-from tests.notebooks import ROOT
 from tools import learner_path
 
 # Runs `make grade`: never at the same time as another module that does (see CONTRIBUTING.md).
@@ -70,19 +69,9 @@ def test_in_process_grading_gives_nbgraders_scores_and_feedback(graded_batch, gr
             assert text in "\n".join(result["output"].values()) and text in page, (learner, text)
 
 
-def hidden_lines(assignment: str) -> set[str]:
-    """The code lines of the hidden tests of an assignment's instructor notebook."""
-    notebook = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
-    lines = set()
-    for cell in nbformat.read(notebook, as_version=4).cells:
-        for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S):
-            lines |= {line.strip() for line in block.splitlines() if line.strip()}
-    return lines
-
-
 def test_feedback_explains_and_hides_hidden_tests(graded_batch):
     b = graded_batch
-    assert hidden_lines(b.assignment)
+    assert submissions.hidden_test_lines(b.assignment)
     for learner in b.rows:
         page = b.reports / "feedback" / f"{learner}.html"
         expected = b.submissions[learner].expected if learner in b.submissions else {}
@@ -92,7 +81,7 @@ def test_feedback_explains_and_hides_hidden_tests(graded_batch):
         html = page.read_text()
         text = htmllib.unescape(re.sub(r"<[^>]+>", "", html))
         assert "BEGIN HIDDEN TESTS" not in text, learner
-        for line in hidden_lines(b.assignment):
+        for line in submissions.hidden_test_lines(b.assignment):
             assert line not in text, (learner, line)
         for text in expected.get("feedback", []):
             assert text in html, (learner, text)

@@ -283,3 +283,31 @@ def test_whole_notebook_submissions_only_where_a_make_grade_batch_grades_them():
                 f"damage in {GRADED_ASSIGNMENT}"
             )
         assert any(s.answer_only for s in subs.values()), f"{assignment}: no wrong answer at all"
+
+
+@pytest.mark.parametrize("assignment", submissions.assignments_with_submissions())
+def test_feedback_pages_would_hide_every_hidden_test_line(assignment):
+    # What `make grade` shows a learner of each assignment's test cells: the autograded cell (the
+    # hardening prologue, the instructor's source) and a traceback quoting it, after this course's
+    # feedback preprocessor. tests/test_grading.py checks real feedback pages of assignment 1.
+    from grading.preprocessors import HideHiddenTests
+
+    hidden = submissions.hidden_test_lines(assignment)
+    assert hidden, f"{assignment} has no hidden tests"
+    tests = submissions.graded_test_cells(assignment)
+    hider = HideHiddenTests()
+    shown = []
+    for gid, source in submissions.cells_to_run(submissions.notebook(None, assignment), assignment):
+        if gid not in tests:
+            continue
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata["nbgrader"] = {"grade": True, "grade_id": gid, "points": tests[gid][0]}
+        traceback = [f"  File <cell>, line {k}\n    {line}" for k, line in enumerate(source.splitlines())]
+        error = nbformat.v4.new_output("error", ename="CheckFailed", evalue="hint", traceback=traceback)
+        cell.outputs = [error]
+        cell, _ = hider.preprocess_cell(cell, {}, 0)
+        shown.append(cell.source + json.dumps(cell.outputs))
+    text = "\n".join(shown)
+    assert "grading.tamper" not in text  # the prologue is gone too
+    leaked = sorted(line for line in hidden if line in text)
+    assert not leaked, leaked

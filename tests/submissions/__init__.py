@@ -209,6 +209,15 @@ def graded_test_cells(assignment: str, root: Path = ROOT) -> dict[str, tuple[flo
     }
 
 
+def hidden_test_lines(assignment: str, root: Path = ROOT) -> set[str]:
+    """The code lines of the hidden tests in an assignment's instructor notebook (stripped)."""
+    lines: set[str] = set()
+    for _, source in graded_test_cells(assignment, root).values():
+        for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", source, re.S):
+            lines |= {line.strip() for line in block.splitlines() if line.strip()}
+    return lines
+
+
 def cells_to_run(
     nb: nbformat.NotebookNode, assignment: str, root: Path = ROOT
 ) -> list[tuple[str | None, str]]:

@@ -7,10 +7,15 @@ python -m tests.submissions build <assignment> <name> <out.ipynb>   the notebook
 import argparse
 import json
 import os
+import resource
 import sys
 from pathlib import Path
 
 from tests import submissions
+
+#: `make grade`'s default cap for one notebook's kernel (grading/grade.py --memory-gb). Here one
+#: process grades every submission of an assignment, and must still fit.
+MEMORY_GB = 6.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("names", nargs="*")
     g.add_argument("--out", type=Path)
     g.add_argument("--all-tests", action="store_true", help="run every test cell for every submission")
+    g.add_argument(
+        "--memory-gb",
+        type=float,
+        default=MEMORY_GB,
+        help="address-space cap, as `make grade` sets for a kernel",
+    )
     b = commands.add_parser("build", help="write a submission's notebook as Colab downloads it")
     b.add_argument("assignment")
     b.add_argument("name", help="a submission's name, or reference_solution")
@@ -38,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         sub = None if args.name == "reference_solution" else submissions.load(args.assignment)[args.name]
         args.out.write_bytes(submissions.colab_bytes(sub, args.assignment))
         return 0
-    # grade: as a kernel of `make grade` would be set up, minus nbgrader and the sandbox.
+    # grade: as a kernel of `make grade` is set up (its memory cap too), minus nbgrader and the sandbox.
+    cap = int(args.memory_gb * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     os.environ.setdefault("SHARDBOOK_DEVICES", "cpu")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("SHARDBOOK_COURSE_ROOT", str(submissions.ROOT))
