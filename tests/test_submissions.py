@@ -234,7 +234,13 @@ def test_in_process_grading_scores_a_raising_test_cell_zero_and_keeps_going(tmp_
     nbformat.write(nb, sol / "00_tiny.ipynb")
     submitted = nbformat.from_dict(json.loads(json.dumps(nb)))
     submitted.cells[2].source = "pass  # a learner who edited the test: the instructor's source runs"
+    import shardbook.checks
+
+    before = shardbook.checks
     result = submissions.grade_in_process(submitted, "00_tiny", tmp_path)
+    import shardbook.checks as after  # this process keeps its own modules (the prologue dropped them)
+
+    assert after is before
     assert result["scores"] == {"test_f_visible": 1.0, "test_f_hidden": 0.0, "test_g_visible": 3.0}
     assert result["output"]["test_f_visible"] == "one\n"
     assert result["output"]["test_f_hidden"] == "ValueError: expected 2, got 1"
