@@ -61,12 +61,12 @@ def main(argv: list[str]) -> int:
     wall = time.monotonic() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = usage.ru_utime + usage.ru_stime
-    done = {step: (seconds, code) for step, _, seconds, code in results}
+    done = {(lane, step): (seconds, code) for step, lane, seconds, code in results}
     print(f"\nmake test: where the time went ({len(lanes)} lane(s) side by side, {os.cpu_count()} cores)")
     for k, steps in enumerate(lanes, 1):
         for step in steps:
-            if step in done:
-                seconds, code = done[step]
+            if (k, step) in done:
+                seconds, code = done[k, step]
                 print(f"  {step:<16} {seconds:6.0f} s  lane {k}" + ("" if code == 0 else "  FAILED"))
             else:
                 print(f"  {step:<16}      -    lane {k}  (not run: an earlier step of its lane failed)")
