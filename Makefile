@@ -57,15 +57,18 @@ lint: venv
 
 # Its own temporary folder: pytest prunes old numbered folders in /tmp/pytest-of-$USER, including those
 # of another pytest session still running on the machine (a grading test then loses its course).
+# One pytest worker per core (pytest-xdist); the tests that run `make grade` share one worker
+# (xdist_group "grading"), the rest are spread. UNIT_JOBS=0 runs everything in this process.
+UNIT_JOBS ?= 2
 unit: venv
 	mkdir -p _build
-	$(BIN)/pytest -q --durations=10 --basetemp=$(CURDIR)/_build/pytest
+	$(BIN)/pytest -q --durations=15 --basetemp=$(CURDIR)/_build/pytest $(if $(filter-out 0,$(UNIT_JOBS)),-n $(UNIT_JOBS) --dist loadgroup)
 
 notebooks: venv
 	$(PY) tools/notebooks.py sources --check
 	$(PY) tools/notebooks.py hygiene
 	$(PY) tools/notebooks.py points
-	$(PY) tools/notebooks.py run
+	$(PY) tools/notebooks.py run --chapters
 	$(PY) tools/notebooks.py prose
 
 # One harness for "MyST source -> committed .ipynb": chapters (book/*.md) and assignments
@@ -96,19 +99,14 @@ learner-path: venv
 site-check: venv
 	$(PY) tools/site_check.py $(SITE_CHECK_FLAGS)
 
-TEST_STEPS := lint unit notebooks check-exercises book leaks site-check learner-path
+# Two lanes side by side on 2 cores: the tests beside the book's execution and the checks that read
+# the built book. A lane stops at its first failure; tools/run_steps.py prints each step's log as it
+# ends, then a table of seconds per step, the wall time and the CPU time.
+TEST_LANE_1 := lint unit learner-path
+TEST_LANE_2 := notebooks check-exercises book leaks site-check
 
 test: venv
-	@start=$$(date +%s); times=""; status=0; \
-	for step in $(TEST_STEPS); do \
-		t=$$(date +%s); \
-		$(MAKE) --no-print-directory $$step || status=$$?; \
-		times="$$times$$(printf '  %-16s %6d s' $$step $$(( $$(date +%s) - t )))\n"; \
-		if [ $$status -ne 0 ]; then times="$$times  ($$step failed; later steps not run)\n"; break; fi; \
-	done; \
-	printf "make test: where the time went\n$$times"; \
-	if [ $$status -ne 0 ]; then exit $$status; fi; \
-	echo "make test: all checks passed in $$(( $$(date +%s) - start )) s"
+	@$(PY) tools/run_steps.py "$(TEST_LANE_1)" "$(TEST_LANE_2)"
 
 grade: venv
 	@if [ -z "$(ASSIGNMENT)" ] || [ -z "$(SUBMISSIONS)" ]; then \

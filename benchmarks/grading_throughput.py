@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -75,17 +74,19 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown configuration(s) {sorted(unknown)}; known: {list(CONFIGS)}")
 
-    corpus = ROOT / "tests" / "submissions" / args.assignment
-    sources = [next((ROOT / "solutions" / args.assignment).glob("*.ipynb"))]
-    sources += sorted(p for p in corpus.glob("*.ipynb") if p.stem not in SLOW)
+    from tests import submissions
+
+    corpus = submissions.load(args.assignment)
+    sources = [("reference_solution", submissions.colab_bytes(None, args.assignment))]
+    sources += [(n, submissions.colab_bytes(s, args.assignment)) for n, s in corpus.items() if n not in SLOW]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         batch = scratch / "downloads"
         batch.mkdir()
         for k in range(args.count):
-            source = sources[k % len(sources)]
-            shutil.copy(source, batch / f"learner{k:03d}_{source.stem}.ipynb")
+            name, data = sources[k % len(sources)]
+            (batch / f"learner{k:03d}_{name}.ipynb").write_bytes(data)
         for config in configs:
             wall, seconds = run(args.assignment, batch, scratch, config, args.unsandboxed)
             rows.append((config, wall, seconds))

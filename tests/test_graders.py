@@ -1,19 +1,20 @@
 """Every assignment's graders, held to the same contract.
 
 For each assignment in solutions/: the instructor's answers pass every ``check_<function>``; each
-committed ``wrong_*`` submission fails exactly the graders its expected.json names, with a message
-holding what was expected, what came back and a hint; a function not yet written, or one that
+committed ``wrong_*`` submission (tests/submissions) fails exactly the graders its EXPECTED names,
+with a message holding what was expected, what came back and a hint; a function not yet written, or one that
 crashes, gets one sentence instead of a traceback. Assignment-specific properties (oracles agreeing
 with JAX, byte budgets, case coverage) live in tests/test_graders_<module>.py.
 """
 
 import importlib
-import json
+from pathlib import Path
 
 import nbformat
 import pytest
 
 from shardbook.checks import CheckFailed
+from tests import submissions
 from tests.notebooks import ASSIGNMENTS, ROOT, answer_sources, answers, nbgrader_meta, run_cell
 
 
@@ -28,8 +29,15 @@ def functions(assignment: str) -> list[str]:
 
 
 def expected(assignment: str) -> dict:
-    path = ROOT / "tests" / "submissions" / assignment / "expected.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    """name -> EXPECTED of each answer-only submission of an assignment."""
+    return {name: sub.expected for name, sub in submissions.answer_only(assignment).items()}
+
+
+def built(assignment: str, name: str, folder: Path) -> Path:
+    """The notebook of a committed answer-only submission, written into ``folder``."""
+    path = folder / f"{name}.ipynb"
+    nbformat.write(submissions.notebook(submissions.answer_only(assignment)[name], assignment), path)
+    return path
 
 
 SOLUTION_CASES = [(a, f) for a in ASSIGNMENTS for f in functions(a)]
@@ -48,6 +56,7 @@ def test_every_assignment_has_graders_and_wrong_submissions():
         for fn in functions(assignment):
             assert callable(getattr(module, f"check_{fn}", None)), (assignment, fn)
         assert any(n.startswith("wrong_") for n in expected(assignment)), assignment
+    assert len(WRONG_CASES) >= len(ASSIGNMENTS) and VISIBLE_CASES  # cases were found at all
 
 
 @pytest.mark.parametrize(("assignment", "fn"), SOLUTION_CASES)
@@ -56,9 +65,9 @@ def test_solution_passes_every_grader(solutions, assignment, fn):
 
 
 @pytest.mark.parametrize(("assignment", "name"), WRONG_CASES)
-def test_wrong_submission_fails_exactly_the_intended_graders(assignment, name):
+def test_wrong_submission_fails_exactly_the_intended_graders(assignment, name, tmp_path):
     # Each committed mistake fails the hidden grader of the function it gets wrong, and only that.
-    path = ROOT / "tests" / "submissions" / assignment / f"{name}.ipynb"
+    path = built(assignment, name, tmp_path)
     learner = answers(path)
     theirs, ours = (
         answer_sources(path),
@@ -129,10 +138,10 @@ VISIBLE_CASES = [
 
 
 @pytest.mark.parametrize(("assignment", "name", "fn"), VISIBLE_CASES)
-def test_wrong_submission_fails_the_self_check_grading_says_it_fails(assignment, name, fn):
+def test_wrong_submission_fails_the_self_check_grading_says_it_fails(assignment, name, fn, tmp_path):
     # Self-checks test what grading tests: where expected.json says a mistake loses the visible
     # test, the self-check itself catches it, in words (expected, got, hint) — not a traceback.
     with pytest.raises(CheckFailed) as failure:
-        run_self_check(assignment, ROOT / "tests" / "submissions" / assignment / f"{name}.ipynb", fn)
+        run_self_check(assignment, built(assignment, name, tmp_path), fn)
     message = str(failure.value)
     assert "expected" in message and "got" in message and "Hint:" in message, message

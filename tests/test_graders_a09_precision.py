@@ -89,12 +89,12 @@ def test_a_call_time_setting_reaches_all_five_matmuls(preset):
     assert len(dots) == 5 and {str(e.params["precision"]) for e in dots} == {name}
 
 
-def test_the_self_check_names_the_accuracy_bound_and_what_came_back():
+def test_the_self_check_names_the_accuracy_bound_and_what_came_back(tmp_path):
     # A bf16x3 missing the accuracy gain hears the bound and its own error, not "expected True, got False".
     from shardbook.checks import CheckFailed
-    from tests.test_graders import ROOT, run_self_check
+    from tests.test_graders import built, run_self_check
 
-    wrong = ROOT / "tests" / "submissions" / "09_precision" / "wrong_x3_high_high_low_low.ipynb"
+    wrong = built("09_precision", "wrong_x3_high_high_low_low", tmp_path)
     with pytest.raises(
         CheckFailed, match=r"expected a relative error at most \d\.\d\de-\d\d .*, got \d\.\d\de-\d\d\. Hint: "
     ):

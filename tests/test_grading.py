@@ -1,131 +1,89 @@
-"""End to end: `make grade` on the committed submissions, in a scratch copy of the course.
+"""End to end: `make grade` on assignment 1's committed submissions, in a scratch copy of the course.
 
-One batch holds the solution, every typical wrong answer, and notebooks that break in each way a
-class produces (syntax error, infinite loop, a kernel that dies, a truncated file). Every learner must
-get exactly the intended score, a feedback page without hidden-test source, and a note for anything
-unusual; no learner may stop the batch.
+One batch (tests/conftest.py: graded_batch) holds the reference solution and two Colab learners with
+helper cells of their own, all as Colab downloads; every typical wrong answer (built from its
+answer-only file); and notebooks that break in each way a class produces (syntax error, infinite loop,
+a kernel that dies, a memory hog, a truncated file, mangled cells, tampering). Every learner must get
+exactly the intended score, a feedback page without hidden-test source, and a note for anything
+unusual; no learner may stop the batch; and nbgrader's scores must equal the in-process grading that
+tests/test_submissions.py uses for every wrong answer of every assignment.
+
+Each assignment's own wrong answers and reference solution are graded in-process there; one batch
+covers the pipeline's paths, which are the same for every assignment.
 """
 
-import csv
 import html as htmllib
-import json
 import re
 import shutil
 
-import nbformat
 import pytest
 
 from grading import grade
-from tests.notebooks import ASSIGNMENTS, ROOT
+from tests import submissions
+from tests.conftest import CELL_TIMEOUT, COLAB_LEARNERS, GRADED_ASSIGNMENT
 from tools import learner_path
 
-CELL_TIMEOUT = 30  # generous: two notebooks are graded at once on a 2-core machine
-
-# The solution as a Colab learner hands it in (no cell metadata, a `colab` block, nbformat 4.0,
-# outputs), with a helper cell of their own for each answer, placed as said: full marks, one note.
-# Two assignments only: each graded notebook costs about 8 s (tests/test_repair.py covers all).
-# Every other assignment's reference solution is itself handed in as a Colab download (no helper
-# cells), so each assignment's solution is graded end to end in Colab's shape at no extra cost.
-COLAB_LEARNERS = {"01_meshes": "after", "04_shard_map": "before"}
+# Runs `make grade`: never at the same time as another module that does (see CONTRIBUTING.md).
+pytestmark = pytest.mark.xdist_group("grading")
 
 
-@pytest.fixture(
-    scope="module", params=[a for a in ASSIGNMENTS if (ROOT / "tests" / "submissions" / a).is_dir()]
-)
-def graded(request, tmp_path_factory):
-    assignment = request.param
-    tmp = tmp_path_factory.mktemp(assignment)
-    course = grade.copy_course(tmp)
-    submissions = tmp / "downloads"
-    shutil.copytree(
-        ROOT / "tests" / "submissions" / assignment, submissions, ignore=shutil.ignore_patterns("*.json")
-    )
-    solution = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
-    if assignment in COLAB_LEARNERS:
-        shutil.copy(solution, submissions / "reference_solution.ipynb")
-    else:
-        learner_path.write_colab_download(
-            learner_path.solved_notebook(assignment), submissions / "reference_solution.ipynb"
-        )
-    if assignment in COLAB_LEARNERS:
-        solved = learner_path.solved_notebook(assignment)
-        helped = learner_path.add_helper_cells(solved, COLAB_LEARNERS[assignment])
-        learner_path.write_colab_download(helped, submissions / "colab_learner.ipynb")
-    code = grade.main(
-        [
-            assignment,
-            str(submissions),
-            "--root",
-            str(course),
-            "--cell-timeout",
-            str(CELL_TIMEOUT),
-            "--jobs",
-            "2",
-        ]
-    )
-    assert code == 0
-    reports = course / "grading" / "reports" / assignment
-    with open(reports / "scores.csv") as f:
-        rows = {row["learner"]: row for row in csv.DictReader(f)}
-    expected = json.loads((ROOT / "tests" / "submissions" / assignment / "expected.json").read_text())
-    expected.pop("_about")
-    return assignment, course, reports, rows, expected
-
-
-def test_scores_csv_has_one_row_per_learner_and_a_column_per_test_cell(graded):
-    assignment, course, _, rows, expected = graded
-    cells = grade.graded_cells(assignment, course)
-    assert set(rows) == set(expected) | {"reference_solution"} | colab_learner(assignment)
-    for row in rows.values():
+def test_scores_csv_has_one_row_per_learner_and_a_column_per_test_cell(graded_batch):
+    b = graded_batch
+    cells = grade.graded_cells(b.assignment, b.course)
+    assert set(b.rows) == set(b.submissions) | {"reference_solution"} | set(COLAB_LEARNERS)
+    for row in b.rows.values():
         assert list(row)[:3] == ["learner", "total", "max"]
         assert list(row)[3:] == [gid for gid, _ in cells]
 
 
-def colab_learner(assignment):
-    return {"colab_learner"} if assignment in COLAB_LEARNERS else set()
-
-
-def test_solution_scores_full_marks(graded):
-    assignment, _, _, rows, _ = graded
-    for learner in {"reference_solution"} | colab_learner(assignment):
-        row = rows[learner]
+def test_solution_scores_full_marks(graded_batch):
+    for learner in {"reference_solution", *COLAB_LEARNERS}:
+        row = graded_batch.rows[learner]
         assert float(row["total"]) == float(row["max"]) > 0, learner
 
 
-def test_each_submission_loses_exactly_the_intended_points(graded):
-    assignment, course, _, rows, expected = graded
-    cells = dict(grade.graded_cells(assignment, course))
-    for learner, spec in expected.items():
-        lost = set(cells) if spec["lost"] == "all" else set(spec["lost"])
+def test_each_submission_loses_exactly_the_intended_points(graded_batch):
+    b = graded_batch
+    cells = dict(grade.graded_cells(b.assignment, b.course))
+    for learner, sub in b.submissions.items():
+        lost = sub.lost(list(cells))
         for gid, points in cells.items():
             want = 0.0 if gid in lost else points
-            assert float(rows[learner][gid]) == want, (learner, gid, rows[learner][gid])
-        assert float(rows[learner]["total"]) == sum(p for g, p in cells.items() if g not in lost), learner
+            assert float(b.rows[learner][gid]) == want, (learner, gid, b.rows[learner][gid])
+        assert float(b.rows[learner]["total"]) == sum(p for g, p in cells.items() if g not in lost), learner
 
 
-def hidden_lines(assignment: str) -> set[str]:
-    """The code lines of the hidden tests of an assignment's instructor notebook."""
-    notebook = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
-    lines = set()
-    for cell in nbformat.read(notebook, as_version=4).cells:
-        for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S):
-            lines |= {line.strip() for line in block.splitlines() if line.strip()}
-    return lines
+def test_in_process_grading_gives_nbgraders_scores_and_feedback(graded_batch, graded_in_process):
+    # The harness that grades every assignment's wrong answers in tests/test_submissions.py, checked
+    # against the real pipeline on the notebooks both graded: the same score on every test cell, and
+    # each expected feedback text both in its output and on the feedback page.
+    b = graded_batch
+    inprocess = graded_in_process(b.assignment)
+    assert set(inprocess) == {"reference_solution"} | {n for n, s in b.submissions.items() if s.answer_only}
+    assert len(inprocess) >= 4
+    for learner, result in inprocess.items():
+        e2e = {gid: float(b.rows[learner][gid]) for gid in result["scores"]}
+        assert result["scores"] == e2e, learner
+        page = (b.reports / "feedback" / f"{learner}.html").read_text()
+        for text in b.submissions[learner].expected.get("feedback", []) if learner in b.submissions else []:
+            assert text in "\n".join(result["output"].values()) and text in page, (learner, text)
 
 
-def test_feedback_explains_and_hides_hidden_tests(graded):
-    assignment, _, reports, rows, expected = graded
-    for learner in rows:
-        page = reports / "feedback" / f"{learner}.html"
-        if expected.get(learner, {}).get("unreadable"):
+def test_feedback_explains_and_hides_hidden_tests(graded_batch):
+    b = graded_batch
+    assert submissions.hidden_test_lines(b.assignment)
+    for learner in b.rows:
+        page = b.reports / "feedback" / f"{learner}.html"
+        expected = b.submissions[learner].expected if learner in b.submissions else {}
+        if expected.get("unreadable"):
             assert not page.exists()  # nothing could be run, so the report note is the feedback
             continue
         html = page.read_text()
         text = htmllib.unescape(re.sub(r"<[^>]+>", "", html))
         assert "BEGIN HIDDEN TESTS" not in text, learner
-        for line in hidden_lines(assignment):
+        for line in submissions.hidden_test_lines(b.assignment):
             assert line not in text, (learner, line)
-        for text in expected.get(learner, {}).get("feedback", []):
+        for text in expected.get("feedback", []):
             assert text in html, (learner, text)
 
 
@@ -141,22 +99,20 @@ def _report_block(text: str, learner: str) -> str:
     return "\n".join(block)
 
 
-def test_report_notes_every_unusual_notebook(graded):
-    _, _, reports, _, expected = graded
-    text = (reports / "report.txt").read_text()
-    for learner, spec in expected.items():
+def test_report_notes_every_unusual_notebook(graded_batch):
+    b = graded_batch
+    text = (b.reports / "report.txt").read_text()
+    for learner, sub in b.submissions.items():
         block = _report_block(text, learner)
-        for note in spec.get("notes", []):
+        for note in sub.expected.get("notes", []):
             assert note in block, (learner, note, block)
     assert _report_block(text, "reference_solution").count("\n") == 0  # nothing unusual to say
 
 
-def test_colab_download_with_helper_cells_gets_only_the_true_note(graded):
-    assignment, _, reports, _, _ = graded
-    if assignment not in COLAB_LEARNERS:
-        pytest.skip("graded end to end for two assignments only")
-    answers = len(learner_path.answer_names(learner_path.solved_notebook(assignment)))
-    block = _report_block((reports / "report.txt").read_text(), "colab_learner")
+@pytest.mark.parametrize("learner", sorted(COLAB_LEARNERS))
+def test_colab_download_with_helper_cells_gets_only_the_true_note(graded_batch, learner):
+    answers = len(learner_path.answer_names(learner_path.solved_notebook(GRADED_ASSIGNMENT)))
+    block = _report_block((graded_batch.reports / "report.txt").read_text(), learner)
     assert block.splitlines()[1:] == [
         f"  - repaired: {answers} extra code cell(s) were kept where they were; they run but are not graded."
     ]
@@ -167,19 +123,18 @@ def test_learner_id_comes_from_the_file_name(tmp_path):
     assert grade.learner_id(tmp_path / "Ada Lovelace (1).ipynb") == "Ada_Lovelace__1_"
 
 
-def test_regrading_is_idempotent_and_touches_only_that_learner(graded, tmp_path):
+def test_regrading_is_idempotent_and_touches_only_that_learner(graded_batch, tmp_path):
     # Grading one learner again leaves every other row of the class files as it was, and the same
     # notebook gets the same scores.
-    assignment, course, reports, rows, expected = graded
-    before = (reports / "scores.csv").read_text()
+    b = graded_batch
+    before = (b.reports / "scores.csv").read_text()
     again = tmp_path / "again"
     again.mkdir()
-    learner = sorted(n for n in expected if n.startswith("wrong_"))[0]
-    shutil.copy(ROOT / "tests" / "submissions" / assignment / f"{learner}.ipynb", again)
-    assert (
-        grade.main([assignment, str(again), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]) == 0
-    )
-    assert (reports / "scores.csv").read_text() == before
+    learner = sorted(n for n in b.submissions if n.startswith("wrong_"))[0]
+    shutil.copy(b.downloads / f"{learner}.ipynb", again)
+    args = [b.assignment, str(again), "--root", str(b.course), "--cell-timeout", str(CELL_TIMEOUT)]
+    assert grade.main(args) == 0
+    assert (b.reports / "scores.csv").read_text() == before
 
 
 def test_kernel_env_silences_xla_warnings_unless_set_and_drops_pytest_marker(tmp_path, monkeypatch):

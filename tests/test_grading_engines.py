@@ -1,11 +1,11 @@
 """The grading engines: a batch graded on a 2-node Ray cluster matches the local engine byte for byte,
 and a regrade after a grader changed names who gained or lost points on which test.
 
-The batch is a representative slice of assignment 1's committed corpus (the solution, a wrong answer,
-a kernel that dies, a cell past its time limit, a tampering notebook and an unreadable file): about 6
-notebooks' worth of grading
-per engine and one regrade, about 3.5 minutes on 2 busy cores (a minute of it starting and stopping
-the cluster).
+The Ray batch is a representative slice of assignment 1's batch in tests/test_grading.py (the solution,
+a wrong answer, a kernel that dies, a cell past its time limit, a tampering notebook and an unreadable
+file), the very same files: its results are compared with that batch's, graded by the local engine,
+so only the Ray side is graded here (6 notebooks, and one regrade; a minute of it is starting and
+stopping the cluster).
 """
 
 import csv
@@ -19,9 +19,13 @@ import pytest
 
 from grading import grade
 from grading.local_ray import local_cluster
+from tests.conftest import CELL_TIMEOUT, GRADED_ASSIGNMENT, REFERENCE, write_downloads
 from tests.notebooks import ROOT
 
-ASSIGNMENT = "01_meshes"
+# Runs `make grade`: never at the same time as another module that does (see CONTRIBUTING.md).
+pytestmark = pytest.mark.xdist_group("grading")
+
+ASSIGNMENT = GRADED_ASSIGNMENT
 # broken_infinite_loop: a Ray worker blocks SIGINT, so without grade.py's reset the kernel was never
 # interrupted at the cell limit and the whole notebook scored 0 on Ray (11 locally).
 BATCH = [
@@ -31,7 +35,6 @@ BATCH = [
     "tamper_patch_grader",
     "broken_not_a_notebook",
 ]
-CELL_TIMEOUT = 30
 
 
 @pytest.fixture(scope="module")
@@ -41,27 +44,9 @@ def ray_cluster(tmp_path_factory):
         yield cluster
 
 
-def _batch(into: Path) -> Path:
-    batch = into / "downloads"
-    batch.mkdir()
-    solution = next((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
-    shutil.copy(solution, batch / "reference solution.ipynb")  # learner id: reference_solution
-    for name in BATCH:
-        shutil.copy(ROOT / "tests" / "submissions" / ASSIGNMENT / f"{name}.ipynb", batch)
-    return batch
-
-
 def _grade(course: Path, batch: Path | None, *extra: str) -> int:
     args = [ASSIGNMENT, *([str(batch)] if batch else []), "--root", str(course)]
     return grade.main([*args, "--cell-timeout", str(CELL_TIMEOUT), "--jobs", "2", *extra])
-
-
-@pytest.fixture(scope="module")
-def local_course(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("local")
-    course = grade.copy_course(tmp)
-    assert _grade(course, _batch(tmp)) == 0
-    return course
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +56,8 @@ def ray_course(tmp_path_factory, ray_cluster):
     address, env = ray_cluster
     tmp = tmp_path_factory.mktemp("ray")
     course = grade.copy_course(tmp)
-    args = [ASSIGNMENT, str(_batch(tmp)), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
+    downloads = write_downloads(tmp, BATCH)
+    args = [ASSIGNMENT, str(downloads), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
     done = subprocess.run(
         [sys.executable, "-m", "grading.grade", *args, "--engine", "ray"],
         env=dict(env, RAY_ADDRESS=address, PYTHONPATH=str(ROOT)),
@@ -90,33 +76,53 @@ def _reports(course: Path) -> Path:
     return course / "grading" / "reports" / ASSIGNMENT
 
 
-def test_ray_cluster_gives_the_local_engines_scores_and_feedback(local_course, ray_course, capsys):
-    local, remote = _reports(local_course), _reports(ray_course)
-    assert (remote / "scores.csv").read_bytes() == (local / "scores.csv").read_bytes()
-    with open(local / "scores.csv") as f:
-        rows = {row["learner"]: row for row in csv.DictReader(f)}
+def _rows(text: str) -> dict[str, dict]:
+    return {row["learner"]: row for row in csv.DictReader(text.splitlines())}
+
+
+def _notes(folder: Path) -> dict[str, str]:
+    """Each learner's lines of report.txt, without the seconds each notebook took."""
+    text = re.sub(r" in [0-9.]+ s$", "", (folder / "report.txt").read_text(), flags=re.M)
+    blocks: dict[str, str] = {}
+    learner = None
+    for line in text.splitlines():
+        if re.match(r"^[A-Za-z0-9_.-]+: ", line):
+            learner = line.split(":", 1)[0]
+            blocks[learner] = line
+        elif line.startswith("  ") and learner:
+            blocks[learner] += "\n" + line
+        else:
+            learner = None
+    return blocks
+
+
+def test_ray_cluster_gives_the_local_engines_scores_and_feedback(graded_batch, ray_course):
+    local, remote = graded_batch.reports, _reports(ray_course)
+    rows = _rows((remote / "scores.csv").read_text())
     assert set(rows) == {"reference_solution", *BATCH}
+    local_rows = _rows((local / "scores.csv").read_text())
+    for learner, row in rows.items():
+        assert row == local_rows[learner], learner
     assert rows["reference_solution"]["total"] == rows["reference_solution"]["max"]
     assert rows["wrong_axis_order"]["test_sharding_for_layout_hidden"] == "0"
     assert rows["broken_kills_kernel"]["test_shard_sums_hidden"] == "0"
-    pages = sorted(p.name for p in (local / "feedback").glob("*.html"))
+    pages = sorted(p.name for p in (remote / "feedback").glob("*.html"))
     assert pages == sorted(f"{n}.html" for n in rows if n != "broken_not_a_notebook")
     for page in pages:
         assert (remote / "feedback" / page).read_bytes() == (local / "feedback" / page).read_bytes(), page
+    remote_notes, local_notes = _notes(remote), _notes(local)
+    assert set(remote_notes) == set(rows)
+    for learner, block in remote_notes.items():
+        assert block == local_notes[learner], learner
+    assert "stopped the Python kernel" in remote_notes["broken_kills_kernel"]
 
-    def notes(folder: Path) -> str:  # report.txt without the seconds each notebook took
-        return re.sub(r" in [0-9.]+ s$", "", (folder / "report.txt").read_text(), flags=re.M)
 
-    assert notes(remote) == notes(local)
-    assert "stopped the Python kernel" in notes(local)
-
-
-def test_every_learner_is_in_the_one_gradebook_with_the_csv_scores(local_course, ray_course):
+def test_every_learner_is_in_the_one_gradebook_with_the_csv_scores(graded_batch, ray_course):
     from nbgrader.api import Gradebook
 
     # Per learner and test cell (an unreadable notebook too: 0 for each test), in both engines.
     cells = [gid for gid, _ in grade.graded_cells(ASSIGNMENT, ROOT)]
-    for course in (local_course, ray_course):
+    for course in (graded_batch.course, ray_course):
         with open(_reports(course) / "scores.csv") as f:
             csv_scores = {
                 row["learner"]: {gid: float(row[gid]) for gid in cells} for row in csv.DictReader(f)
@@ -129,16 +135,18 @@ def test_every_learner_is_in_the_one_gradebook_with_the_csv_scores(local_course,
         assert stored == csv_scores, course
 
 
-def test_original_downloads_are_kept_for_regrading(local_course):
-    kept = _reports(local_course) / "submissions"
-    for name in BATCH:
-        original = ROOT / "tests" / "submissions" / ASSIGNMENT / f"{name}.ipynb"
-        assert (kept / f"{name}.ipynb").read_bytes() == original.read_bytes()
+def test_original_downloads_are_kept_for_regrading(graded_batch):
+    kept = graded_batch.reports / "submissions"
+    originals = sorted(graded_batch.downloads.iterdir())
+    assert len(originals) == len(graded_batch.rows)
+    for original in originals:  # kept under the learner's id
+        assert (kept / f"{grade.learner_id(original)}.ipynb").read_bytes() == original.read_bytes(), original
 
 
-def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(local_course, tmp_path, capsys):
+def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(ray_course, tmp_path, capsys):
+    # The Ray batch's course, regraded by the local engine.
     course = tmp_path / "course"
-    shutil.copytree(local_course, course)
+    shutil.copytree(ray_course, course)
     before = (_reports(course) / "scores.csv").read_text()
     # An instructor's change: the hidden test of shard_sums now fails every answer; the learners who
     # passed it lose its 3 points, the two who had 0 there (a dying kernel, an unreadable file) do not.
@@ -175,14 +183,7 @@ def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(local
         else:
             assert new[learner] == old[learner], learner
     # The report keeps the name each file was handed in under, not the stored copy's.
-    assert (
-        "reference_solution: 11/14 from reference solution.ipynb"
-        in (_reports(course) / "report.txt").read_text()
-    )
-
-
-def _rows(text: str) -> dict[str, dict]:
-    return {row["learner"]: row for row in csv.DictReader(text.splitlines())}
+    assert f"reference_solution: 11/14 from {REFERENCE}" in (_reports(course) / "report.txt").read_text()
 
 
 def test_score_changes_and_progress_in_words():

@@ -230,7 +230,8 @@ def cmd_run(args) -> None:
 
     out_dir = ROOT / "_build" / "executed"
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [Path(p).resolve() for p in args.paths] or book_notebooks() + solution_notebooks()
+    solutions = [] if args.chapters else solution_notebooks()
+    paths = [Path(p).resolve() for p in args.paths] or book_notebooks() + solutions
     chapters = {p: p.with_suffix(".md") for p in book_notebooks()}
     sources = {p.with_suffix(".ipynb"): p for p in notebook_sources()}
     cache = execution_cache.open_cache()
@@ -717,6 +718,11 @@ def main() -> None:
     run.add_argument("--cell-timeout", type=int, default=600)
     run.set_defaults(func=cmd_run)
     run.add_argument("--force", action="store_true", help="execute chapters the cache already holds")
+    run.add_argument(
+        "--chapters",
+        action="store_true",
+        help="chapters only (`make test`: tests/test_submissions.py runs every solution's cells in-process)",
+    )
     # `chapters`: its name from before solutions had sources too.
     sources = sub.add_parser("sources", aliases=["chapters"])
     sources.add_argument("--check", action="store_true")

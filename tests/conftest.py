@@ -1,0 +1,96 @@
+"""Fixtures shared by the grading tests."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests import submissions
+
+#: One assignment's in-process grading (tests/submissions): a fresh process, so a fresh JAX.
+INPROCESS_TIMEOUT = 900
+
+
+@pytest.fixture(scope="session")
+def graded_in_process(tmp_path_factory):
+    """A function: assignment -> {learner: in-process result}, each assignment graded once a session."""
+    done: dict[str, dict] = {}
+
+    def grade(assignment: str) -> dict:
+        if assignment not in done:
+            out = tmp_path_factory.mktemp(f"inprocess-{assignment}") / "results.json"
+            env = dict(os.environ, PYTHONPATH=str(submissions.ROOT))
+            env.pop("PYTEST_CURRENT_TEST", None)
+            run = subprocess.run(
+                [sys.executable, "-m", "tests.submissions", "grade", assignment, "--out", str(out)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=INPROCESS_TIMEOUT,
+            )
+            assert run.returncode == 0, run.stderr[-3000:]
+            done[assignment] = json.loads(out.read_text())
+        return done[assignment]
+
+    return grade
+
+
+# ---------------------------------------------------------------------------------------------------
+# The one end-to-end `make grade` batch (tests/test_grading.py); the Ray engine's batch
+# (tests/test_grading_engines.py) is a slice of the same files, compared with this one's results.
+
+GRADED_ASSIGNMENT = "01_meshes"
+CELL_TIMEOUT = 30  # generous: two notebooks are graded at once on a 2-core machine
+#: The solution as a Colab learner hands it in (no cell metadata, a `colab` block, nbformat 4.0,
+#: outputs), with a helper cell of their own for each answer placed as said: full marks, one note.
+COLAB_LEARNERS = {"colab_learner_after": "after", "colab_learner_before": "before"}
+REFERENCE = "reference solution.ipynb"  # learner id reference_solution (a file name with a space)
+
+
+def write_downloads(into: Path, names: list[str] | None = None) -> Path:
+    """A folder of downloads of assignment 1: the reference solution and the Colab learners (both as
+    Colab saves them) and every committed submission (answer-only ones built as Colab downloads), or
+    only the submissions in ``names`` (with the reference solution)."""
+    from tools import learner_path
+
+    downloads = into / "downloads"
+    downloads.mkdir()
+    assignment = GRADED_ASSIGNMENT
+    (downloads / REFERENCE).write_bytes(submissions.colab_bytes(None, assignment))
+    if names is None:
+        solved = learner_path.solved_notebook(assignment)
+        for learner, placement in COLAB_LEARNERS.items():
+            helped = learner_path.add_helper_cells(solved, placement)
+            learner_path.write_colab_download(helped, downloads / f"{learner}.ipynb")
+    for name, sub in submissions.load(assignment).items():
+        if names is None or name in names:
+            (downloads / f"{name}.ipynb").write_bytes(submissions.colab_bytes(sub, assignment))
+    return downloads
+
+
+@pytest.fixture(scope="session")
+def graded_batch(tmp_path_factory):
+    """Assignment 1's whole batch graded by `make grade` (local engine, 2 jobs, sandboxed)."""
+    from grading import grade
+
+    tmp = tmp_path_factory.mktemp("batch")
+    course = grade.copy_course(tmp)
+    downloads = write_downloads(tmp)
+    args = [GRADED_ASSIGNMENT, str(downloads), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
+    assert grade.main([*args, "--jobs", "2"]) == 0
+    reports = course / "grading" / "reports" / GRADED_ASSIGNMENT
+    with open(reports / "scores.csv") as f:
+        rows = {row["learner"]: row for row in csv.DictReader(f)}
+    return SimpleNamespace(
+        assignment=GRADED_ASSIGNMENT,
+        course=course,
+        reports=reports,
+        rows=rows,
+        downloads=downloads,
+        submissions=submissions.load(GRADED_ASSIGNMENT),
+    )
