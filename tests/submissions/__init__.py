@@ -40,6 +40,8 @@ from pathlib import Path
 
 import nbformat
 
+from tests.notebooks import run_cell
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 EXPECTED_JSON = "expected.json"
@@ -272,7 +274,7 @@ def _run_cells(nb, assignment: str, root: Path, only: set[str] | None, tests: di
         error = None
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             try:
-                exec(compile(source, f"<cell {index} {gid or ''}>", "exec"), namespace)
+                run_cell(source, f"<cell {index} {gid or ''}>", namespace)
             except Exception as e:
                 error = f"{type(e).__name__}: {e}"
             except (SystemExit, KeyboardInterrupt) as e:

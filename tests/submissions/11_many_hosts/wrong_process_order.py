@@ -1,0 +1,16 @@
+"""Process order: global_batch differs from the reference solution.
+
+Converted from wrong_process_order.ipynb by `python -m tests.submissions convert 11_many_hosts`.
+Dropped as copies of an older solution (their tests keep full marks): restore_on.
+"""
+
+EXPECTED = {'lost': ['test_global_batch_visible', 'test_global_batch_hidden'],
+ 'feedback': ["expected the dataset's rows in order 0…7, got rows holding dataset rows [4, 5, 6, "
+              '7, 0, 1, 2, 3',
+              'Place the rows where their process holds them first']}
+
+
+def global_batch(local_rows: np.ndarray, mesh: Mesh) -> jax.Array:
+    """The dataset's rows, loaded in process order, as one array laid out P('X', None) on mesh."""
+    # Each process's rows go to its own devices: right only when the mesh lists processes in order.
+    return jax.make_array_from_process_local_data(NamedSharding(mesh, P("X", None)), local_rows)
