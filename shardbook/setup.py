@@ -43,6 +43,10 @@ INSTALL_URL_ENV = "SHARDBOOK_URL"
 NUM_DEVICES = 8
 #: The helper's own requirements besides JAX (pyproject.toml's dependencies; a test keeps them equal).
 REQUIREMENTS = ("numpy", "matplotlib", "packaging")
+#: Libraries of the training and many-hosts chapters that Colab ships built for its own, older JAX. On
+#: Colab each one installed at another version is replaced by the version the book is executed with
+#: (requirements.txt pins the same; a test keeps them equal). Elsewhere they are the learner's business.
+COMPANIONS = {"flax": "0.12.12", "optax": "0.2.8", "orbax-checkpoint": "0.12.8"}
 #: Modules a session may already hold at another version than the one installed: the packages JAX is
 #: made of and the ones it imports. Import name -> distribution name.
 WATCHED = {
@@ -55,6 +59,8 @@ WATCHED = {
     "libtpu": "libtpu",
     "matplotlib": "matplotlib",
     "packaging": "packaging",
+    "flax": "flax",
+    "optax": "optax",
 }
 #: What a learner must do in Colab after a package they already imported was replaced.
 RESTART_COLAB = "Runtime → Restart session, then run this cell again"
@@ -270,8 +276,10 @@ def missing_requirements(kind: str, colab: bool) -> list[str]:
     """What pip must install before the book can run: ``[]`` when nothing.
 
     Anywhere, JAX and the helper's requirements must be installed. On Colab, whose runtime comes with
-    its own JAX, the pinned JAX and jaxlib must be the ones installed, and on a TPU or GPU runtime
-    also the accelerator runtime that JAX release asks for (libtpu, the CUDA plugin).
+    its own JAX, the pinned JAX and jaxlib must be the ones installed, on a TPU or GPU runtime also
+    the accelerator runtime that JAX release asks for (libtpu, the CUDA plugin), and Colab's own
+    flax, optax and orbax-checkpoint are replaced by the versions the book is executed with
+    (:data:`COMPANIONS`); the setup cell never installs them where they are missing.
     """
     extra = JAX_EXTRA.get(kind)
     jax = f"jax[{extra}]=={PINNED_JAX}" if extra else f"jax=={PINNED_JAX}"
@@ -280,11 +288,17 @@ def missing_requirements(kind: str, colab: bool) -> list[str]:
         return wanted
     if not colab:
         return []
+    # Colab's flax, optax and orbax are built for its own JAX: replaced together with it.
+    stale = [
+        f"{name}=={version}"
+        for name, version in COMPANIONS.items()
+        if installed_version(name) not in (None, version)
+    ]
     if installed_version("jax") != PINNED_JAX or installed_version("jaxlib") != PINNED_JAX:
-        return wanted
+        return wanted + stale
     if extra and not all(_satisfied(r) for r in _extra_requirements(extra)):
-        return wanted
-    return []
+        return wanted + stale
+    return wanted + stale if stale else []
 
 
 def pip_install(requirements: list[str], *, tick_seconds: float = 10.0, pip: list[str] | None = None) -> None:

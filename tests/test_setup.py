@@ -147,6 +147,13 @@ def test_pinned_jax_matches_requirements():
     assert f"jax=={shardbook.PINNED_JAX}" in requirements
 
 
+def test_colab_companions_match_requirements():
+    pins = dict(
+        line.split("==") for line in (ROOT / "requirements.txt").read_text().splitlines() if "==" in line
+    )
+    assert devices_setup.COMPANIONS == {name: pins[name] for name in devices_setup.COMPANIONS}
+
+
 # --- what the setup cell says on Colab: install, restart, old Python, one chip ----------------------
 
 SETUP_CELL = next(
@@ -202,8 +209,10 @@ class Installed:
         return self.versions[key] if key in self.versions else REAL_INSTALLED(distribution)
 
 
-COLAB_STACK = dict(jax="0.9.2", jaxlib="0.9.2", numpy="2.0.2")
-BOOK_STACK = dict(jax="0.12.0.1", jaxlib="0.12.0.1", numpy="2.5.5")
+COLAB_STACK = dict(jax="0.9.2", jaxlib="0.9.2", numpy="2.0.2", flax=None, optax=None, orbax_checkpoint=None)
+BOOK_STACK = dict(
+    jax="0.12.0.1", jaxlib="0.12.0.1", numpy="2.5.5", flax=None, optax=None, orbax_checkpoint=None
+)
 
 
 @pytest.mark.parametrize(
@@ -225,6 +234,38 @@ def test_what_gets_installed(monkeypatch, stack, kind, colab, extra_ok, wanted):
     monkeypatch.setattr(devices_setup, "_satisfied", lambda requirement: extra_ok)
     got = devices_setup.missing_requirements(kind, colab)
     assert got == ([*wanted, *devices_setup.REQUIREMENTS] if wanted else [])
+
+
+@pytest.mark.parametrize(
+    ("stack", "colab", "wanted"),
+    [
+        # Colab's own flax and optax, built for its JAX, are replaced with it; a missing one is not added
+        (
+            dict(COLAB_STACK, flax="0.10.4", optax="0.2.4"),
+            True,
+            [
+                "jax==0.12.0.1",
+                "jaxlib==0.12.0.1",
+                *devices_setup.REQUIREMENTS,
+                "flax==0.12.12",
+                "optax==0.2.8",
+            ],
+        ),
+        # after the restart: the pinned JAX and companions installed, nothing to do
+        (dict(BOOK_STACK, flax="0.12.12", optax="0.2.8"), True, []),
+        # the pinned JAX already there but an old optax: only the companion is replaced
+        (
+            dict(BOOK_STACK, optax="0.2.4"),
+            True,
+            ["jax==0.12.0.1", "jaxlib==0.12.0.1", *devices_setup.REQUIREMENTS, "optax==0.2.8"],
+        ),
+        # a learner's own Python: their flax is theirs
+        (dict(BOOK_STACK, flax="0.10.4"), False, []),
+    ],
+)
+def test_colab_companions_are_replaced_with_jax(monkeypatch, stack, colab, wanted):
+    monkeypatch.setattr(devices_setup, "installed_version", Installed(**stack))
+    assert devices_setup.missing_requirements("cpu", colab) == wanted
 
 
 def test_extra_requirements_are_read_from_the_installed_jax():
@@ -321,7 +362,9 @@ def test_after_the_restart_setup_installs_nothing_and_prints_one_line(colab, cap
     # The pin is installed and nothing stale is loaded, whatever ran first (here: JAX already in use).
     calls = _install_on_colab(colab, BOOK_STACK)
     colab.setattr(
-        devices_setup, "installed_version", lambda d: {"numpy": np.__version__}.get(d, jax.__version__)
+        devices_setup,
+        "installed_version",
+        lambda d: {"numpy": np.__version__, **devices_setup.COMPANIONS}.get(d, jax.__version__),
     )
     colab.setattr(devices_setup, "WATCHED", {"numpy": "numpy", "jax": "jax"})
     summary = shardbook.setup()
