@@ -1,6 +1,6 @@
-"""Axis order: sharding_for_layout differs from the reference solution.
-
-Converted from wrong_axis_order.ipynb by `python -m tests.submissions convert 01_meshes`.
+"""Axis order: sharding_for_layout lists a dimension's mesh axes by increasing stride, minor axis first.
+Sorting by stride looks natural, but a tuple entry names the major (largest-stride) axis first.
+The visible and hidden tests both fail; feedback: "the first mesh axis is the major one".
 """
 
 EXPECTED = {'lost': ['test_sharding_for_layout_visible', 'test_sharding_for_layout_hidden'],

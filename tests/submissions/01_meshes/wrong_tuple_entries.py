@@ -1,6 +1,6 @@
-"""Tuple entries: per_device_shape differs from the reference solution.
-
-Converted from wrong_tuple_entries.ipynb by `python -m tests.submissions convert 01_meshes`.
+"""Tuple entries: per_device_shape splits a dimension only over the first axis of a tuple entry.
+Easy when ('X', 'Y') is read as just 'X'; the visible and hidden tests both fail, with feedback
+"a tuple entry like ('X', 'Y') splits a dimension over both axes".
 """
 
 EXPECTED = {'lost': ['test_per_device_shape_visible', 'test_per_device_shape_hidden'],

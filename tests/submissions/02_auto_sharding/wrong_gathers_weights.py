@@ -1,7 +1,6 @@
-"""Gathers weights: constrained_mlp differs from the reference solution.
-
-Converted from wrong_gathers_weights.ipynb by `python -m tests.submissions convert 02_auto_sharding`.
-Dropped as copies of an older solution (their tests keep full marks): block_means_jit, reduce_scatter_matmul, entry_block_shapes.
+"""Gathers weights: constrained_mlp replicates w_in and w_out, so the compiler all-gathers the weights.
+"Give every device everything" gives right values, but the visible and hidden communication checks fail:
+"expected at most 6 KiB sent per device", an all-gather that "moves a weight".
 """
 
 EXPECTED = {'lost': ['test_constrained_mlp_visible', 'test_constrained_mlp_hidden'],

@@ -1,7 +1,6 @@
-"""Replicated result: reduce_scatter_matmul differs from the reference solution.
-
-Converted from wrong_replicated_result.ipynb by `python -m tests.submissions convert 02_auto_sharding`.
-Dropped as copies of an older solution (their tests keep full marks): block_means_jit, entry_block_shapes, constrained_mlp.
+"""Replicated result: reduce_scatter_matmul asks for out_shardings P('X', None), replicating over 'Y'.
+It keeps a's row split and looks complete, but the result is duplicated along 'Y'; the visible and hidden
+tests count elements of the result per device: "no two devices share" / "does not name replicates it".
 """
 
 EXPECTED = {'lost': ['test_reduce_scatter_matmul_visible', 'test_reduce_scatter_matmul_hidden'],

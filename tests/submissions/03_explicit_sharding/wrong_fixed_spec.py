@@ -1,6 +1,6 @@
-"""Fixed spec: running_total differs from the reference solution.
-
-Converted from wrong_fixed_spec.ipynb by `python -m tests.submissions convert 03_explicit_sharding`.
+"""Fixed spec: running_total hard-codes out_sharding=P('X', 'Y') instead of reusing x's layout.
+It is right for the visible example laid out P('X', 'Y'); only the hidden test, with another layout,
+fails: "rather than writing a fixed P(...)".
 """
 
 EXPECTED = {'lost': ['test_running_total_hidden'], 'feedback': ['rather than writing a fixed P(...)']}

@@ -1,6 +1,6 @@
-"""Gathers hidden: mlp_block differs from the reference solution.
-
-Converted from wrong_gathers_hidden.ipynb by `python -m tests.submissions convert 03_explicit_sharding`.
+"""Gathers hidden: mlp_block reshards the hidden activation to P('X', None) before the second matmul.
+That makes the contraction type-check, but gathers h; the visible and hidden tests fail with "at most 128 B
+sent per device" ... "instead of gathering the hidden activation".
 """
 
 EXPECTED = {'lost': ['test_mlp_block_visible', 'test_mlp_block_hidden'],

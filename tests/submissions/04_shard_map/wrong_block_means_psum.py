@@ -1,6 +1,6 @@
-"""Block means psum: block_means_shmap differs from the reference solution.
-
-Converted from wrong_block_means_psum.ipynb by `python -m tests.submissions convert 04_shard_map`.
+"""Block means psum: block_means_shmap psums a row of means along 'Y' and returns it P('X', None).
+Values are right, but each mean needs only its own block; the visible and hidden tests fail: "expected no
+collectives (each device works on its own block)".
 """
 
 EXPECTED = {'lost': ['test_block_means_shmap_visible', 'test_block_means_shmap_hidden'],

@@ -1,6 +1,6 @@
-"""Center gathers: center_rows differs from the reference solution.
-
-Converted from wrong_center_gathers.ipynb by `python -m tests.submissions convert 04_shard_map`.
+"""Center gathers: center_rows all-gathers whole rows over 'Y' and then takes their mean.
+Right values, but it moves the data instead of the partial sums; the visible and hidden tests fail on bytes
+"sent per device, got ...": "reduce before you communicate".
 """
 
 EXPECTED = {'lost': ['test_center_rows_visible', 'test_center_rows_hidden'],

@@ -1,6 +1,6 @@
-"""Global roll: roll_within_shards differs from the reference solution.
-
-Converted from wrong_global_roll.ipynb by `python -m tests.submissions convert 04_shard_map`.
+"""Global roll: roll_within_shards rolls the global array under jit instead of each block in shard_map.
+A global roll moves rows across block boundaries (and raises ShardingTypeError under explicit axes); the
+visible and hidden tests fail: "rolling the global array moves rows across block boundaries".
 """
 
 EXPECTED = {'lost': ['test_roll_within_shards_visible', 'test_roll_within_shards_hidden'],

@@ -1,6 +1,6 @@
-"""Allgather calls all gather: matmul_allgather differs from the reference solution.
-
-Converted from wrong_allgather_calls_all_gather.ipynb by `python -m tests.submissions convert 05_collective_matmul`.
+"""All-gather calls all_gather: matmul_allgather gathers A's row band, then does one matmul.
+Right values, but the communication blocks the compute; the visible and hidden tests fail: "expected only
+collective-permute" ... "never gather A".
 """
 
 EXPECTED = {'lost': ['test_matmul_allgather_visible', 'test_matmul_allgather_hidden'],

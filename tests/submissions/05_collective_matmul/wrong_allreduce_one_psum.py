@@ -1,6 +1,6 @@
-"""Allreduce one psum: matmul_allreduce differs from the reference solution.
-
-Converted from wrong_allreduce_one_psum.ipynb by `python -m tests.submissions convert 05_collective_matmul`.
+"""One psum: matmul_allreduce psums the whole product once instead of each chunk as it is computed.
+Right values and bytes, but nothing overlaps; the visible and hidden tests fail: "expected the communication
+split into at least 2 collectives".
 """
 
 EXPECTED = {'lost': ['test_matmul_allreduce_visible', 'test_matmul_allreduce_hidden'],

@@ -1,6 +1,6 @@
-"""Bidir one direction: matmul_allgather_bidir differs from the reference solution.
-
-Converted from wrong_bidir_one_direction.ipynb by `python -m tests.submissions convert 05_collective_matmul`.
+"""One direction: matmul_allgather_bidir just calls the one-directional matmul_allgather.
+Right values, so only the schedule is wrong; the visible and hidden tests fail: blocks must go "both ways
+round", with "shifts +1 and -1".
 """
 
 EXPECTED = {'lost': ['test_matmul_allgather_bidir_visible', 'test_matmul_allgather_bidir_hidden'],

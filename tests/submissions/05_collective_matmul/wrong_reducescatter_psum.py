@@ -1,6 +1,6 @@
-"""Reducescatter psum: matmul_reducescatter differs from the reference solution.
-
-Converted from wrong_reducescatter_psum.ipynb by `python -m tests.submissions convert 05_collective_matmul`.
+"""Reduce-scatter psum: matmul_reducescatter psums the whole output over 'Y', then slices its block.
+Right values at n times the bytes; the visible and hidden tests fail: "expected only collective-permute"
+... "never reduce the whole output".
 """
 
 EXPECTED = {'lost': ['test_matmul_reducescatter_visible', 'test_matmul_reducescatter_hidden'],

@@ -1,6 +1,6 @@
-"""Ring off by one: matmul_allgather differs from the reference solution.
-
-Converted from wrong_ring_off_by_one.ipynb by `python -m tests.submissions convert 05_collective_matmul`.
+"""Ring off by one: matmul_allgather sends A's blocks right but picks W's rows as if they moved left.
+A sign slip in the ring index; the visible and hidden tests fail on values ("entries differ"): "check which
+one, and slice the matching rows of W".
 """
 
 EXPECTED = {'lost': ['test_matmul_allgather_visible', 'test_matmul_allgather_hidden'],

@@ -1,7 +1,6 @@
-"""A2a drops tokens: moe_all_to_all differs from the reference solution.
-
-Converted from wrong_a2a_drops_tokens.ipynb by `python -m tests.submissions convert 06_moe`.
-Dropped as copies of an older solution (their tests keep full marks): moe_allgather.
+"""Drops tokens: moe_all_to_all uses capacity factor 2 and returns zeros for tokens past capacity.
+Capacity limits are common in real MoE, but this exercise wants every token; the visible and hidden tests
+fail ("entries differ"): "a zero row is a dropped token".
 """
 
 EXPECTED = {'lost': ['test_moe_all_to_all_visible', 'test_moe_all_to_all_hidden'],

@@ -1,7 +1,5 @@
-"""A2a secretly gathers: moe_all_to_all differs from the reference solution.
-
-Converted from wrong_a2a_secretly_gathers.ipynb by `python -m tests.submissions convert 06_moe`.
-Dropped as copies of an older solution (their tests keep full marks): moe_allgather.
+"""Secretly gathers: moe_all_to_all all-gathers every token (as in 6.2); all_to_all is only for show.
+Right values, but the visible and hidden tests inspect the collectives: "expected only all-to-all".
 """
 
 EXPECTED = {'lost': ['test_moe_all_to_all_visible', 'test_moe_all_to_all_hidden'],

@@ -1,7 +1,6 @@
-"""Local gathers w: moe_local differs from the reference solution.
-
-Converted from wrong_local_gathers_w.ipynb by `python -m tests.submissions convert 06_moe`.
-Dropped as copies of an older solution (their tests keep full marks): moe_allgather.
+"""Local gathers w: moe_local indexes w[b], building one [D, F] matrix per token ([S, D, F]).
+Right values, but the intermediate is huge; the visible and hidden tests fail on memory ("... or more
+elements on a device") and suggest to "multiply each token by its" expert's matrix.
 """
 
 EXPECTED = {'lost': ['test_moe_local_visible', 'test_moe_local_hidden'],

@@ -1,7 +1,6 @@
-"""Topk sums: moe_topk differs from the reference solution.
-
-Converted from wrong_topk_sums.ipynb by `python -m tests.submissions convert 06_moe`.
-Dropped as copies of an older solution (their tests keep full marks): moe_allgather.
+"""Top-k sums: moe_topk sums the outputs of a token's k experts instead of averaging them.
+Everything else (routing, all-to-all) is right; the visible and hidden tests fail ("entries differ"):
+the answer is "the mean over" the k experts.
 """
 
 EXPECTED = {'lost': ['test_moe_topk_visible', 'test_moe_topk_hidden'],

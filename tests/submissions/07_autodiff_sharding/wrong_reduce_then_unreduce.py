@@ -1,6 +1,6 @@
-"""Reduce then unreduce: grad_unreduced differs from the reference solution.
-
-Converted from wrong_reduce_then_unreduce.ipynb by `python -m tests.submissions convert 07_autodiff_sharding`.
+"""Reduce then unreduce: grad_unreduced takes the (all-reduced) gradient, then reshards it unreduced.
+The type comes out right, but the all-reduce already happened; the visible and hidden tests fail: "expected
+no collectives ..., got all-reduce": "differentiate with respect to reduced weights instead".
 """
 
 EXPECTED = {'lost': ['test_grad_unreduced_visible', 'test_grad_unreduced_hidden'],

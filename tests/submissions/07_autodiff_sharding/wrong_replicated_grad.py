@@ -1,6 +1,6 @@
-"""Replicated grad: grad_unreduced differs from the reference solution.
-
-Converted from wrong_replicated_grad.ipynb by `python -m tests.submissions convert 07_autodiff_sharding`.
+"""Replicated grad: grad_unreduced returns the plain gradient, reduced, without the {U:X} type.
+The values are the summed gradient, but the visible and hidden tests check the type: "expected type
+float32[3,16,16]{U:X}, got float32[3,16,16]" ("the cotangent's type follows the primal's").
 """
 
 EXPECTED = {'lost': ['test_grad_unreduced_visible', 'test_grad_unreduced_hidden'],

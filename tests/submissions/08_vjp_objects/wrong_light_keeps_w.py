@@ -1,6 +1,6 @@
-"""Light keeps w: light_vjp differs from the reference solution.
-
-Converted from wrong_light_keeps_w.ipynb by `python -m tests.submissions convert 08_vjp_objects`.
+"""Light keeps w: light_vjp calls plain jax.vjp, so the VJP object saves a copy of w.
+Right cotangents, but the visible and hidden tests look at the residuals: "expected no copy of w", with a
+hint that saveable_args marks them False.
 """
 
 EXPECTED = {'lost': ['test_light_vjp_visible', 'test_light_vjp_hidden'],

@@ -1,6 +1,6 @@
-"""One f one b all forward first: one_f_one_b differs from the reference solution.
-
-Converted from wrong_one_f_one_b_all_forward_first.ipynb by `python -m tests.submissions convert 08_vjp_objects`.
+"""All forward first: one_f_one_b runs every microbatch's forward before any backward, ignoring in_flight.
+Gradients are right, but the visible and hidden tests check peak memory: "expected peak_bytes ..." —
+"that is what running every forward first holds".
 """
 
 EXPECTED = {'lost': ['test_one_f_one_b_visible', 'test_one_f_one_b_hidden'],

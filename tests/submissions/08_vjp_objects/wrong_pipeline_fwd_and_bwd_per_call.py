@@ -1,6 +1,6 @@
-"""Pipeline fwd and bwd per call: pipeline_grads differs from the reference solution.
-
-Converted from wrong_pipeline_fwd_and_bwd_per_call.ipynb by `python -m tests.submissions convert 08_vjp_objects`.
+"""Per-call fwd_and_bwd: pipeline_grads builds jax.fwd_and_bwd afresh on every call.
+Right gradients, but each call compiles again; the visible and hidden tests call it twice: "called again
+with the same arguments: expected no compilation".
 """
 
 EXPECTED = {'lost': ['test_pipeline_grads_visible', 'test_pipeline_grads_hidden'],

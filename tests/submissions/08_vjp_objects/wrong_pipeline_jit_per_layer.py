@@ -1,6 +1,6 @@
-"""Pipeline jit per layer: pipeline_grads differs from the reference solution.
-
-Converted from wrong_pipeline_jit_per_layer.ipynb by `python -m tests.submissions convert 08_vjp_objects`.
+"""Jit per layer: pipeline_grads wraps a new jax.jit closure over each layer's weights.
+Right gradients, but it compiles again for every layer; the visible and hidden tests fail: "expected at most
+2 compilations" ... "a new jax.jit".
 """
 
 EXPECTED = {'lost': ['test_pipeline_grads_visible', 'test_pipeline_grads_hidden'],

@@ -1,6 +1,6 @@
-"""Pipeline whole model: pipeline_grads differs from the reference solution.
-
-Converted from wrong_pipeline_whole_model.ipynb by `python -m tests.submissions convert 08_vjp_objects`.
+"""Whole model: pipeline_grads jits one grad of the whole model over all microbatches.
+Right gradients and few compilations, but no per-layer programs; the visible and hidden tests fail: "expected
+every compiled program to take at most one layer", called "once per layer and microbatch".
 """
 
 EXPECTED = {'lost': ['test_pipeline_grads_visible', 'test_pipeline_grads_hidden'],

@@ -1,6 +1,6 @@
-"""Chooser ignores ties: cheapest_accurate_preset differs from the reference solution.
-
-Converted from wrong_chooser_ignores_ties.ipynb by `python -m tests.submissions convert 09_precision`.
+"""Ignores ties: cheapest_accurate_preset takes min by cost alone, so a cost tie goes to dict order.
+Fine whenever costs differ; the visible and hidden tests include a tie: "on a tie in cost, the smaller
+error wins" / "break the tie by the smaller error".
 """
 
 EXPECTED = {'lost': ['test_cheapest_accurate_preset_visible', 'test_cheapest_accurate_preset_hidden'],

@@ -1,6 +1,6 @@
-"""Preset at definition: mlp_value_and_grads differs from the reference solution.
-
-Converted from wrong_preset_at_definition.ipynb by `python -m tests.submissions convert 09_precision`.
+"""Preset at definition: mlp_value_and_grads sets default_matmul_precision only while defining loss_fn.
+The setting is read when the function is traced, which happens outside the with block; the visible and
+hidden tests fail on "the precision of every dot_general" ("read when the function is traced").
 """
 
 EXPECTED = {'lost': ['test_mlp_value_and_grads_visible', 'test_mlp_value_and_grads_hidden'],

@@ -1,6 +1,6 @@
-"""X3 high high low low: bf16x3_matmul differs from the reference solution.
-
-Converted from wrong_x3_high_high_low_low.ipynb by `python -m tests.submissions convert 09_precision`.
+"""High·high + low·low: bf16x3_matmul adds low·low instead of the two cross terms high·low, low·high.
+Three terms are three terms; the visible and hidden tests find its error is not "below one bf16 pass":
+"low·low is the one that is too small to matter".
 """
 
 EXPECTED = {'lost': ['test_bf16x3_matmul_visible', 'test_bf16x3_matmul_hidden'],

@@ -1,6 +1,6 @@
-"""Allreduced grads: fsdp_train_step differs from the reference solution.
-
-Converted from wrong_allreduced_grads.ipynb by `python -m tests.submissions convert 10_training`.
+"""All-reduced grads: fsdp_train_step reshards everything to P() and runs a data-parallel step.
+Right loss and params, and the layout is restored at the end; the visible and hidden tests fail: "expected
+all-reduces of at most 24 B" ... "a sharded parameter's gradient was all-reduced".
 """
 
 EXPECTED = {'lost': ['test_fsdp_train_step_visible', 'test_fsdp_train_step_hidden'],

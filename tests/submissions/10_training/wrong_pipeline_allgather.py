@@ -1,6 +1,6 @@
-"""Pipeline allgather: pipeline_forward differs from the reference solution.
-
-Converted from wrong_pipeline_allgather.ipynb by `python -m tests.submissions convert 10_training`.
+"""Pipeline all-gather: pipeline_forward all-gathers every stage's output and picks stage s's.
+Right values, but no pipelining; the visible and hidden tests fail: "expected only collective-permute or
+all-reduce, got all-gather" ... "never gather the stages' activations".
 """
 
 EXPECTED = {'lost': ['test_pipeline_forward_visible', 'test_pipeline_forward_hidden'],

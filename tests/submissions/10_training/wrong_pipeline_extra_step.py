@@ -1,6 +1,6 @@
-"""Pipeline extra step: pipeline_forward differs from the reference solution.
-
-Converted from wrong_pipeline_extra_step.ipynb by `python -m tests.submissions convert 10_training`.
+"""Extra step: pipeline_forward loops n_micro + n_stages times, one more than n_micro + S - 1.
+An off-by-one on the drain; values stay right, but the visible and hidden tests count steps: "expected
+n_micro + S - 1 = 4 + 8 - 1 = 11 steps, got 12".
 """
 
 EXPECTED = {'lost': ['test_pipeline_forward_visible', 'test_pipeline_forward_hidden'],

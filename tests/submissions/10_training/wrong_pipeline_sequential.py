@@ -1,6 +1,6 @@
-"""Pipeline sequential: pipeline_forward differs from the reference solution.
-
-Converted from wrong_pipeline_sequential.ipynb by `python -m tests.submissions convert 10_training`.
+"""Sequential: pipeline_forward pushes one microbatch at a time through all stages.
+Right values with only permutes, but no overlap; the visible and hidden tests count steps: "expected ... 11
+steps, got 32" ("one microbatch at a time through all stages takes n_micro · S steps").
 """
 
 EXPECTED = {'lost': ['test_pipeline_forward_visible', 'test_pipeline_forward_hidden'],

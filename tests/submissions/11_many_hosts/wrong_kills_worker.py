@@ -1,7 +1,6 @@
-"""Kills worker: global_batch differs from the reference solution.
-
-Converted from wrong_kills_worker.ipynb by `python -m tests.submissions convert 11_many_hosts`.
-Dropped as copies of an older solution (their tests keep full marks): restore_on.
+"""Kills worker: global_batch SIGKILLs process 1, as an out-of-memory kill would.
+Checks that the grader survives a dead worker; the visible and hidden tests score 0 with "got: worker
+process 1 of 2 died (killed by SIGKILL)".
 """
 
 EXPECTED = {'lost': ['test_global_batch_visible', 'test_global_batch_hidden'],

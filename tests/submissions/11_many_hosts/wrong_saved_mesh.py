@@ -1,7 +1,6 @@
-"""Saved mesh: restore_on differs from the reference solution.
-
-Converted from wrong_saved_mesh.ipynb by `python -m tests.submissions convert 11_many_hosts`.
-Dropped as copies of an older solution (their tests keep full marks): global_batch.
+"""Saved mesh: restore_on restores without a target, so the arrays land on the mesh they were saved from.
+Right values, wrong layout; the visible and hidden tests restore onto another mesh ("on Mesh({'X': 2,
+'Y': 4}"): "a restore without a target uses the mesh it was saved from".
 """
 
 EXPECTED = {'lost': ['test_restore_on_visible', 'test_restore_on_hidden'],
