@@ -11,6 +11,7 @@ import csv
 import hashlib
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -366,8 +367,10 @@ def test_a_notebook_stopped_at_its_time_limit_leaves_no_process_or_folder(tmp_pa
     submissions.mkdir()
     loop = ROOT / "tests" / "submissions" / ASSIGNMENT / "broken_infinite_loop.ipynb"
     (submissions / "loop.ipynb").write_bytes(loop.read_bytes())
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    # grade.py's scratch folders go to the system's temporary folder, as in real use: under pytest's
+    # basetemp (make unit keeps it in _build/, inside the course) the sandbox mounts over them and the
+    # kernel starts in a folder it cannot see (os.getcwd() fails).
+    scratch = Path(tempfile.mkdtemp(prefix="shardbook-test-time-limit-"))
     system_tmp = Path(tempfile.gettempdir())
     before = set(system_tmp.glob("sbk-*"))
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where grade.py's scratch folders go
@@ -378,7 +381,9 @@ def test_a_notebook_stopped_at_its_time_limit_leaves_no_process_or_folder(tmp_pa
     time.sleep(1)
     if os.geteuid() == 0:
         assert sandbox._user_tasks(int(sandbox.kernel_env(0)[sandbox.UID_ENV])) == 0
-    assert not list(scratch.rglob("sbk-*")) and set(system_tmp.glob("sbk-*")) == before
+    left = list(scratch.rglob("sbk-*"))
+    shutil.rmtree(scratch, ignore_errors=True)
+    assert not left and set(system_tmp.glob("sbk-*")) == before
 
 
 # ------------------------------------------------------------------------------------------------
