@@ -29,6 +29,7 @@ import inspect
 import json
 import os
 import pickle
+import random
 import re
 import shutil
 import signal
@@ -148,9 +149,29 @@ def _exit_words(returncode: int | None) -> str:
     return f"exit code {returncode}"
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+#: Where coordinator ports are drawn from: below Linux's usual ephemeral range (32768-60999). A port the
+#: kernel handed out for ``bind(0)`` is an ephemeral one, and between the launcher closing it and the
+#: coordinator binding it, any outgoing connection on the machine (Gloo opens many) may take it as its
+#: source port; a port outside that range is never given away like that.
+COORDINATOR_PORTS = range(20000, 32000)
+
+
+def free_port(rng: random.Random | None = None) -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now, outside the ephemeral range if possible.
+
+    >>> free_port() in COORDINATOR_PORTS
+    True
+    """
+    rng = rng or random.SystemRandom()
+    for _ in range(50):
+        port = rng.choice(COORDINATOR_PORTS)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # all tried were taken: any free one
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

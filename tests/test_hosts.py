@@ -292,3 +292,26 @@ def test_run_check_passes_not_implemented_through():
     # Property: an exercise's stub stops its self-check as NotImplementedError, as in one process.
     with pytest.raises(NotImplementedError, match="^write global_batch$"):
         hosts.run_check(_not_written_yet, what="the check", timeout=60)
+
+
+def test_free_port_skips_a_taken_port_and_stays_below_the_ephemeral_range():
+    # Property: the coordinator's port is one nothing listens on, drawn outside the range the kernel
+    # hands out as source ports (where a port freed by bind(0) could be taken before JAX binds it).
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+
+        class Draws:
+            def __init__(self, ports):
+                self.ports = list(ports)
+
+            def choice(self, _range):
+                return self.ports.pop(0)
+
+        spare = next(p for p in hosts.COORDINATOR_PORTS if p != busy)
+        assert hosts.free_port(Draws([busy, spare])) == spare
+    low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+    assert hosts.COORDINATOR_PORTS.stop <= low
