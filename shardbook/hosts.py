@@ -9,7 +9,9 @@ started — on success, failure, timeout or ``KeyboardInterrupt`` — and never 
 
 * a worker that dies (an exception, ``os._exit``, a signal) is named in the result; the others get
   ``after_death`` seconds to show what they see, then are killed;
-* after ``timeout`` seconds every worker still running is killed.
+* ``timeout`` seconds after every worker joined, each one still running is killed; starting (importing
+  JAX, reaching the coordinator) has its own, longer bound, ``start_timeout``, so a busy machine that
+  is slow to start Python processes does not eat the function's time.
 
 JAX catches SIGTERM (its preemption notifier turns it into a "preemption" the program may never
 act on), so workers are ended with SIGKILL, after which no process or port of theirs is left.
@@ -67,6 +69,7 @@ jax.distributed.initialize(
     orders["coordinator"], orders["num_processes"], orders["process_id"],
     initialization_timeout=orders["init_timeout"], heartbeat_timeout_seconds=orders["heartbeat"],
 )
+open(orders["joined"], "w").close()  # tells the launcher the function's time starts now
 namespace = {"__name__": "__worker__"}
 exec(compile(orders["source"], "<function sent to the workers>", "exec"), namespace)
 with open(orders["args"], "rb") as f:
@@ -154,6 +157,10 @@ def _exit_words(returncode: int | None) -> str:
 #: coordinator binding it, any outgoing connection on the machine (Gloo opens many) may take it as its
 #: source port; a port outside that range is never given away like that.
 COORDINATOR_PORTS = range(20000, 32000)
+
+
+#: How a run stopped before its processes joined is named (the function never started).
+START_LIMIT = "the start-up limit"
 
 
 def free_port(rng: random.Random | None = None) -> int:
@@ -323,6 +330,7 @@ def run_workers(
     num_processes: int = 2,
     devices_per_process: int | Sequence[int] = 4,
     timeout: float = 60.0,
+    start_timeout: float = 300.0,
     after_death: float = 3.0,
     heartbeat: int = 5,
     check: bool = True,
@@ -341,7 +349,10 @@ def run_workers(
       *args: its arguments (pickled).
       num_processes: how many processes.
       devices_per_process: simulated CPU devices per process (one number, or one per process).
-      timeout: seconds before every worker still running is killed.
+      timeout: seconds the function gets once every process has joined; then every worker still
+        running is killed.
+      start_timeout: seconds the processes get to start and join (import JAX, reach the coordinator)
+        before they are killed; generous, since a loaded machine starts Python processes slowly.
       after_death: once a worker died, seconds the others get to finish or fail before they are killed.
       heartbeat: JAX's heartbeat timeout (seconds): a process whose peer stopped answering is ended by
         JAX's coordination service after about this long.
@@ -354,8 +365,9 @@ def run_workers(
       A :class:`WorkerResult` per process, in process order.
 
     Raises:
-      WorkersFailed: with ``check``, when a worker died or the timeout passed; the message names the
-        worker that died first, how, and its last lines; ``.results`` has every worker's output.
+      WorkersFailed: with ``check``, when a worker died, the workers never joined, or the timeout
+        passed; the message names the worker that died first, how, and its last lines; ``.results``
+        has every worker's output.
       ValueError: ``fn`` cannot be sent (:func:`function_source`).
     """
     counts = (
@@ -378,12 +390,13 @@ def run_workers(
                 "coordinator": coordinator,
                 "num_processes": num_processes,
                 "process_id": pid,
-                "init_timeout": max(10, int(timeout)),
+                "init_timeout": max(10, int(start_timeout)),
                 "heartbeat": heartbeat,
                 "config": config or {},
                 "source": source,
                 "args": os.path.join(folder, "args.pkl"),
                 "value": os.path.join(folder, f"value{pid}.pkl"),
+                "joined": os.path.join(folder, f"joined{pid}"),
             }
             orders_path = os.path.join(folder, f"orders{pid}.json")
             with open(orders_path, "w") as f:
@@ -401,7 +414,8 @@ def run_workers(
                     start_new_session=True,  # its own process group: killed with everything it started
                 )
             )
-        results = _watch(procs, timeout, after_death)
+        joined = [os.path.join(folder, f"joined{pid}") for pid in range(num_processes)]
+        results = _watch(procs, joined, timeout, start_timeout, after_death)
         for r in results:
             with open(os.path.join(folder, f"output{r.process_id}.txt"), "rb") as f:
                 r.output = NOISE.sub("", f.read().decode(errors="replace"))
@@ -419,23 +433,34 @@ def run_workers(
             log.close()
         shutil.rmtree(folder, ignore_errors=True)
     if check and not all(r.ok for r in results):
-        raise WorkersFailed(_failure_message(results, timeout), results)
+        raise WorkersFailed(_failure_message(results, timeout, start_timeout), results)
     return results
 
 
-def _watch(procs: list[subprocess.Popen], timeout: float, after_death: float) -> list[WorkerResult]:
-    """Waits for the workers; kills them all at the timeout, or ``after_death`` s after one died."""
+def _watch(
+    procs: list[subprocess.Popen], joined: list[str], timeout: float, start_timeout: float, after_death: float
+) -> list[WorkerResult]:
+    """Waits for the workers; kills them all at a deadline, or ``after_death`` s after one died.
+
+    The deadline is ``start_timeout`` s after the start until every worker has written its ``joined``
+    file, then ``timeout`` s after the last one did.
+    """
     start = time.monotonic()
     ended: dict[int, float] = {}
     stopped: dict[int, str] = {}
-    deadline = start + timeout
-    reason = f"the {timeout:g} s timeout passed"
+    deadline = start + start_timeout
+    reason = f"{START_LIMIT} ({start_timeout:g} s) passed before every process joined"
+    all_joined = False
     while len(ended) < len(procs):
         now = time.monotonic()
+        if not all_joined and all(os.path.exists(j) for j in joined):
+            all_joined = True
+            if "died" not in reason:
+                deadline, reason = now + timeout, f"the {timeout:g} s timeout passed"
         for pid, p in enumerate(procs):
             if pid not in ended and p.poll() is not None:
                 ended[pid] = now - start
-                if p.returncode != 0 and start + timeout > now + after_death and "died" not in reason:
+                if p.returncode != 0 and deadline > now + after_death and "died" not in reason:
                     deadline, reason = now + after_death, f"process {pid} died"
         if now >= deadline:
             for pid, p in enumerate(procs):
@@ -457,7 +482,16 @@ def _watch(procs: list[subprocess.Popen], timeout: float, after_death: float) ->
     ]
 
 
-def _failure_message(results: list[WorkerResult], timeout: float) -> str:
+def _never_joined(results: Sequence[WorkerResult]) -> bool:
+    return any(r.stopped_by_launcher and START_LIMIT in r.stopped_by_launcher for r in results)
+
+
+def _failure_message(results: list[WorkerResult], timeout: float, start_timeout: float) -> str:
+    if _never_joined(results):
+        return (
+            f"the workers did not all start and join within the {start_timeout:g} s start-up limit, so the "
+            "function never ran; is the machine very busy?"
+        )
     dead = [r for r in results if r.stopped_by_launcher is None and r.returncode != 0]
     if dead:
         first = min(dead, key=lambda r: r.seconds)
@@ -505,6 +539,12 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
         first_line = (r.error[1].strip().splitlines() or [""])[0]
         raise CheckFailed(f"{what}: process {r.process_id} of {n} raised {r.error[0]}: {first_line}")
     dead = [r for r in results if r.stopped_by_launcher is None and r.returncode != 0]
+    if not dead and _never_joined(results):
+        raise CheckFailed(
+            f"{what}: the {n} worker processes did not start and join within "
+            f"{kwargs.get('start_timeout', 300.0):g} s, so nothing of yours ran; the machine is busy. "
+            "Run the cell again."
+        )
     if dead:
         r = min(dead, key=lambda r: r.seconds)
         raise CheckFailed(

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from shardbook import hosts
+from shardbook.checks import CheckFailed
 
 
 def _workers_alive() -> list[int]:
@@ -116,6 +117,41 @@ def test_timeout_kills_every_worker():
     # Property: a run past its timeout is stopped, every process killed, and the message says so.
     with pytest.raises(hosts.WorkersFailed, match="did not finish within the 8 s timeout"):
         hosts.run_workers(_sleep_forever, timeout=8)
+    assert _workers_alive() == []
+
+
+def _slow_to_start(tmp_path, monkeypatch, seconds: float) -> None:
+    """Every worker Python started from now on sleeps ``seconds`` before its first line (a loaded machine)."""
+    (tmp_path / "sitecustomize.py").write_text(f"import time\ntime.sleep({seconds})\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+
+
+def _quick() -> int:
+    import jax
+
+    return jax.process_index()
+
+
+def test_the_timeout_counts_from_when_every_process_joined(tmp_path, monkeypatch):
+    # Property: a slow start (importing JAX on a busy machine) does not eat the function's time; the
+    # CI failure this guards against: a 90 s self-check timed out before a trivial function ran.
+    _slow_to_start(tmp_path, monkeypatch, 6)
+    start = time.monotonic()
+    results = hosts.run_workers(_quick, timeout=4)
+    assert time.monotonic() - start > 6
+    assert [r.value for r in results] == [0, 1]
+
+
+def test_a_start_past_the_start_up_limit_is_named_as_such(tmp_path, monkeypatch):
+    # Property: workers that never join are stopped at start_timeout, with a message that blames the
+    # machine, not the function (which never ran); run_check says the same to a learner.
+    _slow_to_start(tmp_path, monkeypatch, 60)
+    start = time.monotonic()
+    with pytest.raises(hosts.WorkersFailed, match="did not all start and join within the 3 s start-up limit"):
+        hosts.run_workers(_quick, timeout=60, start_timeout=3)
+    with pytest.raises(CheckFailed, match="did not start and join within 3 s, so nothing of yours ran"):
+        hosts.run_check(_quick, what="the check", timeout=60, start_timeout=3)
+    assert time.monotonic() - start < 30
     assert _workers_alive() == []
 
 
