@@ -45,8 +45,45 @@ import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-#: Lines JAX's Gloo collectives print once per device at start-up; dropped from a worker's output.
-NOISE = re.compile(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks.*$\n?", re.MULTILINE)
+#: The pieces of the line Gloo prints once per device when its first collective connects ("[Gloo] Rank 0
+#: is connected to 7 peer ranks. Expected number of connected peer ranks is : 7"). Each device's thread
+#: writes them one by one, so the lines of a process's devices arrive interleaved piece by piece.
+GLOO_PIECES = (
+    "[Gloo] Rank ",
+    " is connected to ",
+    " peer ranks. ",
+    "Expected number of connected peer ranks is : ",
+)
+_GLOO_TOKEN = re.compile("|".join([*(re.escape(p) for p in GLOO_PIECES), r"\d+", r"\n"]))
+
+
+def drop_gloo_lines(text: str) -> str:
+    """``text`` without Gloo's start-up lines, however their pieces interleaved.
+
+    From each ``[Gloo] Rank`` on, it drops the pieces, numbers and line ends that follow, and stops once
+    every message begun has all its pieces and its line end, so a line of the program's own after
+    them (even one of digits) stays.
+
+    Example:
+      >>> drop_gloo_lines("a\\n[Gloo] Rank [Gloo] Rank 1 is connected to 3 peer ranks. Expected number of "
+      ...     "connected peer ranks is : 3\\n0 is connected to 3 peer ranks. Expected number of connected "
+      ...     "peer ranks is : 3\\n42\\n")
+      'a\\n42\\n'
+    """
+    out, at = [], 0
+    while (start := text.find(GLOO_PIECES[0], at)) >= 0:
+        out.append(text[at:start])
+        counts = dict.fromkeys([*GLOO_PIECES, "\n"], 0)
+        at = start
+        while m := _GLOO_TOKEN.match(text, at):
+            at = m.end()
+            if m.group() in counts:
+                counts[m.group()] += 1
+            if len(set(counts.values())) == 1:  # every message begun is complete
+                break
+    out.append(text[at:])
+    return "".join(out)
+
 
 #: What the workers import before the function, whatever it uses.
 PREAMBLE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\n"
@@ -418,7 +455,7 @@ def run_workers(
         results = _watch(procs, joined, timeout, start_timeout, after_death)
         for r in results:
             with open(os.path.join(folder, f"output{r.process_id}.txt"), "rb") as f:
-                r.output = NOISE.sub("", f.read().decode(errors="replace"))
+                r.output = drop_gloo_lines(f.read().decode(errors="replace"))
             r.coordinator = coordinator
             value_path = os.path.join(folder, f"value{r.process_id}.pkl")
             if r.ok and os.path.exists(value_path):

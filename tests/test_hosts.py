@@ -2,7 +2,9 @@
 
 import math
 import os
+import random
 import socket
+import tempfile
 import time
 
 import pytest
@@ -11,15 +13,24 @@ from shardbook import hosts
 from shardbook.checks import CheckFailed
 
 
+@pytest.fixture(autouse=True)
+def _own_scratch(tmp_path, monkeypatch):
+    """Each test's launcher folders (and a kernel's) in its own tmp_path, so that the processes it
+    looks for are its own: the other pytest worker may be running workers of its own meanwhile."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+
+
 def _workers_alive() -> list[int]:
-    """Pids of processes started by the launcher (their command line holds its temporary folder)."""
+    """Pids of processes this test's launcher started (their command line holds its folder)."""
+    mark = os.path.join(tempfile.gettempdir(), "shardbook-hosts-").encode()
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"shardbook-hosts-" in f.read():
+                if mark in f.read():
                     found.append(int(pid))
         except OSError:
             continue
@@ -118,6 +129,32 @@ def test_timeout_kills_every_worker():
     with pytest.raises(hosts.WorkersFailed, match="did not finish within the 8 s timeout"):
         hosts.run_workers(_sleep_forever, timeout=8)
     assert _workers_alive() == []
+
+
+def test_gloo_lines_are_dropped_however_their_pieces_interleave():
+    # Property: the program's own lines come back exactly, whatever order the device threads wrote the
+    # pieces of Gloo's start-up lines in (CI once showed "[Gloo] Rank [Gloo] Rank 1 is connected ...").
+    rng = random.Random(0)
+    for trial in range(200):
+        devices = rng.randint(1, 4)
+        messages = [
+            [
+                hosts.GLOO_PIECES[0],
+                str(d),
+                hosts.GLOO_PIECES[1],
+                "7",
+                hosts.GLOO_PIECES[2],
+                hosts.GLOO_PIECES[3],
+                "7",
+                "\n",
+            ]
+            for d in range(devices)
+        ]
+        pieces = []
+        while any(messages):
+            pieces.append(rng.choice([m for m in messages if m]).pop(0))
+        before, after = "compiling\n", rng.choice(["42\n", "step 1\n", "", "\n7\n"])
+        assert hosts.drop_gloo_lines(before + "".join(pieces) + after) == before + after, trial
 
 
 def _slow_to_start(tmp_path, monkeypatch, seconds: float) -> None:
@@ -299,8 +336,6 @@ def test_draw_process_shards_colours_blocks_by_process():
 def test_the_many_hosts_chapter_leaves_no_process_or_folder_behind(tmp_path):
     # Property: the chapter (which kills a worker on purpose) runs to the end, and afterwards no
     # worker process and no launcher folder is left. About a minute on 2 cores.
-    import tempfile
-
     import nbformat
     from nbclient import NotebookClient
 
