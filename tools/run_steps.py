@@ -5,8 +5,8 @@ Usage: ``python tools/run_steps.py "lint unit" "notebooks book"`` (lanes as in t
 Each argument is a lane: its steps (make targets) run one after another, and a step that fails stops
 its lane; the lanes run at the same time (on 2 cores, the unit tests beside the book's execution).
 Each step's output goes to ``_build/test-logs/<step>.log`` and is printed whole when the step ends.
-The table gives each step's seconds, and the run's wall time and CPU time (user + system of every
-process it started: the figure that a busy machine changes least). Exits non-zero if any step failed.
+The table gives each step's wall and CPU seconds (user + system of the step's processes: the figure a
+busy machine changes least), and the run's. Exits non-zero if any step failed.
 """
 
 from __future__ import annotations
@@ -28,12 +28,16 @@ def run_lane(steps: list[str], lane: int, results: list, lock: threading.Lock) -
         log = LOGS / f"{step}.log"
         start = time.monotonic()
         with open(log, "w") as out:
-            code = subprocess.call(
+            proc = subprocess.Popen(
                 ["make", "--no-print-directory", step], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
             )
+            # wait4: the step's own CPU time (its process and every descendant it waited for).
+            _, status, usage = os.wait4(proc.pid, 0)
+            code = proc.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.monotonic() - start
+        cpu = usage.ru_utime + usage.ru_stime
         with lock:
-            results.append((step, lane, seconds, code))
+            results.append((step, lane, seconds, cpu, code))
             state = "ok" if code == 0 else f"FAILED (exit {code})"
             print(f"\n==> make {step}: {state} in {seconds:.0f} s (lane {lane})", flush=True)
             sys.stdout.write(log.read_text())
@@ -48,7 +52,7 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     LOGS.mkdir(parents=True, exist_ok=True)
-    results: list[tuple[str, int, float, int]] = []
+    results: list[tuple[str, int, float, float, int]] = []
     lock = threading.Lock()
     start = time.monotonic()
     threads = [
@@ -61,18 +65,21 @@ def main(argv: list[str]) -> int:
     wall = time.monotonic() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = usage.ru_utime + usage.ru_stime
-    done = {(lane, step): (seconds, code) for step, lane, seconds, code in results}
+    done = {(lane, step): (seconds, step_cpu, code) for step, lane, seconds, step_cpu, code in results}
     print(f"\nmake test: where the time went ({len(lanes)} lane(s) side by side, {os.cpu_count()} cores)")
+    print(f"  {'step':<16} {'wall':>8} {'cpu':>8}")
     for k, steps in enumerate(lanes, 1):
         for step in steps:
             if (k, step) in done:
-                seconds, code = done[k, step]
-                print(f"  {step:<16} {seconds:6.0f} s  lane {k}" + ("" if code == 0 else "  FAILED"))
+                seconds, step_cpu, code = done[k, step]
+                print(
+                    f"  {step:<16} {seconds:6.0f} s {step_cpu:6.0f} s  lane {k}"
+                    + ("" if code == 0 else "  FAILED")
+                )
             else:
-                print(f"  {step:<16}      -    lane {k}  (not run: an earlier step of its lane failed)")
-    print(f"  {'wall':<16} {wall:6.0f} s")
-    print(f"  {'cpu':<16} {cpu:6.0f} s  (user + system, all processes)")
-    failed = [step for step, _, _, code in results if code != 0]
+                print(f"  {step:<16}      -         -    lane {k}  (not run: an earlier step failed)")
+    print(f"  {'all':<16} {wall:6.0f} s {cpu:6.0f} s  (cpu: user + system of every process started)")
+    failed = [step for step, _, _, _, code in results if code != 0]
     if failed or len(done) < sum(map(len, lanes)):
         print(f"make test: FAILED ({' '.join(failed)})")
         return 1
