@@ -6,6 +6,7 @@
 // with more to see.
 (function () {
   var TABULAR = /\S {2,}\S|[│┃|┆]/;
+  var PHONE = window.matchMedia("(max-width: 699.98px)"); // as in shardbook.css
 
   function looksTabular(text) {
     var lines = text.split("\n");
@@ -60,8 +61,8 @@
     });
   }
 
-  // Each output image sits in its own box: on a phone (shardbook.css) the image keeps the width it was
-  // drawn at and the box scrolls sideways, so the figure's text stays legible.
+  // Each output image sits in its own box: on a phone (shardbook.css) the figure fits the column, and a
+  // tap shows it at the width it was drawn at in that box, which then scrolls sideways.
   function boxFigures() {
     document.querySelectorAll(".cell_output img").forEach(function (img) {
       var parent = img.parentElement;
@@ -71,6 +72,15 @@
       img.parentNode.insertBefore(box, img);
       box.appendChild(img);
       img.addEventListener("load", markScrollables);
+      // A tap switches between the whole figure in the column and the figure at the size it was drawn
+      // (legible labels; the box then scrolls sideways). Only on a phone does the second differ.
+      img.addEventListener("click", function () {
+        box.classList.toggle("sb-zoomed");
+        if (PHONE.matches) img.title = box.classList.contains("sb-zoomed") ? "Tap to fit" : "Tap for full size";
+        box.scrollLeft = 0;
+        markScrollables();
+      });
+      if (PHONE.matches) img.title = "Tap for full size";
     });
   }
 

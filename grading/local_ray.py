@@ -4,8 +4,10 @@ worker nodes, each a ``ray start --block`` process of its own, stopped by proces
     with local_cluster(nodes=2, logs=Path("ray-logs")) as (address, env):
         subprocess.run([..., "--engine", "ray"], env=dict(env, RAY_ADDRESS=address))
 
-``env`` is the environment the nodes run with (token authentication, usage stats off); a driver
-connecting to ``address`` needs its RAY_AUTH_MODE. Stopping never uses ``ray stop``, which would stop
+``env`` is the environment the nodes run with (token authentication with a token of this cluster's
+own, usage stats off); a driver connecting to ``address`` needs its RAY_AUTH_MODE and RAY_AUTH_TOKEN.
+With a token of its own the cluster starts on a machine that never made one (``~/.ray/auth_token``):
+without it ``ray start`` refuses to start. Stopping never uses ``ray stop``, which would stop
 every Ray on the machine, only this cluster's process groups.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -51,7 +54,8 @@ def local_cluster(
     logs.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     address = f"{ray._private.services.get_node_ip_address()}:{port}"
-    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_USAGE_STATS_ENABLED="0")
+    token = secrets.token_hex(32)  # as `ray get-auth-token --generate` makes one
+    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, RAY_USAGE_STATS_ENABLED="0")
     started: list[subprocess.Popen] = []
 
     def start(name: str, *args: str) -> None:
