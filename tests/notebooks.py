@@ -46,3 +46,15 @@ def answer_sources(path: Path) -> dict[str, str]:
         for c in nb.cells
         if nbgrader_meta(c).get("solution")
     }
+
+
+def assignment_notebook(intro: str, exercises: list[tuple[str, list[int]]]) -> nbformat.NotebookNode:
+    """A notebook with an intro, and per exercise a heading and test cells worth the given points."""
+    cells = [nbformat.v4.new_markdown_cell(intro)]
+    for heading, points in exercises:
+        cells.append(nbformat.v4.new_markdown_cell(heading))
+        for k, p in enumerate(points):
+            cell = nbformat.v4.new_code_cell("pass")
+            cell.metadata["nbgrader"] = {"grade": True, "grade_id": f"test_{k}", "points": p}
+            cells.append(cell)
+    return nbformat.v4.new_notebook(cells=cells)

@@ -8,7 +8,7 @@ import types
 import nbformat
 import pytest
 
-from tests.notebooks import ROOT
+from tests.notebooks import ROOT, assignment_notebook
 from tools import notebooks as nbtools
 
 ASSIGNMENT = "01_meshes"
@@ -174,27 +174,16 @@ def test_exercise_check_and_leak_scan_see_files_other_than_notebooks(tmp_path, m
     assert f"exercises/{ASSIGNMENT}/{ASSIGNMENT}.md: solution/hidden line" in capsys.readouterr().err
 
 
-def _assignment(intro, exercises):
-    cells = [nbformat.v4.new_markdown_cell(intro)]
-    for heading, points in exercises:
-        cells.append(nbformat.v4.new_markdown_cell(heading))
-        for k, p in enumerate(points):
-            cell = nbformat.v4.new_code_cell("pass")
-            cell.metadata["nbgrader"] = {"grade": True, "grade_id": f"test_{k}", "points": p}
-            cells.append(cell)
-    return nbformat.v4.new_notebook(cells=cells)
-
-
 def test_points_stated_where_no_check_compares_them_are_problems():
-    good = _assignment("Points: 3 in all.", [("### Exercise 7.1 — A (3 points)", [1, 2])])
+    good = assignment_notebook("Points: 3 in all.", [("### Exercise 7.1 — A (3 points)", [1, 2])])
     assert nbtools.points_problems(good, "a.ipynb") == ([], {"7.1": 3})
     # A heading without "(P points)" would count its tests into the exercise before it.
-    no_points = _assignment(
+    no_points = assignment_notebook(
         "Points: 5 in all.", [("### Exercise 7.1 — A (3 points)", [1, 2]), ("### Exercise 7.2 — B", [2])]
     )
     problems, _ = nbtools.points_problems(no_points, "a.ipynb")
     assert "the heading '### Exercise 7.2 — B' must end with '(P points)'" in problems[0]
-    worth = _assignment(
+    worth = assignment_notebook(
         "Points: 3 in all. The self-check is worth 1 point.", [("### Exercise 7.1 — A (3 points)", [1, 2])]
     )
     problems, _ = nbtools.points_problems(worth, "a.ipynb")
@@ -202,7 +191,7 @@ def test_points_stated_where_no_check_compares_them_are_problems():
         "a.ipynb: 'Points: 3 in all. The self-check is worth 1 point.' states points where no check compares"
         " them with the metadata; say them only in the intro's 'Points: N in all' and the exercise headings"
     ]
-    abbreviated = _assignment("Points: 3 in all.", [("### Exercise 7.1 — A (3 pts)", [1, 2])])
+    abbreviated = assignment_notebook("Points: 3 in all.", [("### Exercise 7.1 — A (3 pts)", [1, 2])])
     assert "must end with '(P points)'" in nbtools.points_problems(abbreviated, "a.ipynb")[0][0]
 
 

@@ -7,7 +7,7 @@ import types
 import nbformat
 import pytest
 
-from tests.notebooks import ROOT
+from tests.notebooks import ROOT, assignment_notebook
 from tools import notebooks as nbtools
 
 
@@ -105,38 +105,26 @@ def test_leaks_in_reads_rendered_text():
     assert len(found) == 2
 
 
-def _assignment(intro: str, exercises: list[tuple[str, list[int]]]):
-    """A notebook with an intro, and per exercise a heading and test cells worth the given points."""
-    cells = [nbformat.v4.new_markdown_cell(intro)]
-    for heading, points in exercises:
-        cells.append(nbformat.v4.new_markdown_cell(heading))
-        for k, p in enumerate(points):
-            cell = nbformat.v4.new_code_cell("pass")
-            cell.metadata["nbgrader"] = {"grade": True, "grade_id": f"test_{k}", "points": p}
-            cells.append(cell)
-    return nbformat.v4.new_notebook(cells=cells)
-
-
 def test_points_check_compares_prose_with_metadata():
-    good = _assignment(
+    good = assignment_notebook(
         "Points: 7 in all.",
         [("### Exercise 7.1 — A (3 points)", [1, 2]), ("### Exercise 7.2 — B (4 points)", [1, 3])],
     )
     assert nbtools.points_problems(good, "a.ipynb") == ([], {"7.1": 3, "7.2": 4})
     # Assignment 7 as filed: the intro says 9, the headings 3 + 4, the metadata 7.
-    intro_wrong = _assignment(
+    intro_wrong = assignment_notebook(
         "Points: 9 in all.",
         [("### Exercise 7.1 — A (3 points)", [1, 2]), ("### Exercise 7.2 — B (4 points)", [1, 3])],
     )
     problems, _ = nbtools.points_problems(intro_wrong, "a.ipynb")
     assert problems == ["a.ipynb: the intro says 'Points: 9 in all'; the test cells' metadata sums to 7"]
-    heading_wrong = _assignment(
+    heading_wrong = assignment_notebook(
         "Points: 7 in all.",
         [("## Exercise 7.1 — A (4 points)", [1, 2]), ("## Exercise 7.2 — B (1 point)", [2])],
     )
     problems, _ = nbtools.points_problems(heading_wrong, "a.ipynb")
     assert len(problems) == 3 and "Exercise 7.1's heading says 4 points" in problems[1]
-    no_intro = _assignment("Hand in the notebook.", [("### Exercise 1.1 — A (3 points)", [1, 2])])
+    no_intro = assignment_notebook("Hand in the notebook.", [("### Exercise 1.1 — A (3 points)", [1, 2])])
     assert "once (found 0 times)" in nbtools.points_problems(no_intro, "a.ipynb")[0][0]
 
 
