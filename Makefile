@@ -102,8 +102,8 @@ site-check: venv
 # Two lanes side by side on 2 cores: the tests beside the book's execution and the checks that read
 # the built book. A lane stops at its first failure; tools/run_steps.py prints each step's log as it
 # ends, then a table of seconds per step, the wall time and the CPU time.
-TEST_LANE_1 := lint unit learner-path
-TEST_LANE_2 := notebooks check-exercises book leaks site-check
+TEST_LANE_1 := lint unit
+TEST_LANE_2 := notebooks check-exercises book leaks site-check learner-path
 
 test: venv
 	@$(PY) tools/run_steps.py "$(TEST_LANE_1)" "$(TEST_LANE_2)"

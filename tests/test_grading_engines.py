@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from grading import grade
-from grading.local_ray import local_cluster
+from grading.local_ray import local_cluster, raylet_abort
 from tests.conftest import CELL_TIMEOUT, GRADED_ASSIGNMENT, REFERENCE, write_downloads
 from tests.notebooks import ROOT
 
@@ -203,3 +203,22 @@ def test_score_changes_and_progress_in_words():
     ]
     assert grade.progress(3, 10, 60.0) == "[3/10, 3.0 notebooks/min, about 2 min 20 s left]"
     assert grade.progress(10, 10, 75.0) == "[10/10, 8.0 notebooks/min, done]"
+
+
+def test_a_cluster_that_does_not_start_says_why_the_raylet_aborted(tmp_path):
+    # A line as Ray 2.60 logged it in CI, when a loaded machine kept an agent from starting in time.
+    logs = tmp_path / "session_2026-12-02_00-11-24_066845_25624" / "logs"
+    logs.mkdir(parents=True)
+    (tmp_path / "session_latest").symlink_to(logs.parent)
+    assert raylet_abort(tmp_path) == ""
+    (logs / "raylet.out").write_text("Check failed: not an error file\n")
+    (logs / "raylet.err").write_text(
+        "[2026-12-02 00:11:57,541 C 25925 25925] (raylet) node_manager.cc:3576:  An unexpected system state "
+        "has occurred. Check failed: statussetor3576.has_value() Timed out waiting for file /tmp/ray/x/port\n"
+        "*** StackTrace Information ***\n"
+    )
+    why = raylet_abort(tmp_path)
+    assert why == (
+        f"; {tmp_path / 'session_latest' / 'logs' / 'raylet.err'}: Check failed: statussetor3576.has_value() "
+        "Timed out waiting for file /tmp/ray/x/port"
+    )
