@@ -24,7 +24,9 @@ ASSIGNMENTS = [
     for a in submissions.assignments_with_submissions()
 ]
 # A hidden test must leave room under the cell time limit of `make grade` (the default, 120 s) on a
-# busy 2-core grading machine: in-process, without a kernel to start, it takes well under a tenth.
+# busy 2-core grading machine: in-process, without a kernel to start, it takes well under a tenth of
+# it in CPU time (the slowest cell takes about 7 s). CPU time, not wall time: a loaded CI machine
+# stretched a 4 s cell to 16.5 s of wall time, with no change to the cell.
 SLOWEST_TEST_CELL = 12.0
 
 
@@ -57,8 +59,8 @@ def test_reference_solution_scores_full_marks_in_time(assignment, graded_in_proc
     cells = dict(grade.graded_cells(assignment))
     assert not got["errors"], got["errors"]
     assert got["scores"] == cells, got["output"]
-    slow = {g: s for g, s in got["seconds"].items() if s > SLOWEST_TEST_CELL}
-    assert not slow, f"test cells slower than {SLOWEST_TEST_CELL} s in-process: {slow}"
+    slow = {g: (s, got["seconds"][g]) for g, s in got["cpu_seconds"].items() if s > SLOWEST_TEST_CELL}
+    assert not slow, f"test cells over {SLOWEST_TEST_CELL} s of CPU in-process (CPU s, wall s): {slow}"
 
 
 # ---------------------------------------------------------------------------------------------------

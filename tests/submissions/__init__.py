@@ -246,10 +246,11 @@ def grade_in_process(
 ) -> dict:
     """Runs a notebook's code cells in order in a fresh namespace of this process; scores its test cells.
 
-    Returns ``{"scores": {grade_id: points}, "output": {grade_id: text}, "seconds": {grade_id: s}}``
-    for every test cell; ``output`` is what the cell printed plus ``ErrorName: message`` if it raised
-    (what the feedback page shows of it); ``errors``: ``"cell N (grade_id)": message`` for every other
-    cell that raised. ``only``: run only these test cells (every other cell runs).
+    Returns ``{"scores": {grade_id: points}, "output": {grade_id: text}, "seconds": {grade_id: s},
+    "cpu_seconds": {grade_id: s}}`` for every test cell (its wall and CPU time in this process);
+    ``output`` is what the cell printed plus ``ErrorName: message`` if it raised (what the feedback
+    page shows of it); ``errors``: ``"cell N (grade_id)": message`` for every other cell that raised.
+    ``only``: run only these test cells (every other cell runs).
     """
     tests = graded_test_cells(assignment, root)
     # The hardening prologue drops the course's modules from sys.modules: put back this process's own
@@ -265,12 +266,12 @@ def grade_in_process(
 
 def _run_cells(nb, assignment: str, root: Path, only: set[str] | None, tests: dict) -> dict:
     namespace: dict = {"__name__": "__main__"}
-    result: dict = {"scores": {}, "output": {}, "seconds": {}, "errors": {}}
+    result: dict = {"scores": {}, "output": {}, "seconds": {}, "cpu_seconds": {}, "errors": {}}
     for index, (gid, source) in enumerate(cells_to_run(nb, assignment, root)):
         if gid in tests and only is not None and gid not in only:
             continue
         out = io.StringIO()
-        start = time.monotonic()
+        start, cpu_start = time.monotonic(), time.process_time()
         error = None
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             try:
@@ -285,6 +286,7 @@ def _run_cells(nb, assignment: str, root: Path, only: set[str] | None, tests: di
             result["scores"][gid] = 0.0 if error else tests[gid][0]
             result["output"][gid] = out.getvalue() + (error or "")
             result["seconds"][gid] = round(time.monotonic() - start, 2)
+            result["cpu_seconds"][gid] = round(time.process_time() - cpu_start, 2)
         elif error:
             result["errors"][f"cell {index} ({gid or 'no grade_id'})"] = error
     return result
@@ -364,7 +366,7 @@ def grade_assignment(
         only = None if all_tests else affected_tests(sub, assignment, root)
         got = grade_in_process(notebook(sub, assignment, root), assignment, root, only)
         merged: dict = {"ran": sorted(got["scores"]), "errors": got["errors"]}
-        for key in ("scores", "output", "seconds"):
+        for key in ("scores", "output", "seconds", "cpu_seconds"):
             merged[key] = {gid: got[key].get(gid, reference[key][gid]) for gid in reference[key]}
         results[name] = merged
     return results
