@@ -28,7 +28,7 @@ from pathlib import Path
 
 RAY = Path(sys.executable).parent / "ray"
 ATTEMPTS = 3
-STARTUP_NICE = -10  # the nice value of a node while it starts (0 is the usual one)
+STARTUP_NICE = -10  # the nice value of a node while it starts; once up, it gets the caller's
 
 
 def _free_port() -> int:
@@ -86,7 +86,7 @@ def local_cluster(
         started.append(node)
         # On a busy machine (CI runs the grading batch and the chapters beside this) the Python agents
         # start too slowly for that 15 s: the node starts at a higher priority, which its processes
-        # inherit, and goes back to the usual one once up. Only root may raise it; others just retry.
+        # inherit, and goes back to this process's once up. Only root may raise it; others just retry.
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, node.pid, STARTUP_NICE)
 
@@ -124,9 +124,10 @@ def local_cluster(
             for k in range(1, nodes):
                 start(f"worker{k}-{attempt}", "--address", address)
             wait_for(nodes)
+            usual = os.getpriority(os.PRIO_PROCESS, 0)
             for p in started:  # every process of a node is in its process group
                 with contextlib.suppress(OSError):
-                    os.setpriority(os.PRIO_PGRP, p.pid, 0)
+                    os.setpriority(os.PRIO_PGRP, p.pid, usual)
             break
         except RuntimeError:
             stop()
