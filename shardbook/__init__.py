@@ -14,6 +14,7 @@ Modules (one topic each):
   cost    -- the TPU cost model (estimate, draw_timeline).
   pipeline -- pipeline schedules (GPipe, 1F1B): the table, its bubble, the activations kept, a picture.
   hosts   -- many JAX processes on one machine (run_workers): multi-host programs on localhost.
+  claims  -- claim(): a comparative sentence of a chapter checked against the values its page printed.
 """
 
 from __future__ import annotations
@@ -59,10 +60,12 @@ _EXPORTS = {
     "draw_pipeline_schedule": "pipeline",
     "run_workers": "hosts",
     "WorkersFailed": "hosts",
+    "claim": "claims",
+    "ClaimFailed": "claims",
 }
 
 # modules reachable as attributes without an import statement (``shardbook.comms.analyze``)
-_MODULES = ("viz", "checks", "comms", "hlo", "cost", "pipeline", "hosts")
+_MODULES = ("viz", "checks", "comms", "hlo", "cost", "pipeline", "hosts", "claims")
 
 __all__ = [
     "NUM_DEVICES",

@@ -139,3 +139,35 @@ def test_kernels_never_inherit_a_forced_matplotlib_backend(monkeypatch):
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def test_claims_must_quote_the_prose():
+    # A claim() checks a sentence of the page: its text must be a literal the prose contains word for
+    # word (emphasis and code markup aside), so the check and the sentence cannot drift apart.
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("FSDP keeps *an eighth* of the\nmemory, and `psum` sends nothing."),
+        nbformat.v4.new_code_cell('claim("an eighth of the memory", a * 8 <= b)\nshardbook.claim("psum sends nothing", True)'),
+        nbformat.v4.new_code_cell('claim("a quarter of the memory", True)\nclaim(f"{x} faster", True)'),
+    ]
+    sentences, problems = nbtools.claimed_sentences(nb)
+    assert sentences == ["an eighth of the memory", "psum sends nothing", "a quarter of the memory"]
+    assert len(problems) == 2
+    assert 'claim("a quarter of the memory") quotes words the prose does not contain' in problems[0]
+    assert "not a string literal" in problems[1]
+
+
+def test_a_false_claim_stops_the_page_quoting_its_sentence(capsys):
+    from shardbook import ClaimFailed, claim
+
+    claim("an eighth of the memory", 1.0 * 8 <= 8.0)
+    assert capsys.readouterr().out == "✓ checked: an eighth of the memory\n"
+    with pytest.raises(ClaimFailed, match='the text says "an eighth of the memory".*FSDP 3.5 MiB'):
+        claim("an eighth of the memory", 3.5 * 8 <= 1.4, because="FSDP 3.5 MiB, data parallel 1.4 MiB")
+    # A value that is merely truthy is refused: a check that cannot fail is a defect.
+    import numpy as np
+
+    for not_a_boolean in ("yes", [1], np.ones(2) > 0, 1):
+        with pytest.raises(TypeError):
+            claim("anything", not_a_boolean)
+    claim("a NumPy comparison", np.float32(2) > 1)

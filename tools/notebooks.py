@@ -11,7 +11,8 @@ python tools/notebooks.py exercises   exercises/ equals a fresh generation from 
                                       each exercise notebook fails only with NotImplementedError,
                                       only in answer and test cells
 python tools/notebooks.py leaks       no solution or hidden-test text in exercises/ or _build/html
-python tools/notebooks.py prose       each figure with a unit in a chapter's prose is printed by a cell
+python tools/notebooks.py prose       each figure with a unit in a chapter's prose is printed by a cell,
+                                      and each claim() quotes a sentence the chapter's prose contains
 python tools/notebooks.py points      points are stated once (nbgrader metadata) and the prose agrees
 """
 
@@ -327,6 +328,48 @@ def printed_as_token(number: str, text: str) -> bool:
     return Decimal(number.replace(",", "")) in printed_numbers(text)
 
 
+_MARKUP = re.compile(r"[*`]")
+
+
+def _plain(text: str) -> str:
+    """Prose as a reader reads it: no emphasis or code markup, one space between words."""
+    return " ".join(_MARKUP.sub("", text).split())
+
+
+def claimed_sentences(nb) -> tuple[list[str], list[str]]:
+    """The sentences a notebook's code cells check with ``claim(...)``, and the problems found.
+
+    A claim's sentence must be a string literal (so that it can be read here without running the
+    cell) and must occur, word for word, in the notebook's markdown cells.
+    """
+    import ast
+
+    prose = _plain("\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
+    sentences, problems = [], []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or "claim(" not in cell.source:
+            continue
+        try:
+            tree = ast.parse("\n".join(line for line in cell.source.splitlines() if not line.startswith("%")))
+        except SyntaxError as e:
+            problems.append(f"cell {index}: does not parse ({e.msg})")
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name != "claim":
+                continue
+            first = node.args[0] if node.args else None
+            if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+                problems.append(f"cell {index}, line {node.lineno}: claim()'s sentence is not a string literal")
+                continue
+            sentences.append(first.value)
+            if _plain(first.value) not in prose:
+                problems.append(f'cell {index}: claim("{first.value}") quotes words the prose does not contain')
+    return sentences, problems
+
+
 def cmd_prose(args) -> None:
     """Each figure with a unit in a chapter's prose appears in that chapter's executed outputs.
 
@@ -334,7 +377,11 @@ def cmd_prose(args) -> None:
     skipped: they derive figures step by step, and their cell prints the result.
     """
     problems = []
+    claims = 0
     for path in book_notebooks():
+        sentences, claim_problems = claimed_sentences(_read_source(path.with_suffix(".md")))
+        claims += len(sentences)
+        problems += [f"{path.with_suffix('.md').name}, {p}" for p in claim_problems]
         executed = ROOT / "_build" / "executed" / "book" / path.name
         if not executed.exists():
             fail(f"{executed.relative_to(ROOT)} is missing: run `tools/notebooks.py run` first")
@@ -355,8 +402,9 @@ def cmd_prose(args) -> None:
                         " no output prints it"
                     )
     if problems:
-        fail("figures in prose that no cell prints:\n  " + "\n  ".join(problems))
+        fail("figures in prose that no cell prints, or claims the prose does not make:\n  " + "\n  ".join(problems))
     print("every figure quoted in the chapters' prose is printed: ok")
+    print(f"{claims} comparative sentences checked by claim() quote the prose word for word: ok")
 
 
 def _read_source(path: Path) -> nbformat.NotebookNode:
