@@ -40,7 +40,8 @@ def claim(sentence: str, holds: Any, because: str = "") -> None:
       >>> claim("three is less than two", 3 < 2, because="3 >= 2")
       Traceback (most recent call last):
       ...
-      shardbook.claims.ClaimFailed: the text says "three is less than two", but the values printed here do not support it: 3 >= 2
+      shardbook.claims.ClaimFailed: the text says "three is less than two", but the values printed here
+      do not support it: 3 >= 2
     """
     if not isinstance(sentence, str) or not sentence.strip():
         raise TypeError(f"claim() needs the sentence it checks, got {sentence!r}")
@@ -55,6 +56,6 @@ def claim(sentence: str, holds: Any, because: str = "") -> None:
     if value is not True:
         if value is not False:
             raise TypeError(f"claim({sentence!r}, ...) needs a boolean, got {holds!r}")
-        message = f'the text says "{sentence}", but the values printed here do not support it'
+        message = f'the text says "{sentence}", but the values printed here\ndo not support it'
         raise ClaimFailed(message + (f": {because}" if because else ""))
     print(f"✓ checked: {sentence}")

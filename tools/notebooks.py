@@ -362,11 +362,11 @@ def claimed_sentences(nb) -> tuple[list[str], list[str]]:
                 continue
             first = node.args[0] if node.args else None
             if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
-                problems.append(f"cell {index}, line {node.lineno}: claim()'s sentence is not a string literal")
+                problems.append(f"cell {index}, line {node.lineno}: claim()'s sentence is no string literal")
                 continue
             sentences.append(first.value)
             if _plain(first.value) not in prose:
-                problems.append(f'cell {index}: claim("{first.value}") quotes words the prose does not contain')
+                problems.append(f'cell {index}: claim("{first.value}") quotes words the prose lacks')
     return sentences, problems
 
 
@@ -402,7 +402,7 @@ def cmd_prose(args) -> None:
                         " no output prints it"
                     )
     if problems:
-        fail("figures in prose that no cell prints, or claims the prose does not make:\n  " + "\n  ".join(problems))
+        fail("figures no cell prints, or claims the prose does not make:\n  " + "\n  ".join(problems))
     print("every figure quoted in the chapters' prose is printed: ok")
     print(f"{claims} comparative sentences checked by claim() quote the prose word for word: ok")
 
