@@ -325,16 +325,24 @@ class _Simulator:
         if own:
             return own, _operand_dtype(comp, inst)
         if inst.opcode in ("fusion", "call", "custom-call", "conditional"):
-            total, dtype = 0, "bf16"
+            # A conditional runs one of its branches: it is charged its costliest one (in an SPMD
+            # program whose devices meet after it, the device on that branch sets the pace).
+            per_callee = []
             for _, name in inst.called():
                 callee = self.module.computations.get(name)
                 if callee is None:
                     continue
+                total, dtype = 0, "bf16"
                 for sub in callee.instructions:
                     f, d = self._flops(callee, sub)
                     if f:
                         total, dtype = total + f, d
-            return total, dtype
+                per_callee.append((total, dtype))
+            if not per_callee:
+                return 0, ""
+            if inst.opcode == "conditional":
+                return max(per_callee)
+            return sum(f for f, _ in per_callee), next((d for f, d in reversed(per_callee) if f), "bf16")
         return 0, ""
 
     def _matmul(

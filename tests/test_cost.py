@@ -135,3 +135,16 @@ def test_collective_seconds_ring_vs_line():
     line = cost.collective_seconds(comms.Collective(**{**c.__dict__, "group_size": 8}), chip, {"X": 8})
     assert ring == pytest.approx(2**20 / (2 * chip.ici_link_bandwidth) + 15 * chip.hop_latency)
     assert line == pytest.approx(2**20 / chip.ici_link_bandwidth + 7 * chip.hop_latency)
+
+
+def test_a_conditional_is_charged_its_costliest_branch():
+    # One branch runs: the estimate charges the larger matmul, not both branches added.
+    a = jnp.ones((2048, 4096), jnp.bfloat16)
+    w = jnp.ones((4096, 8192), jnp.bfloat16)
+
+    def both(a, w, which):
+        return jax.lax.switch(which, (lambda: (a @ w[:, :1024]).sum(), lambda: (a @ w).sum()))
+
+    branches = cost.estimate(comms.analyze(jax.jit(both), a, w, jnp.int32(0)))
+    alone = cost.estimate(comms.analyze(jax.jit(lambda a, w: (a @ w).sum()), a, w))
+    assert branches.compute_seconds == pytest.approx(alone.compute_seconds, rel=0.01)

@@ -90,3 +90,20 @@ def test_shardbook_exports_the_pipeline_helpers():
 
     assert shardbook.pipeline_schedule is pipeline.pipeline_schedule
     assert shardbook.draw_pipeline_schedule is pipeline.draw_pipeline_schedule
+
+
+@pytest.mark.parametrize("stages,micro", [(2, 3), (4, 8), (3, 5)])
+def test_schedule_seconds_lockstep_and_as_inputs_arrive(stages, micro):
+    # Run as soon as inputs arrive, GPipe and 1F1B take (M + S - 1)(F + B): the same bubble whatever
+    # the order. In lockstep a tick lasts its slowest stage: equal when F = B, 1F1B slower when B > F
+    # (it runs more ticks that hold a backward); never faster than the asynchronous run.
+    gpipe, ofob = (pipeline.pipeline_schedule(stages, micro, k) for k in ("gpipe", "1f1b"))
+    for table in (gpipe, ofob):
+        assert pipeline.schedule_seconds(table, 1.0, 3.0, lockstep=False) == (micro + stages - 1) * 4.0
+        assert pipeline.schedule_seconds(table, 2.0, 2.0) == (micro + stages - 1) * 4.0
+        assert pipeline.schedule_seconds(table, 1.0, 3.0) >= pipeline.schedule_seconds(
+            table, 1.0, 3.0, lockstep=False
+        )
+    assert pipeline.schedule_seconds(ofob, 1.0, 3.0) > pipeline.schedule_seconds(gpipe, 1.0, 3.0)
+    # A hop is paid once per tick in lockstep.
+    assert pipeline.schedule_seconds(gpipe, 1.0, 1.0, hop=0.5) == len(gpipe) * 1.5

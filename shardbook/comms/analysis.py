@@ -75,6 +75,7 @@ def analyze(fn: Callable, *args: Any, **kwargs: Any) -> Report:
     report.notes = [*notes, *report.notes]
     memory = compiled.memory_analysis()  # None where the backend has no memory analysis
     report.temp_bytes = int(memory.temp_size_in_bytes) if memory is not None else None
+    report.memory = memory
     report.platform = platform_of(compiled)
     report.text = text
     report.seconds = time.perf_counter() - start

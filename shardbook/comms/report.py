@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..hlo import Module
 
@@ -99,6 +100,18 @@ class Report:
     platform: str = ""
     seconds: float = 0.0  # how long the analysis took (compilation included)
     executions: dict[str, int] = field(default_factory=dict, repr=False)  # computation -> times run
+    memory: Any = field(default=None, repr=False)  # compiled.memory_analysis() of the executed program
+
+    @property
+    def peak_bytes(self) -> int | None:
+        """Memory per device while the program runs: its arguments, outputs and temporaries, an output
+        that reuses a donated argument's buffer counted once (None without a memory analysis)."""
+        m = self.memory
+        if m is None:
+            return None
+        return int(
+            m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes + m.temp_size_in_bytes
+        )
 
     def count(self, kind: str | None = None) -> int:
         """How many collective ops of ``kind`` (all kinds when None) the program contains."""
