@@ -324,6 +324,18 @@ class _Simulator:
         own = dot_flops(inst, comp)
         if own:
             return own, _operand_dtype(comp, inst)
+        if inst.opcode == "while":  # a loop inside a called computation: its body, once per trip
+            calls = dict(inst.called())
+            body = self.module.computations.get(calls.get("body", ""))
+            if body is None:
+                return 0, ""
+            n = inst.backend_config().get("known_trip_count", {}).get("n")
+            total, dtype = 0, ""
+            for sub in body.instructions:
+                f, d = self._flops(body, sub)
+                if f:
+                    total, dtype = total + f, d
+            return total * (int(n) if n is not None else 1), dtype
         if inst.opcode in ("fusion", "call", "custom-call", "conditional"):
             # A conditional runs one of its branches: it is charged its costliest one (in an SPMD
             # program whose devices meet after it, the device on that branch sets the pace).

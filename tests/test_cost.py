@@ -148,3 +148,17 @@ def test_a_conditional_is_charged_its_costliest_branch():
     branches = cost.estimate(comms.analyze(jax.jit(both), a, w, jnp.int32(0)))
     alone = cost.estimate(comms.analyze(jax.jit(lambda a, w: (a @ w).sum()), a, w))
     assert branches.compute_seconds == pytest.approx(alone.compute_seconds, rel=0.01)
+
+
+def test_a_loop_inside_a_branch_is_charged_every_trip():
+    # A branch that scans a matmul 4 times costs 4 matmuls: the loop's trips count inside a conditional.
+    a = jnp.ones((2048, 4096), jnp.bfloat16)
+    w = jnp.ones((4, 4096, 4096), jnp.bfloat16)
+
+    def looped(a, w, which):
+        scan = lambda: jax.lax.scan(lambda h, wi: (h @ wi, None), a, w)[0].sum()  # noqa: E731
+        return jax.lax.switch(which, (lambda: a.sum(), scan))
+
+    once = cost.estimate(comms.analyze(jax.jit(lambda a, w: (a @ w[0]).sum()), a, w))
+    branches = cost.estimate(comms.analyze(jax.jit(looped), a, w, jnp.int32(1)))
+    assert branches.compute_seconds == pytest.approx(4 * once.compute_seconds, rel=0.05)
