@@ -47,6 +47,15 @@ REQUIREMENTS = ("numpy", "matplotlib", "packaging")
 #: Colab each one installed at another version is replaced by the version the book is executed with
 #: (requirements.txt pins the same; a test keeps them equal). Elsewhere they are the learner's business.
 COMPANIONS = {"flax": "0.12.12", "optax": "0.2.8", "orbax-checkpoint": "0.12.8"}
+#: The pip command that installs :data:`COMPANIONS` outside Colab.
+COMPANIONS_PIP = "pip install " + " ".join(f"{name}=={version}" for name, version in COMPANIONS.items())
+#: The book's one sentence on installing Flax, Optax and Orbax (Markdown), as every chapter that uses
+#: them says it (a test holds the chapters to it).
+COMPANIONS_ADVICE = (
+    "On Colab the setup cell replaces the Flax, Optax and Orbax that Colab ships, built for its own JAX, "
+    "with the versions this book is executed with; anywhere else, install those versions yourself: "
+    f"`{COMPANIONS_PIP}`."
+)
 #: Modules a session may already hold at another version than the one installed: the packages JAX is
 #: made of and the ones it imports. Import name -> distribution name.
 WATCHED = {
@@ -68,19 +77,51 @@ RESTART_COLAB = "Runtime → Restart session, then run this cell again"
 RESTART_ELSEWHERE = "restart the Python kernel, then run this cell again"
 #: The extra of ``jax`` that brings each accelerator's runtime (libtpu, the CUDA plugin).
 JAX_EXTRA = {"tpu": "tpu", "gpu": "cuda12"}
-#: PCI device ids of TPU chips, from JAX's own table (jax/_src/hardware_utils.py, _TPU_PCI_DEVICE_IDS),
-#: with how many JAX devices each chip is: TPU v2 and v3 (one id for both) show each of a chip's two
-#: TensorCores as a device; later generations show one device per chip (v4 and v5p join their two
-#: cores into one "megacore" device).
+#: PCI device ids of TPU chips -> the chip's generation, from JAX's own table (``_TPU_PCI_DEVICE_IDS``
+#: in jax/_src/hardware_utils.py of JAX 0.12.0.1; 0x0027 is TPU v2 or v3, one id for both, and 0x0056
+#: has no public name).
 TPU_PCI_IDS = {
-    "0x0027": ("v2/v3", 2),
-    "0x0056": ("plc", 1),
-    "0x005e": ("v4", 1),
-    "0x0062": ("v5p", 1),
-    "0x0063": ("v5e", 1),
-    "0x006f": ("v6e", 1),
-    "0x0076": ("7x", 1),
+    "0x0027": "v3",
+    "0x0056": "plc",
+    "0x005e": "v4",
+    "0x0062": "v5p",
+    "0x0063": "v5e",
+    "0x006f": "v6e",
+    "0x0076": "7x",
+    "0x0083": "8i",
+    "0x007c": "8t",
 }
+#: TensorCores per chip of each generation, from JAX's ``ChipVersion.num_physical_tensor_cores_per_chip``
+#: (jax/_src/tpu_info.py of JAX 0.12.0.1; "plc", absent there, counted as one).
+TENSOR_CORES_PER_CHIP = {
+    "v2": 2,
+    "v3": 2,
+    "plc": 1,
+    "v4": 2,
+    "v5p": 2,
+    "v5e": 1,
+    "v6e": 1,
+    "7x": 2,
+    "8i": 2,
+    "8t": 1,
+}
+#: Generations whose two TensorCores JAX joins into one "megacore" device (``supports_megacore`` in
+#: jax/_src/tpu_info.py): on every other chip each TensorCore is a JAX device of its own.
+MEGACORE = frozenset({"v4", "v5p"})
+#: Generation prefixes of ``$TPU_ACCELERATOR_TYPE`` ("v3-8", "v5litepod-4", "tpu7x-8") -> generation.
+ACCELERATOR_TYPE_GENERATIONS = {"v5litepod": "v5e", "tpu7x": "7x", "tpu8i": "8i", "tpu8t": "8t"}
+
+
+def devices_per_chip(generation: str) -> int:
+    """How many JAX devices one TPU chip of a generation ("v5e", "7x") is; 1 for an unknown one.
+
+    Example:
+      >>> devices_per_chip("v3"), devices_per_chip("v4"), devices_per_chip("7x")
+      (2, 1, 2)
+    """
+    return 1 if generation in MEGACORE else TENSOR_CORES_PER_CHIP.get(generation, 1)
+
+
 GOOGLE_PCI_VENDOR = "0x1ae0"
 
 
@@ -135,7 +176,8 @@ def count_tpu(root: str = "/") -> tuple[int, int]:
     ``/dev/vfio/<n>`` files (one per chip) and reads ``$TPU_ACCELERATOR_TYPE`` for the generation.
 
     Returns:
-      ``(chips, devices)``; a TPU v3-8 has 4 chips and 8 devices, a v5e-1 one of each.
+      ``(chips, devices)``; a TPU v3-8 has 4 chips and 8 devices, a v5e-1 one of each, a TPU7x chip
+      two devices (see :func:`devices_per_chip`).
     """
     chips = devices = 0
     for vendor in glob.glob(os.path.join(root, "sys/bus/pci/devices/*/vendor")):
@@ -152,13 +194,14 @@ def count_tpu(root: str = "/") -> tuple[int, int]:
             continue
         if device_id in TPU_PCI_IDS:
             chips += 1
-            devices += TPU_PCI_IDS[device_id][1]
+            devices += devices_per_chip(TPU_PCI_IDS[device_id])
     if chips:
         return chips, devices
     files = glob.glob(os.path.join(root, "dev/accel[0-9]*")) or [
         p for p in glob.glob(os.path.join(root, "dev/vfio/*")) if re.fullmatch(r".*/\d+", p)
     ]
-    per_chip = 2 if re.match(r"v[23]\b", os.environ.get("TPU_ACCELERATOR_TYPE", "")) else 1
+    generation = os.environ.get("TPU_ACCELERATOR_TYPE", "").split("-")[0]
+    per_chip = devices_per_chip(ACCELERATOR_TYPE_GENERATIONS.get(generation, generation))
     return len(files), len(files) * per_chip
 
 

@@ -1084,7 +1084,7 @@ def _ring_figure(
     return fig, columns
 
 
-# --- pictures for chapters 6-10 below ---
+# --- pictures for chapters 6-9 below ---
 
 
 def _fig_or_axes(ax: Any, figsize: tuple[float, float]) -> tuple[Figure, Axes, bool]:

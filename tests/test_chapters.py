@@ -1,6 +1,7 @@
 """Chapters as MyST Markdown and each chapter executed once: tools/notebooks.py sources and run's
 cache, tools/execution_cache.py and tools/chapter_sources.py. Assignments' sources: test_sources.py."""
 
+import re
 import types
 
 import nbformat
@@ -213,3 +214,32 @@ def test_a_chapter_page_offers_its_committed_notebook(tmp_path):
     chapter_sources._build_finished(app, None)
     assert (tmp_path / "html" / "_sources" / "book" / "ch.ipynb").read_text() == "ch.ipynb"
     assert not (tmp_path / "html" / "_sources" / "book" / "ex.ipynb").exists()
+
+
+# Chapter 11 is being rewritten on another branch; it takes the sentence then, and this mark goes.
+INSTALL_SENTENCE_PENDING = {"11_training_a_transformer.md"}
+COMPANION_IMPORT = re.compile(r"^\s*(?:import|from)\s+(flax|optax|orbax)\b", re.M)
+COMPANION_PIP = re.compile(r"pip install\b[^`\n]*\b(flax|optax|orbax)", re.I)
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(p, marks=pytest.mark.xfail(reason="chapter 11's rewrite is pending", strict=False))
+        if p.name in INSTALL_SENTENCE_PENDING
+        else p
+        for p in sorted((ROOT / "book").glob("*.md"))
+    ],
+    ids=lambda p: p.stem,
+)
+def test_one_sentence_says_how_to_install_flax_optax_and_orbax(page):
+    # Every page that imports Flax, Optax or Orbax says how to install them in the one sentence of
+    # shardbook.setup.COMPANIONS_ADVICE (the pins spelled once), and no page gives another pip command.
+    from shardbook.setup import COMPANIONS_ADVICE
+
+    text = page.read_text()
+    prose = " ".join(text.split())
+    if COMPANION_IMPORT.search(text):
+        assert COMPANIONS_ADVICE in prose, f"{page.name} uses {COMPANION_IMPORT.search(text).group(1)}"
+    others = COMPANION_PIP.findall(prose.replace(COMPANIONS_ADVICE, ""))
+    assert not others, f"{page.name} says another way to install {others}: use COMPANIONS_ADVICE"

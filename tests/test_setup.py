@@ -457,6 +457,46 @@ def test_tpu_devices_are_counted_not_chips(tmp_path, chips, device_id, devices, 
     assert devices_setup.choose_devices(kind, count) is simulate
 
 
+# One row per chip kind of JAX's tables (JAX 0.12.0.1): the PCI id from _TPU_PCI_DEVICE_IDS in
+# jax/_src/hardware_utils.py, TensorCores per chip from ChipVersion.num_physical_tensor_cores_per_chip
+# in jax/_src/tpu_info.py; v4 and v5p join their two cores into one megacore device.
+JAX_TPU_CHIPS = [
+    ("0x0027", "v3", 2),  # TPU v2 and v3 (one id): each TensorCore a device
+    ("0x0056", "plc", 1),  # no public name, not in tpu_info
+    ("0x005e", "v4", 1),  # megacore
+    ("0x0062", "v5p", 1),  # megacore
+    ("0x0063", "v5e", 1),
+    ("0x006f", "v6e", 1),
+    ("0x0076", "7x", 2),
+    ("0x0083", "8i", 2),
+    ("0x007c", "8t", 1),
+]
+
+
+@pytest.mark.parametrize(("device_id", "generation", "per_chip"), JAX_TPU_CHIPS)
+def test_each_tpu_chip_kind_counts_as_jax_counts_it(tmp_path, device_id, generation, per_chip):
+    # 4 chips of each kind in JAX's table make 4 × (devices per chip) JAX devices.
+    assert devices_setup.TPU_PCI_IDS[device_id] == generation
+    assert devices_setup.devices_per_chip(generation) == per_chip
+    assert devices_setup.count_tpu(str(_fake_sysfs(tmp_path, 4, device_id))) == (4, 4 * per_chip)
+
+
+def test_tpu_tables_agree_with_the_installed_jax():
+    # The same facts, read from the private tables of the JAX installed here (skipped if they moved).
+    hardware_utils = pytest.importorskip("jax._src.hardware_utils")
+    tpu_info = pytest.importorskip("jax._src.tpu_info")
+    names = {"v3": "v3", "plc": "plc", "v4": "v4", "v5p": "v5p", "v5e": "v5e", "v6e": "v6e"}
+    names |= {"tpu7x": "7x", "tpu8i": "8i", "tpu8t": "8t"}
+    jax_ids = {pci: names[version.name] for pci, version in hardware_utils._TPU_PCI_DEVICE_IDS.items()}
+    assert devices_setup.TPU_PCI_IDS == jax_ids
+    for chip in tpu_info.ChipVersion:
+        if chip.value in devices_setup.TENSOR_CORES_PER_CHIP:
+            cores = chip.num_physical_tensor_cores_per_chip
+            assert devices_setup.TENSOR_CORES_PER_CHIP[chip.value] == cores, chip
+            assert (chip.value in devices_setup.MEGACORE) == chip.supports_megacore, chip
+    assert {row[0] for row in JAX_TPU_CHIPS} == set(jax_ids)
+
+
 def test_tpu_without_sysfs_reads_the_accelerator_type(tmp_path, monkeypatch):
     (tmp_path / "dev").mkdir()
     for k in range(4):
@@ -465,6 +505,10 @@ def test_tpu_without_sysfs_reads_the_accelerator_type(tmp_path, monkeypatch):
     assert devices_setup.count_tpu(str(tmp_path)) == (4, 8)
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-4")
     assert devices_setup.count_tpu(str(tmp_path)) == (4, 4)
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5p-8")  # megacore: one device per chip
+    assert devices_setup.count_tpu(str(tmp_path)) == (4, 4)
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "tpu7x-8")
+    assert devices_setup.count_tpu(str(tmp_path)) == (4, 8)
 
 
 def test_one_chip_tpu_says_why_it_simulates_and_where_the_chip_is_used(monkeypatch, capsys):
