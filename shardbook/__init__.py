@@ -49,6 +49,7 @@ _EXPORTS = {
     "analyze": "comms",
     "Report": "comms",
     "Collective": "comms",
+    "footprint": "comms",
     "estimate": "cost",
     "draw_timeline": "cost",
     "route_counts": "viz",
