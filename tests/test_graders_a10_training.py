@@ -312,6 +312,20 @@ def _regathering(policy, named=False):
     return step
 
 
+def _custom_vjp_regathering(params, opt_state, batch, mesh):
+    # a layer whose backward pass gathers the shards again, with no optimization barrier: XLA merges that
+    # gather with the forward's identical one, which then stays alive until the backward pass
+    def run(shards, h, last):
+        return graders.layer_fn(jax.tree.map(lambda w: jax.reshard(w, P()), shards), h, last)
+
+    layer = jax.custom_vjp(run, nondiff_argnums=(2,))
+    layer.defvjp(
+        lambda shards, h, last: (run(shards, h, last), (shards, h)),
+        lambda last, saved, g: jax.vjp(lambda s, x: run(s, x, last), *saved)[1](g),
+    )
+    return _finish(*jax.value_and_grad(graders.loss_fn)(params, batch, layer), params, opt_state)
+
+
 def _memory(fn, k):
     mesh, given, widths, rows = graders.memory_case(k)
     with jax.set_mesh(mesh):
@@ -323,7 +337,8 @@ def _memory(fn, k):
 def test_memory_budget_holds_one_layer_at_a_time_and_not_every_layer(k):
     # The reference (dots_saveable) and nothing_saveable re-gather each layer in the backward pass and fit;
     # saving every gathered layer does not, nor does a policy that saves all but a name (the gather's
-    # own, unnamed result is saved: the same weights). The failure names the memory it costs.
+    # own, unnamed result is saved: the same weights), nor a custom_vjp that gathers again without an
+    # optimization barrier (XLA merges the two gathers). The failure names the memory it costs.
     cp = jax.checkpoint_policies
     for fn in (solution().fsdp_train_step, _regathering(cp.nothing_saveable)):
         memory, given, widths, rows, n = _memory(fn, k)
@@ -332,6 +347,7 @@ def test_memory_budget_holds_one_layer_at_a_time_and_not_every_layer(k):
     for fn in (
         _save_every_gathered_layer,
         _regathering(cp.save_anything_except_these_names("gathered"), True),
+        _custom_vjp_regathering,
     ):
         memory, given, widths, rows, n = _memory(fn, k)
         budget = graders.fsdp_memory_budget(given, widths, rows, n)[0]
