@@ -9,7 +9,8 @@ Modules (one topic each):
              gradient reductions, saved state, precision against cost.
   checks  -- comparisons for self-checks and graders, with messages written for learners.
   comms   -- the communication analyzer (collectives and bytes of a compiled program), a package by
-             concern: report, queries, cpu (the simulator's differences), compiling, analysis.
+             concern: report, queries, cpu (the simulator's differences), compiling, analysis,
+             memory (footprint: a compiled program's peak memory per device).
   hlo     -- the parser of XLA's program text that comms and cost read.
   cost    -- the TPU cost model (estimate, draw_timeline).
   pipeline -- pipeline schedules (GPipe, 1F1B): the table, its bubble, the activations kept, a picture.
@@ -49,6 +50,7 @@ _EXPORTS = {
     "analyze": "comms",
     "Report": "comms",
     "Collective": "comms",
+    "footprint": "comms",
     "estimate": "cost",
     "draw_timeline": "cost",
     "route_counts": "viz",

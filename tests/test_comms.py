@@ -482,3 +482,31 @@ def test_cpu_correction_is_skipped_for_a_program_without_collectives(monkeypatch
     x = _put(jnp.ones((8, 1024), jnp.float32), mesh24, P("X", "Y"))
     assert comms.analyze(lambda b: b * 2, x).count() == 0 and copies == [] and asked == []
     assert comms.analyze(lambda b: b.sum(), x).count("all-reduce") >= 1 and len(copies) == len(asked) == 1
+
+
+def test_footprint_reads_what_a_program_keeps_alive_on_cpu():
+    # Four layers, each gathered from its shards and used once: XLA:CPU's default scheduler starts every
+    # all-gather first, so its memory_analysis holds all four gathered weights at once; footprint's copy,
+    # scheduled for memory, holds about one (and its options name a pass the analyzer knows).
+    mesh = jax.make_mesh((8,), ("X",))
+    shards = [
+        jax.ShapeDtypeStruct((256, 256), jnp.float32, sharding=NamedSharding(mesh, P("X"))) for _ in range(4)
+    ]
+    x = jax.ShapeDtypeStruct((8, 256), jnp.float32, sharding=NamedSharding(mesh, P("X")))
+
+    def forward(ws, h):
+        for w in ws:
+            h = jnp.tanh(h @ jax.reshard(w, P()))
+        return h
+
+    with jax.set_mesh(mesh):
+        step = jax.jit(forward)
+        plain = step.lower(shards, x).compile().memory_analysis()
+        memory = comms.footprint(step, shards, x)
+    gathered = 256 * 256 * 4
+    assert plain.temp_size_in_bytes >= 4 * gathered
+    assert memory.temporaries < 2 * gathered
+    assert memory.arguments == plain.argument_size_in_bytes == 4 * gathered // 8 + 256 * 4
+    assert memory.peak == memory.arguments + memory.outputs - memory.aliased + memory.temporaries
+    assert comms.memory.CPU_MEMORY_OPTIONS["xla_disable_hlo_passes"] in comms.cpu.CPU_PASSES
+    assert "peak" in str(memory) and "temporaries" in str(memory)

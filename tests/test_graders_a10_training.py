@@ -7,12 +7,13 @@ import jax
 import numpy as np
 import optax
 import pytest
+from jax.ad_checkpoint import checkpoint_name
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from grading.graders import a10_training as graders
 from shardbook.checks import CheckFailed
-from shardbook.comms import analyze
+from shardbook.comms import Footprint, analyze, footprint
 from tests.notebooks import ROOT, answer_sources, answers
 
 NOTEBOOK = ROOT / "solutions" / "10_training" / "10_training.ipynb"
@@ -33,6 +34,19 @@ def test_grader_model_is_the_notebooks_model():
     rng = np.random.default_rng(0)
     batch = (rng.normal(size=(8, 6)).astype(np.float32), rng.normal(size=(8, 4)).astype(np.float32))
     assert float(ours.loss_fn(params, batch)) == float(graders.loss_fn(params, batch))
+    h = batch[0] @ params["layers"][0]["w"]
+    for last in (False, True):
+        p0 = params["layers"][0]
+        np.testing.assert_array_equal(ours.layer_fn(p0, batch[0], last), graders.layer_fn(p0, batch[0], last))
+    np.testing.assert_array_equal(
+        graders.layer_fn({"w": params["layers"][0]["w"], "b": 0.0}, batch[0], True), h
+    )
+
+    def doubled(p, h, last):  # a layer given to loss_fn is the one it runs
+        return 2 * graders.layer_fn(p, h, last)
+
+    assert float(ours.loss_fn(params, batch, doubled)) == float(graders.loss_fn(params, batch, doubled))
+    assert float(graders.loss_fn(params, batch, doubled)) != float(graders.loss_fn(params, batch))
     grads = jax.grad(ours.loss_fn)(params, batch)
     mine = ours.optimizer.update(grads, ours.optimizer.init(params), params)[0]
     copy = graders.make_optimizer().update(grads, graders.make_optimizer().init(params), params)[0]
@@ -136,9 +150,38 @@ def test_cpu_reduce_scatter_is_reported_and_the_fsdp_step_sends_the_ideal_bytes(
     assert len(scatters) == len(sharded) and all(
         c.emitted_as == "all-reduce + dynamic-slice" for c in scatters
     )
-    assert report.count("all-gather") == len(sharded)
-    assert report.total_bytes == graders.ideal_fsdp_bytes(params_host, mesh)[0]
+    # FSDP as it is run: each sharded parameter gathered in the forward pass and again in the backward
+    # pass, but the first layer's weight (no gradient is taken with respect to the input x)
+    assert report.count("all-gather") == 2 * len(sharded) - 1
+    first = params_host["layers"][0]["w"].size * 4 * (n - 1) // n
+    assert report.total_bytes == graders.ideal_fsdp_bytes(params_host, mesh)[0] - first
     assert any("reduce-scatter" in note for note in report.notes)
+
+
+def _oracle_ideal_bytes(params_host, n: int, gathers: int) -> int:
+    """The ideal written out leaf by leaf: per sharded leaf `gathers` all-gathers and a reduce-scatter,
+    (n-1)/n of it each; per replicated leaf, and for the loss, an all-reduce, 2(n-1)/n."""
+    total = 2 * 4 * (n - 1) / n  # the loss
+    for leaf in jax.tree.leaves(params_host):
+        size = leaf.size * 4
+        total += (
+            (gathers + 1) * size * (n - 1) / n
+            if graders.oracle_fsdp_spec(leaf.shape, n) != P()
+            else (2 * size * (n - 1) / n)
+        )
+    return int(total)
+
+
+@pytest.mark.parametrize("k", range(len(graders.STEP_CASES)))
+def test_ideal_bytes_are_fsdp_as_it_is_run(k):
+    # Two all-gathers and a reduce-scatter per sharded parameter (1.5× the two of a step that saves the
+    # gathered weights), an all-reduce per replicated one and the loss.
+    mesh, params_host, _, _ = graders.step_case(k)
+    n = mesh.shape["data"]
+    ideal, reducible = graders.ideal_fsdp_bytes(params_host, mesh)
+    assert abs(ideal - _oracle_ideal_bytes(params_host, n, 2)) <= 1
+    replicated = [a for a in jax.tree.leaves(params_host) if graders.oracle_fsdp_spec(a.shape, n) == P()]
+    assert reducible == 4 * (1 + sum(a.size for a in replicated))
 
 
 def _data_parallel_step(optimizer):
@@ -179,7 +222,8 @@ def test_gradient_all_reduced_then_sliced_is_a_reduce_scatter():
 
     report, params_host, mesh = _analyze_step(step)
     graders._check_fsdp_program(report, params_host, mesh, "the step")
-    assert report.total_bytes == graders.ideal_fsdp_bytes(params_host, mesh)[0]
+    # it gathers once: the ideal of FSDP as it is run less one gather of each sharded parameter
+    assert report.total_bytes == pytest.approx(_oracle_ideal_bytes(params_host, mesh.shape["data"], 1), abs=1)
 
 
 def _solution_variant(old: str, new: str):
@@ -218,3 +262,148 @@ def test_one_step_too_many_fails_even_though_values_are_right():
     extra = _solution_variant("steps = n_micro + n_stages - 1", "steps = n_micro + n_stages")
     with pytest.raises(CheckFailed, match=r"expected n_micro \+ S - 1 = 4 \+ 8 - 1 = 11 steps, got 12"):
         graders.check_pipeline_forward(extra)
+
+
+def test_one_psum_per_microbatch_fails_even_though_bytes_are_the_same():
+    # The target is one all-reduce: n_micro psums of one microbatch each send the bytes of one psum of
+    # the output, and are counted (and the analyzer reads them apart, though XLA:CPU combines them).
+    per_micro = _solution_variant(
+        'outputs = jax.lax.psum(jnp.where(stage == n_stages - 1, outputs, 0.0), "stage")',
+        "outputs = jnp.stack([jax.lax.psum(jnp.where(stage == n_stages - 1, o, 0.0), 'stage') "
+        "for o in outputs])",
+    )
+    with pytest.raises(
+        CheckFailed, match=r"expected one all-reduce \(the output, once\), got 4: all-reduce f32\[4,8\]"
+    ):
+        graders.check_pipeline_forward(per_micro)
+
+
+# ----------------------------------------------------------------------------------------------
+# The memory budget of fsdp_train_step
+# ----------------------------------------------------------------------------------------------
+
+
+def _finish(loss, grads, params, opt_state):
+    optimizer = graders.make_optimizer()
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+
+def _save_every_gathered_layer(params, opt_state, batch, mesh):
+    # autodiff through the gathers: each layer's gathered weights saved for the backward pass
+    def loss_of_shards(shards):
+        return graders.loss_fn(jax.tree.map(lambda w: jax.reshard(w, P()), shards), batch)
+
+    return _finish(*jax.value_and_grad(loss_of_shards)(params), params, opt_state)
+
+
+def _regathering(policy, named=False):
+    def step(params, opt_state, batch, mesh):
+        def gather(w):
+            whole = jax.reshard(w, P())
+            return checkpoint_name(whole, "gathered") if named else whole
+
+        def layer(shards, h, last):
+            return graders.layer_fn(jax.tree.map(gather, shards), h, last)
+
+        layer = jax.checkpoint(layer, policy=policy, static_argnums=2)
+        return _finish(*jax.value_and_grad(graders.loss_fn)(params, batch, layer), params, opt_state)
+
+    return step
+
+
+def _custom_vjp_regathering(params, opt_state, batch, mesh):
+    # a layer whose backward pass gathers the shards again, with no optimization barrier: XLA merges that
+    # gather with the forward's identical one, which then stays alive until the backward pass
+    def run(shards, h, last):
+        return graders.layer_fn(jax.tree.map(lambda w: jax.reshard(w, P()), shards), h, last)
+
+    layer = jax.custom_vjp(run, nondiff_argnums=(2,))
+    layer.defvjp(
+        lambda shards, h, last: (run(shards, h, last), (shards, h)),
+        lambda last, saved, g: jax.vjp(lambda s, x: run(s, x, last), *saved)[1](g),
+    )
+    return _finish(*jax.value_and_grad(graders.loss_fn)(params, batch, layer), params, opt_state)
+
+
+def _memory(fn, k):
+    mesh, given, widths, rows = graders.memory_case(k)
+    with jax.set_mesh(mesh):
+        memory = footprint(jax.jit(fn, static_argnums=3, donate_argnums=(0, 1)), *given, mesh)
+    return memory, given, widths, rows, mesh.shape["data"]
+
+
+@pytest.mark.parametrize("k", range(len(graders.MEMORY_CASES)))
+def test_memory_budget_holds_one_layer_at_a_time_and_not_every_layer(k):
+    # The reference (dots_saveable) and nothing_saveable re-gather each layer in the backward pass and fit;
+    # saving every gathered layer does not, nor does a policy that saves all but a name (the gather's
+    # own, unnamed result is saved: the same weights), nor a custom_vjp that gathers again without an
+    # optimization barrier (XLA merges the two gathers). The failure names the memory it costs.
+    cp = jax.checkpoint_policies
+    for fn in (solution().fsdp_train_step, _regathering(cp.nothing_saveable)):
+        memory, given, widths, rows, n = _memory(fn, k)
+        graders.check_fsdp_memory(memory, given, widths, rows, n, "the step")
+        assert memory.arguments == graders.device_bytes(given)  # what the device is given, as XLA counts it
+    for fn in (
+        _save_every_gathered_layer,
+        _regathering(cp.save_anything_except_these_names("gathered"), True),
+        _custom_vjp_regathering,
+    ):
+        memory, given, widths, rows, n = _memory(fn, k)
+        budget = graders.fsdp_memory_budget(given, widths, rows, n)[0]
+        assert memory.peak > 1.2 * budget
+        with pytest.raises(
+            CheckFailed, match=r"keeps every layer's gathered weights \(.* in all\) for the backward"
+        ):
+            graders.check_fsdp_memory(memory, given, widths, rows, n, "the step")
+
+
+def test_memory_cases_have_six_equal_hidden_layers_on_two_meshes():
+    meshes = [graders.memory_case(k)[0] for k in range(len(graders.MEMORY_CASES))]
+    assert {m.shape["data"] for m in meshes} == {8, 4} and any(len(m.axis_names) == 2 for m in meshes)
+    assert any(tuple(d.id for d in m.devices.flat) != tuple(range(m.size)) for m in meshes)
+    for _, _, _, widths, _ in graders.MEMORY_CASES:
+        assert len(set(widths[1:-1])) == 1 and len(widths) == 8
+
+
+@pytest.mark.parametrize("k", range(len(graders.MEMORY_CASES)))
+def test_memory_budget_oracle(k):
+    # Written out: each leaf's elements divided by n where the contract shards it, the batch's rows
+    # divided by n; then 4 gathered layers (w and b) of the widest and twice the activations.
+    mesh, given, widths, rows = graders.memory_case(k)
+    n = mesh.shape["data"]
+    params = graders.init_params(0, widths)
+    leaves = jax.tree.leaves((params, graders.make_optimizer().init(params)))
+    held = sum(a.size * 4 // (n if graders.oracle_fsdp_spec(a.shape, n) != P() else 1) for a in leaves)
+    held += rows // n * (widths[0] + widths[-1]) * 4
+    assert graders.device_bytes(given) == held
+    layer = max(widths[i] * widths[i + 1] + widths[i + 1] for i in range(len(widths) - 1)) * 4
+    budget, text = graders.fsdp_memory_budget(given, widths, rows, n)
+    assert budget == held + 4 * layer + 2 * (rows // n) * sum(widths) * 4
+    assert f"its 1/{n} of the parameters" in text and "4 × the largest layer's gathered weights" in text
+
+
+def test_memory_check_at_the_budget_and_what_the_message_says():
+    mesh, given, widths, rows = graders.memory_case(1)
+    n = mesh.shape["data"]
+    budget, _ = graders.fsdp_memory_budget(given, widths, rows, n)
+    held = graders.device_bytes(given)
+    every = sum((widths[i] + 1) * widths[i + 1] for i in range(len(widths) - 1)) * 4
+
+    def at(peak):
+        return Footprint(arguments=held, outputs=held, aliased=held, temporaries=peak - held)
+
+    graders.check_fsdp_memory(at(budget), given, widths, rows, n, "the step")  # the budget itself passes
+    with pytest.raises(CheckFailed) as over:
+        graders.check_fsdp_memory(at(budget + 1), given, widths, rows, n, "the step")
+    assert "the step: expected a peak of at most 1.163 MiB per device (what it is given, 574.7 KiB" in str(
+        over.value
+    )
+    assert "holds more gathered weights or activations at once than one layer at a time needs" in str(
+        over.value
+    )
+    assert "pass loss_fn a layer that gathers its shards" in str(over.value)
+    with pytest.raises(CheckFailed, match=r"keeps every layer's gathered weights \(765 KiB in all\)"):
+        graders.check_fsdp_memory(at(held + every), given, widths, rows, n, "the step")
+    with pytest.raises(CheckFailed, match="holds more gathered weights"):
+        graders.check_fsdp_memory(at(held + every - 1), given, widths, rows, n, "the step")

@@ -18,8 +18,15 @@ expected, what came back, and a hint.
   :func:`shardbook.analyze`: only all-gathers, reduce-scatters and all-reduces; all-reduces only as large
   as the loss plus the replicated parameters' gradients (a sharded parameter's gradient that is
   all-reduced shows up here); at least one all-gather and one reduce-scatter; and the bytes sent per
-  device at most :data:`FSDP_BYTES_MARGIN` × the ideal: per sharded parameter one all-gather and one
-  reduce-scatter, per replicated one an all-reduce of its gradient, and the loss's all-reduce.
+  device at most :data:`FSDP_BYTES_MARGIN` × the ideal of FSDP as it is run: per sharded parameter two
+  all-gathers (forward, and again in the backward pass) and one reduce-scatter, per replicated one an
+  all-reduce of its gradient, and the loss's all-reduce. **Memory**, on :data:`MEMORY_CASES` (MLPs of six
+  equal hidden layers, compiled without running, with ``donate_argnums=(0, 1)`` as a training loop runs
+  the step): the peak per device (:func:`shardbook.comms.footprint`: arguments + outputs - donated +
+  temporaries, on CPU from a copy scheduled for memory) within :func:`fsdp_memory_budget`, what the device
+  is given + :data:`FSDP_MEMORY_LAYERS` gathered layers + :data:`FSDP_MEMORY_ACTIVATIONS` × the
+  activations. A step that saves every layer's gathered weights for the backward pass (autodiff through
+  the gathers, without ``jax.checkpoint``) is right in everything else and fails here, by its name.
   XLA:CPU writes a reduce-scatter as an all-reduce followed by a dynamic-slice; the analyzer reports
   that pair as a reduce-scatter (``shardbook.comms.cpu``; ``tests/test_graders_a10_training.py`` checks
   that it does so for the FSDP step and that an all-reduced gradient used whole is still an all-reduce).
@@ -27,8 +34,9 @@ expected, what came back, and a hint.
   turns it into a reduce-scatter, so it is the same program and passes.
 * ``pipeline_forward``: 8, 4 and 2 stages, 1 to 6 microbatches, a shuffled and a reversed device
   order, Explicit and Auto axes. The oracle runs the stages one after another in float64. The compiled
-  program may hold only collective-permutes and all-reduces (the final broadcast), within the bytes of
-  one permute per step plus one all-reduce of the output. **Steps** are counted from the per-device
+  program may hold only collective-permutes and exactly one all-reduce execution (the final broadcast:
+  a psum per microbatch sends the same bytes and fails), within the bytes of one permute per step plus
+  one all-reduce of the output. **Steps** are counted from the per-device
   matmul FLOPs, loop trip counts included (``Report.flops``): the contract has each device apply its
   stage once per step, so steps = FLOPs / (2 · B/n_micro · D · D) must be n_micro + S − 1. This reads
   the same for a Python loop (unrolled), ``fori_loop`` or ``scan`` (while-loops with a known trip
@@ -57,12 +65,25 @@ from grading.graders.common import (
     make_mesh,
     show,
 )
-from shardbook.checks import CheckFailed, expect_allclose, expect_report
-from shardbook.comms import Report, format_bytes
+from shardbook.checks import CheckFailed, expect_allclose, expect_report, list_collectives
+from shardbook.comms import Footprint, Report, footprint, format_bytes
 
 BYTES_F32 = 4
 #: The bytes an FSDP step may send per device, as a multiple of the ideal (issue 13).
 FSDP_BYTES_MARGIN = 1.15
+#: Per sharded parameter, FSDP as it is run sends it three times: all-gathered in the forward pass,
+#: all-gathered again in the backward pass, and its gradient reduce-scattered (1.5× the two of a step that
+#: saves the gathered weights, the price of holding one layer at a time).
+FSDP_GATHERS_AND_SCATTERS = 3
+#: The memory budget of an FSDP step, per device: what it is given (its 1/N of the parameters, of Adam's
+#: moments and of the batch) + FSDP_MEMORY_LAYERS × the largest layer's gathered weights (the layer at
+#: work and its whole gradient before the reduce-scatter, and as much again for XLA's scratch) +
+#: FSDP_MEMORY_ACTIVATIONS × the activations (B/N rows × the sum of the widths, f32). Measured
+#: (tests/test_graders_a10_training.py): the reference step needs 2.3-2.5 layers above what it is given,
+#: re-gathering with nothing_saveable about 3.1, and saving every gathered layer about 7 on
+#: MEMORY_CASES' MLPs of six equal hidden layers.
+FSDP_MEMORY_LAYERS = 4
+FSDP_MEMORY_ACTIVATIONS = 2
 #: The assignment's optimizer: optax.adamw with these settings (the notebook's imports cell).
 LEARNING_RATE, WEIGHT_DECAY = 1e-2, 1e-4
 
@@ -82,14 +103,18 @@ def init_params(seed: int, sizes: list[int]) -> dict:
     return {"layers": layers}
 
 
-def loss_fn(params: dict, batch: tuple) -> jax.Array:
-    """Mean squared error of the MLP (tanh between layers) on batch = (x, y)."""
+def layer_fn(layer: dict, h: jax.Array, last: bool) -> jax.Array:
+    """One layer of the MLP: h @ layer['w'] + layer['b'], then tanh unless it is the last layer."""
+    h = h @ layer["w"] + layer["b"]
+    return h if last else jnp.tanh(h)
+
+
+def loss_fn(params: dict, batch: tuple, layer: Callable = layer_fn) -> jax.Array:
+    """Mean squared error of the MLP on batch = (x, y); layer(p, h, last) runs one layer."""
     x, y = batch
     h = x
-    for i, layer in enumerate(params["layers"]):
-        h = h @ layer["w"] + layer["b"]
-        if i < len(params["layers"]) - 1:
-            h = jnp.tanh(h)
+    for i, p in enumerate(params["layers"]):
+        h = layer(p, h, i == len(params["layers"]) - 1)
     return jnp.mean((h - y) ** 2)
 
 
@@ -316,6 +341,13 @@ STEP_CASES: list[tuple[tuple[int, ...], tuple[str, ...], AxisType, int | None, l
 STEP_STRUCTURE_CASES = (0, 2)
 LOSS_RTOL = 1e-4
 PARAM_RTOL, PARAM_ATOL = 1e-3, 1e-4
+# The memory budget is checked on these, compiled without running (shape-only arguments): MLPs of six
+# equal hidden layers, so that one layer at a time and every layer at once are far apart.
+# (mesh sizes, axis names, shuffle seed, MLP widths, batch rows); Explicit axes, as the contract says.
+MEMORY_CASES: list[tuple[tuple[int, ...], tuple[str, ...], int | None, list[int], int]] = [
+    ((8,), ("data",), 5, [24] + [320] * 6 + [12], 32),
+    ((4, 2), ("data", "model"), None, [48] + [192] * 6 + [6], 16),
+]
 
 
 def step_case(k: int) -> tuple[Mesh, Any, tuple, int]:
@@ -330,10 +362,12 @@ def step_case(k: int) -> tuple[Mesh, Any, tuple, int]:
 
 
 def ideal_fsdp_bytes(params_host: Any, mesh: Mesh) -> tuple[int, int]:
-    """(ideal bytes sent per device by one FSDP step, bytes the all-reduces may hold (elements × 4)).
+    """(ideal bytes sent per device by one FSDP step as it is run, bytes the all-reduces may hold).
 
-    Ring formulas, as :func:`shardbook.comms.ring_bytes`: an all-gather and a reduce-scatter send
-    (n-1)/n of the full array, an all-reduce 2(n-1)/n of it.
+    FSDP as it is run gathers each sharded parameter twice (forward, and again in the backward pass)
+    and reduce-scatters its gradient once; a replicated parameter's gradient and the loss are
+    all-reduced. Ring formulas, as :func:`shardbook.comms.ring_bytes`: an all-gather and a
+    reduce-scatter send (n-1)/n of the full array, an all-reduce 2(n-1)/n of it.
     """
     n = mesh.shape["data"]
     sharded = replicated = 0
@@ -344,7 +378,7 @@ def ideal_fsdp_bytes(params_host: Any, mesh: Mesh) -> tuple[int, int]:
         else:
             sharded += size
     reducible = replicated + BYTES_F32  # the replicated parameters' gradients and the loss
-    return (2 * sharded + 2 * reducible) * (n - 1) // n, reducible
+    return (FSDP_GATHERS_AND_SCATTERS * sharded + 2 * reducible) * (n - 1) // n, reducible
 
 
 def _all_reduced_bytes(report: Report) -> int:
@@ -411,6 +445,84 @@ def check_fsdp_train_step(fn: Callable) -> None:
                 hint="the step must compile for these layouts.",
             )
         _check_fsdp_program(report, params_host, mesh, f"the compiled {where}")
+    for k in range(len(MEMORY_CASES)):
+        mesh, given, widths, rows = memory_case(k)
+        where = (
+            f"{name}(MLP {' -> '.join(map(str, widths))}, its Adam state, batch of {rows} rows, "
+            f"{show(mesh)}) compiled with donate_argnums=(0, 1)"
+        )
+        memory = call_learner(
+            footprint,
+            name,
+            jax.jit(fn, static_argnums=3, donate_argnums=(0, 1)),
+            *given,
+            mesh,
+            mesh=mesh,
+            where=where,
+            hint="the step must compile for these layouts.",
+        )
+        check_fsdp_memory(memory, given, widths, rows, mesh.shape["data"], where)
+
+
+def memory_case(k: int) -> tuple[Mesh, tuple, list[int], int]:
+    """(mesh, shape-only (params, opt_state, batch) laid out as the contract says, widths, rows) of
+    MEMORY_CASES[k]."""
+    sizes, names, shuffle, widths, rows = MEMORY_CASES[k]
+    mesh = make_mesh(sizes, names, shuffle=shuffle)
+    params = jax.eval_shape(lambda: init_params(0, widths))
+    state = jax.eval_shape(make_optimizer().init, params)
+    batch = (
+        jax.ShapeDtypeStruct((rows, widths[0]), jnp.float32, sharding=NamedSharding(mesh, P("data", None))),
+        jax.ShapeDtypeStruct((rows, widths[-1]), jnp.float32, sharding=NamedSharding(mesh, P("data", None))),
+    )
+    placed = jax.tree.map(
+        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+        (params, state),
+        fsdp_layout((params, state), mesh),
+    )
+    return mesh, (*placed, batch), widths, rows
+
+
+def device_bytes(tree: Any) -> int:
+    """Bytes one device holds of a pytree of placed arrays or shape-only arguments."""
+    return sum(
+        math.prod(a.sharding.shard_shape(a.shape)) * np.dtype(a.dtype).itemsize for a in jax.tree.leaves(tree)
+    )
+
+
+def fsdp_memory_budget(given: Any, widths: list[int], rows: int, n: int) -> tuple[int, str]:
+    """(the peak an FSDP step may reach per device, how it is made up in words); see FSDP_MEMORY_LAYERS."""
+    given_bytes = device_bytes(given)
+    largest = max((m + 1) * k for m, k in zip(widths[:-1], widths[1:], strict=True)) * BYTES_F32
+    activations = rows // n * sum(widths) * BYTES_F32
+    budget = given_bytes + FSDP_MEMORY_LAYERS * largest + FSDP_MEMORY_ACTIVATIONS * activations
+    text = (
+        f"what it is given, {format_bytes(given_bytes)} (its 1/{n} of the parameters, of Adam's moments "
+        f"and of the batch), + {FSDP_MEMORY_LAYERS} × the largest layer's gathered weights, "
+        f"{format_bytes(largest)}, + {FSDP_MEMORY_ACTIVATIONS} × the activations, {format_bytes(activations)}"
+    )
+    return budget, text
+
+
+def check_fsdp_memory(memory: Footprint, given: Any, widths: list[int], rows: int, n: int, call: str) -> None:
+    """The step's peak per device within :func:`fsdp_memory_budget`; else say what it keeps."""
+    budget, text = fsdp_memory_budget(given, widths, rows, n)
+    if memory.peak <= budget:
+        return
+    every = sum((m + 1) * k for m, k in zip(widths[:-1], widths[1:], strict=True)) * BYTES_F32
+    if memory.peak - device_bytes(given) >= every:
+        kept = (
+            f"It keeps every layer's gathered weights ({format_bytes(every)} in all) for the backward pass, "
+            "as data parallelism does."
+        )
+    else:
+        kept = "It holds more gathered weights or activations at once than one layer at a time needs."
+    raise CheckFailed(
+        f"{call}: expected a peak of at most {format_bytes(budget)} per device ({text}), got {memory}. "
+        f"{kept} Hint: gather each layer again in the backward pass: pass loss_fn a layer that gathers its "
+        "shards, wrapped in jax.checkpoint with a policy that does not save the gathered weights (a policy "
+        "that saves everything but a checkpoint_name still saves them: the gather's own result has no name)."
+    )
 
 
 def _check_params_after(new_params: Any, params_ref: Any, params: Any, where: str, steps: int) -> None:
@@ -483,9 +595,10 @@ def _check_fsdp_program(report: Report, params_host: Any, mesh: Mesh, call: str)
         call,
         ("all-gather", "reduce-scatter", "all-reduce"),
         int(FSDP_BYTES_MARGIN * ideal),
-        f"{FSDP_BYTES_MARGIN}× the ideal {format_bytes(ideal)}: one all-gather and one reduce-scatter per "
-        "sharded parameter, an all-reduce per replicated one",
-        "gather each parameter once, and never gather the optimizer state: update the shards.",
+        f"{FSDP_BYTES_MARGIN}× the ideal {format_bytes(ideal)}: two all-gathers (forward and backward) and "
+        "one reduce-scatter per sharded parameter, an all-reduce per replicated one",
+        "gather each layer once per pass (in the forward pass, and again in the backward pass), and never "
+        "gather the optimizer state: update the shards.",
     )
 
 
@@ -591,6 +704,14 @@ def _check_pipeline_program(
                 if steps == n_micro * stages and n_micro > 1
                 else "loop over exactly range(n_micro + n_stages - 1)."
             )
+        )
+    all_reduces = sum(c.executions for c in report.collectives if c.kind == "all-reduce")
+    if all_reduces != 1:
+        raise CheckFailed(
+            f"{call}: expected one all-reduce (the output, once), got {all_reduces}: "
+            f"{list_collectives([c for c in report.collectives if c.kind == 'all-reduce']) or 'none'}. Hint: "
+            "collect the last stage's microbatches in the loop and psum the stacked outputs once, after the "
+            "loop; each all-reduce waits for every stage, so n_micro of them pay that wait n_micro times."
         )
     expect_kinds_and_bytes(
         report,

@@ -18,6 +18,8 @@ One module per concern (each readable in one sitting; the names below are re-exp
                   longer knows a pass name) is said in ``Report.notes``, never silently skipped.
   compiling    -- lowering and compiling a function; the platform and mesh of a compiled program.
   analysis     -- :func:`analyze` and :func:`analyze_text`, which put these together.
+  memory       -- :func:`footprint`: a compiled program's memory per device at its peak, read on CPU
+                  from a copy scheduled for memory (XLA:CPU's default keeps every all-gather alive).
 
 ``compiled.cost_analysis()`` counts a while-loop body once; the FLOPs here are multiplied by the trip
 counts XLA records in each loop's ``backend_config`` (``known_trip_count``). A loop without one is
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 from .analysis import analyze, analyze_text, collectives_in
 from .compiling import compile_texts, lower
+from .memory import Footprint, footprint
 from .queries import (
     collective_kind,
     dot_flops,
@@ -41,6 +44,7 @@ from .report import COLLECTIVE_KINDS, Collective, Report, format_bytes, ring_byt
 __all__ = [
     "COLLECTIVE_KINDS",
     "Collective",
+    "Footprint",
     "Report",
     "analyze",
     "analyze_text",
@@ -49,6 +53,7 @@ __all__ = [
     "compile_texts",
     "dot_flops",
     "executions_per_computation",
+    "footprint",
     "flops_per_computation",
     "format_bytes",
     "largest_intermediates",
