@@ -216,20 +216,13 @@ def test_a_chapter_page_offers_its_committed_notebook(tmp_path):
     assert not (tmp_path / "html" / "_sources" / "book" / "ex.ipynb").exists()
 
 
-# Chapter 11 is being rewritten on another branch; it takes the sentence then, and this mark goes.
-INSTALL_SENTENCE_PENDING = {"11_training_a_transformer.md"}
 COMPANION_IMPORT = re.compile(r"^\s*(?:import|from)\s+(flax|optax|orbax)\b", re.M)
 COMPANION_PIP = re.compile(r"pip install\b[^`\n]*\b(flax|optax|orbax)", re.I)
 
 
 @pytest.mark.parametrize(
     "page",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(reason="chapter 11's rewrite is pending", strict=False))
-        if p.name in INSTALL_SENTENCE_PENDING
-        else p
-        for p in sorted((ROOT / "book").glob("*.md"))
-    ],
+    sorted((ROOT / "book").glob("*.md")),
     ids=lambda p: p.stem,
 )
 def test_one_sentence_says_how_to_install_flax_optax_and_orbax(page):

@@ -173,3 +173,34 @@ def test_a_false_claim_stops_the_page_quoting_its_sentence(capsys):
         with pytest.raises(TypeError):
             claim("anything", not_a_boolean)
     claim("a NumPy comparison", np.float32(2) > 1)
+
+
+def test_a_broken_claim_fails_the_chapter_run_quoting_the_sentence(tmp_path, capsys, monkeypatch):
+    # What CI's chapter run does when a change makes a sentence false: here FSDP "keeps" its gathered
+    # weights (its memory no longer an eighth); the run stops and its message quotes the sentence.
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("FSDP keeps an eighth of the memory of data parallel."),
+        nbformat.v4.new_code_cell(
+            "from shardbook import claim\n"
+            "fsdp, data_parallel = 3.5, 1.4  # MiB: FSDP saved every gathered layer\n"
+            'claim("an eighth of the memory", fsdp * 8 <= data_parallel,\n'
+            '      because=f"{fsdp} and {data_parallel} MiB")'
+        ),
+    ]
+    path = tmp_path / "broken.ipynb"
+    nbformat.write(nb, path)
+    assert nbtools.claimed_sentences(nb) == (["an eighth of the memory"], [])
+    monkeypatch.setattr(nbtools, "ROOT", tmp_path)  # its executed copy goes to tmp_path/_build
+    monkeypatch.setattr(nbtools, "_use_env", lambda: None)  # the kernel imports the installed shardbook
+    # a cache of its own: the book's may be in use by the chapters' run beside this test
+    cache = nbtools.execution_cache.open_cache(tmp_path / "cache")
+    monkeypatch.setattr(nbtools.execution_cache, "open_cache", lambda: cache)
+    with pytest.raises(SystemExit):
+        nbtools.cmd_run(
+            types.SimpleNamespace(paths=[str(path)], chapters=False, force=False, cell_timeout=120)
+        )
+    err = capsys.readouterr().err
+    assert 'ClaimFailed: the text says "an eighth of the memory"' in err
+    assert "3.5 and 1.4 MiB" in err

@@ -26,6 +26,7 @@ from ..hlo import (
 )
 from . import cpu
 from .compiling import compile_texts, find_mesh, platform_of
+from .memory import Footprint
 from .queries import (
     axes_of_groups,
     collective_kind,
@@ -75,7 +76,7 @@ def analyze(fn: Callable, *args: Any, **kwargs: Any) -> Report:
     report.notes = [*notes, *report.notes]
     memory = compiled.memory_analysis()  # None where the backend has no memory analysis
     report.temp_bytes = int(memory.temp_size_in_bytes) if memory is not None else None
-    report.memory = memory
+    report.memory = Footprint.of(memory) if memory is not None else None
     report.platform = platform_of(compiled)
     report.text = text
     report.seconds = time.perf_counter() - start

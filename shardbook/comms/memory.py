@@ -39,6 +39,16 @@ class Footprint:
     aliased: int  # outputs written into donated arguments' buffers
     temporaries: int
 
+    @classmethod
+    def of(cls, stats: Any) -> Footprint:
+        """The footprint that ``compiled.memory_analysis()`` reports, as it reports it."""
+        return cls(
+            arguments=int(stats.argument_size_in_bytes),
+            outputs=int(stats.output_size_in_bytes),
+            aliased=int(stats.alias_size_in_bytes),
+            temporaries=int(stats.temp_size_in_bytes),
+        )
+
     @property
     def peak(self) -> int:
         """Bytes a device holds at the program's peak: arguments + outputs - aliased + temporaries."""
@@ -79,9 +89,4 @@ def footprint(fn: Callable, *args: Any, **kwargs: Any) -> Footprint:
     stats = lowered.compile(compiler_options=options).memory_analysis()
     if stats is None:
         raise ValueError("this backend reports no memory analysis (compiled.memory_analysis() is None)")
-    return Footprint(
-        arguments=int(stats.argument_size_in_bytes),
-        outputs=int(stats.output_size_in_bytes),
-        aliased=int(stats.alias_size_in_bytes),
-        temporaries=int(stats.temp_size_in_bytes),
-    )
+    return Footprint.of(stats)

@@ -100,18 +100,12 @@ class Report:
     platform: str = ""
     seconds: float = 0.0  # how long the analysis took (compilation included)
     executions: dict[str, int] = field(default_factory=dict, repr=False)  # computation -> times run
-    memory: Any = field(default=None, repr=False)  # compiled.memory_analysis() of the executed program
+    memory: Any = field(default=None, repr=False)  # a Footprint of the executed program (comms.memory)
 
     @property
     def peak_bytes(self) -> int | None:
-        """Memory per device while the program runs: its arguments, outputs and temporaries, an output
-        that reuses a donated argument's buffer counted once (None without a memory analysis)."""
-        m = self.memory
-        if m is None:
-            return None
-        return int(
-            m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes + m.temp_size_in_bytes
-        )
+        """Bytes a device holds at the executed program's peak (``memory.peak``; None without analysis)."""
+        return None if self.memory is None else int(self.memory.peak)
 
     def count(self, kind: str | None = None) -> int:
         """How many collective ops of ``kind`` (all kinds when None) the program contains."""
