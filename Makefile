@@ -25,7 +25,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help venv book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade bench bench-grading mutants clean
+.PHONY: help venv system-packages book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade bench bench-grading mutants clean
 
 help:
 	@sed -n '2,11p' Makefile | sed 's/^# *//'
@@ -105,7 +105,12 @@ site-check: venv
 TEST_LANE_1 := lint unit
 TEST_LANE_2 := notebooks check-exercises book leaks site-check learner-path
 
-test: venv
+# Debian's chromium (the site check) and bubblewrap (the grading sandbox), the two things make test
+# needs besides PyPI: installed with apt-get when run as root, else named in the first seconds.
+system-packages:
+	@$(or $(PYTHON),python3) tools/system_packages.py
+
+test: system-packages venv
 	@$(PY) tools/run_steps.py "$(TEST_LANE_1)" "$(TEST_LANE_2)"
 
 grade: venv

@@ -204,3 +204,50 @@ def test_a_broken_claim_fails_the_chapter_run_quoting_the_sentence(tmp_path, cap
     err = capsys.readouterr().err
     assert 'ClaimFailed: the text says "an eighth of the memory"' in err
     assert "3.5 and 1.4 MiB" in err
+
+
+def test_system_packages_are_installed_as_root_and_named_otherwise():
+    # make test's first step: nothing to do when the programs are there; as root, apt-get installs
+    # what is missing; otherwise the message names the packages and the one command to run.
+    from tools import system_packages as sp
+
+    everything = {"chromium", "bwrap", "apt-get"}
+    assert sp.ensure(which=lambda p: p if p in everything else None, is_root=False) == (True, "")
+
+    ok, message = sp.ensure(which=lambda p: None, is_root=False)
+    assert not ok and message.endswith("sudo apt-get install chromium bubblewrap")
+
+    installed: set[str] = {"apt-get"}
+    commands: list[list[str]] = []
+
+    def apt(cmd):
+        commands.append(cmd)
+        if cmd[:2] == ["apt-get", "install"]:
+            installed.update({"chromium-browser", "bwrap"})
+        return 0
+
+    ok, message = sp.ensure(which=lambda p: p if p in installed else None, is_root=True, run=apt)
+    assert ok and message == "installed chromium bubblewrap"
+    assert commands == [["apt-get", "update", "-qq"], sp.install_command(["chromium", "bubblewrap"])]
+    # root, but apt-get cannot install: said, not hidden
+    ok, message = sp.ensure(
+        which=lambda p: "apt-get" if p == "apt-get" else None, is_root=True, run=lambda c: 100
+    )
+    assert not ok and "could not install chromium bubblewrap" in message
+
+
+def test_system_packages_stop_in_seconds_naming_what_to_install(tmp_path):
+    # The script as make test runs it, on a machine where neither program nor apt-get is on PATH.
+    import subprocess
+    import sys
+
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "system_packages.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 1
+    assert "sudo apt-get install chromium bubblewrap" in run.stderr
