@@ -42,11 +42,10 @@ import os
 import queue
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Iterable, Iterator
@@ -56,7 +55,7 @@ from pathlib import Path
 
 import nbformat
 
-from grading import sandbox
+from grading import nbgrader_process, sandbox
 from grading.repair import repair
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,17 +171,6 @@ def _env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-# Caps the address space, then becomes the real command: the kernel nbgrader starts inherits the cap.
-# (A trampoline rather than preexec_fn, which forks a process that may have JAX's threads running.)
-# It also gives SIGINT back its default, unblocked: a Ray worker may ignore or block it, both survive
-# exec, and the kernel would then never be interrupted at the cell time limit.
-_WITH_MEMORY_CAP = (
-    "import os, resource, signal, sys; cap = int(sys.argv[1]); "
-    "resource.setrlimit(resource.RLIMIT_AS, (cap, cap)); signal.signal(signal.SIGINT, signal.SIG_DFL); "
-    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); os.execv(sys.argv[2], sys.argv[2:])"
-)
-
-
 def _nbgrader(
     args: list[str],
     root: Path,
@@ -190,26 +178,10 @@ def _nbgrader(
     extra_env: dict[str, str] | None = None,
     memory_bytes: int | None = None,
 ):
-    """Runs one nbgrader command in its own process group; returns (returncode or None on timeout, log)."""
-    cmd = [sys.executable, "-m", "nbgrader", *args]
-    if memory_bytes:
-        cmd = [sys.executable, "-c", _WITH_MEMORY_CAP, str(memory_bytes), *cmd]
-    proc = subprocess.Popen(
-        cmd,
-        cwd=root,
-        env=_env(root, extra_env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the kernel is in the same group
-        out, _ = proc.communicate()
-        return None, out
+    """Runs ``nbgrader <args>`` in ``root`` in a process of its own (forked from a server that imported
+    nbgrader once, see grading/nbgrader_process.py), the kernel it starts under the address-space cap
+    ``memory_bytes``; returns (returncode or None on timeout, log)."""
+    return nbgrader_process.run(args, root, _env(root, extra_env), timeout, memory_bytes)
 
 
 def prepare_gradebook(assignment: str, root: Path) -> None:
@@ -677,6 +649,8 @@ def main(argv: list[str] | None = None) -> int:
         help="grade the stored submissions of the assignment again and print whose scores changed",
     )
     args = parser.parse_args(argv)
+    # nbgrader's server imports nbgrader (seconds) while this process reads the submissions.
+    threading.Thread(target=nbgrader_process.start, daemon=True).start()
 
     root = args.root.resolve()
     if not (root / "solutions" / args.assignment).is_dir():

@@ -1,0 +1,217 @@
+"""nbgrader commands, each in a process of its own, forked from a server that imported nbgrader once.
+
+``run(["autograde", ...], root, ...)`` does what ``python -m nbgrader autograde ...`` run in ``root``
+did, with the same arguments, configuration, log and exit code, but its process is forked from a
+server (``python -m grading.nbgrader_process``, one per grading process, started by the first
+command) that imported nbgrader, nbconvert, jupyter_client and this course's preprocessors once.
+Importing them costs about 2.5 s a process, more than executing a short notebook, and grading a
+notebook takes two or three such processes.
+
+The server is single-threaded and only forks: on each connection to its unix socket (in a folder
+only this user can enter) it forks a child, which reads the command, says its pid, runs the command
+and sends back the exit code. The caller kills the child's session at the time limit. The server
+exits when its caller does (its stdin closes).
+
+Each command still runs alone in its process: its own session (so the time limit kills it whole),
+environment, working directory and address-space cap (which the kernel it starts inherits), and
+SIGINT back to its default (a Ray worker may ignore or block it; the kernel must be interruptible).
+Nothing of one notebook's grading survives in the server: the server only forks.
+
+nbgrader also asks ``alembic heads`` (another Python process, about 1 s) each time it creates a
+gradebook, for a constant of the installed nbgrader: it is read once from nbgrader's own migration
+scripts instead (:func:`alembic_head`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import resource
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from functools import cache
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+_REVISION = re.compile(r"^(down_)?revision\s*=\s*['\"]?([0-9a-f]+|None)['\"]?", re.M)
+
+
+def _preload() -> None:
+    """What the server imports once, before it forks anything."""
+    import jupyter_client.manager  # noqa: F401  (the kernel's start)
+    import nbgrader.api
+    import nbgrader.apps.nbgraderapp  # noqa: F401
+    import nbgrader.converters  # noqa: F401
+
+    import grading.preprocessors  # noqa: F401  (the course's preprocessors, named in nbgrader_config.py)
+    import grading.sandbox  # noqa: F401
+
+    alembic_head()
+    nbgrader.api.get_alembic_version = alembic_head  # the forked processes inherit it
+
+
+@cache
+def alembic_head() -> str:
+    """The newest migration of nbgrader's gradebook schema, as ``alembic heads`` prints it.
+
+    The one revision no other revision names as its ``down_revision``.
+    """
+    import nbgrader.api
+
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for script in (Path(nbgrader.api.__file__).parent / "alembic" / "versions").glob("*.py"):
+        for down, value in _REVISION.findall(script.read_text()):
+            (parents if down else revisions).add(value)
+    heads = revisions - parents
+    if len(heads) != 1:
+        raise RuntimeError(f"nbgrader's gradebook migrations have {len(heads)} heads: {sorted(heads)}")
+    return heads.pop()
+
+
+def _child(conn: Connection) -> None:
+    """A forked child of the server: becomes ``nbgrader <args>`` run in ``root`` with ``env``, sends
+    its exit code and exits."""
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server's SIG_IGN would break waiting for kernels
+        os.setsid()
+        args, root, env, memory_bytes, log_path = conn.recv()
+        conn.send(os.getpid())
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        if memory_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(root)
+        sys.argv = ["nbgrader", *args]
+        from nbgrader.apps.nbgraderapp import NbGraderApp
+
+        try:
+            NbGraderApp.launch_instance(argv=args)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            conn.send(code)
+        except OSError:
+            pass
+        os._exit(code)
+
+
+def serve(address: str) -> None:
+    """The server's loop: a child per connection, until stdin closes (the caller is gone)."""
+    _preload()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(64)
+    print("ready", flush=True)
+    while True:
+        readable, _, _ = select.select([listener, sys.stdin], [], [])
+        if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
+            return
+        if listener in readable:
+            client, _ = listener.accept()
+            if os.fork() == 0:
+                listener.close()
+                _child(Connection(client.detach()))
+            client.close()
+
+
+class _Server:
+    """The caller's handle on its server: started once, stopped when the caller exits."""
+
+    def __init__(self) -> None:
+        self.folder = tempfile.mkdtemp(prefix="shardbook-nbgrader-")  # 0700: this user alone connects
+        self.address = os.path.join(self.folder, "socket")
+        package_root = str(Path(__file__).resolve().parents[1])  # where this `grading` was imported from
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "grading.nbgrader_process", self.address],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+        assert self.process.stdout is not None
+        ready = self.process.stdout.readline()
+        if ready.strip() != b"ready":
+            self.stop()
+            raise RuntimeError("the nbgrader server did not start (see its error above)")
+        atexit.register(self.stop)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream:
+                stream.close()
+        for name in ("socket",):
+            Path(self.folder, name).unlink(missing_ok=True)
+        os.rmdir(self.folder)
+
+
+_lock = threading.Lock()
+_server: _Server | None = None
+
+
+def start() -> None:
+    """Starts this process's server if it is not running (about 2.5 s: it imports nbgrader)."""
+    global _server
+    with _lock:
+        if _server is None or _server.process.poll() is not None:
+            _server = _Server()
+
+
+def run(
+    args: list[str], root: Path, env: dict[str, str], timeout: float, memory_bytes: int | None = None
+) -> tuple[int | None, str]:
+    """``nbgrader <args>`` in ``root`` with environment ``env``: (exit code, or None when it ran past
+    ``timeout`` seconds and was killed with what it started; its log, stdout and stderr)."""
+    start()
+    assert _server is not None
+    with tempfile.TemporaryDirectory(prefix="shardbook-nbgrader-log-") as scratch:
+        log_path = os.path.join(scratch, "log")
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(_server.address)
+        with Connection(client.detach()) as conn:
+            conn.send((list(args), str(root), dict(env), memory_bytes or 0, log_path))
+            pid = conn.recv()
+            code: int | None
+            if conn.poll(timeout):
+                try:
+                    code = conn.recv()
+                except EOFError:  # died without a word: killed (memory, a signal)
+                    code = -signal.SIGKILL
+            else:
+                code = None
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        log = Path(log_path).read_text(errors="replace") if os.path.exists(log_path) else ""
+    return code, log
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
