@@ -127,8 +127,8 @@ bench: venv
 	$(PY) -m benchmarks.collective_matmul
 
 bench-grading: venv
-	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30) \
-		$(if $(CONFIGS),--configs $(CONFIGS)) $(if $(UNSANDBOXED),--unsandboxed)
+	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30) --rounds $(or $(ROUNDS),5) \
+		$(if $(CONFIGS),--configs $(CONFIGS)) $(if $(LOUD),--loud) $(if $(UNSANDBOXED),--unsandboxed)
 
 mutants: venv
 	$(PY) -m grading.mutants $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT)) $(if $(SAMPLE),--sample $(SAMPLE)) \

@@ -78,6 +78,9 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     graded: bool = False
     seconds: float = 0.0
+    #: where those seconds went: copy (the scratch course), autograde (every attempt: kernel start and
+    #: cells), results (scores and notes read back), feedback (the page)
+    phases: dict[str, float] = field(default_factory=dict)
     #: the scratch course's grading/<folder>/<learner>/<assignment>/ files, per NBGRADER_FOLDERS entry
     files: dict[str, dict[str, bytes]] = field(default_factory=dict)
 
@@ -236,6 +239,7 @@ def grade_one(
             _unpack(template, course)
         else:
             shutil.copytree(template, course)
+        outcome.phases["copy"] = time.monotonic() - start
         _grade_in(
             course, assignment, data, outcome, notebook_timeout, cell_timeout, memory_gb, slot, sandboxed
         )
@@ -281,6 +285,7 @@ def _grade_in(
 
     skipped: list[int] = []
     death_file = root.parent / "death.json"  # beside the scratch course, not in it
+    clock = time.monotonic()
     for _attempt in range(MAX_KERNEL_DEATHS + 1):
         death_file.unlink(missing_ok=True)
         code, log = _nbgrader(
@@ -317,12 +322,16 @@ def _grade_in(
     else:
         outcome.notes.append("the kernel died too many times; scored 0.")
 
+    outcome.phases["autograde"] = time.monotonic() - clock
     if outcome.graded:
+        clock = time.monotonic()
         outcome.scores = read_scores(assignment, outcome.learner, root)
         outcome.notes += _error_notes(root, assignment, outcome.learner, cell_timeout, memory_gb)
+        outcome.phases["results"] = time.monotonic() - clock
         code, log = _nbgrader(
             ["generate_feedback", assignment, "--student", outcome.learner, "--force"], root, timeout=300
         )
+        outcome.phases["feedback"] = time.monotonic() - clock - outcome.phases["results"]
         if code != 0:
             outcome.notes.append("feedback could not be generated:\n" + log[-800:])
 
@@ -336,14 +345,21 @@ UNSANDBOXED_WARNING = (
 
 
 def _error_notes(root: Path, assignment: str, learner: str, cell_timeout: int, memory_gb: float) -> list[str]:
-    """Plain-words notes for errors an instructor should know about: timeouts, memory, tampering."""
+    """Plain-words notes for errors an instructor should know about: timeouts, memory, tampering, output
+    cut."""
+    from grading import preprocessors  # imports nbgrader: not before the first notebook is graded
+
     folder = root / "grading" / "autograded" / learner / assignment
     notes = []
     tampered = None
     for path in folder.glob("*.ipynb"):
-        for cell in nbformat.read(path, as_version=4).cells:
-            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "a cell")
+        for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            # a cell of the learner's own has no grade_id: its place in the notebook as graded
+            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", f"cell {index + 1}")
             for output in cell.get("outputs", []):
+                text = output.get("text", "")
+                if output.get("output_type") == "stream" and text.startswith(preprocessors.CUT_PREFIX):
+                    notes.append(f"{gid}: {text[1:].strip().rstrip(']')}")
                 if output.get("output_type") != "error":
                     continue
                 name, value = output.get("ename"), output.get("evalue", "")
@@ -586,6 +602,7 @@ def write_reports(assignment: str, outcomes: list[Outcome], root: Path) -> Path:
             "scores": o.scores,
             "notes": o.notes,
             "seconds": round(o.seconds, 1),
+            "phases": {name: round(seconds, 2) for name, seconds in o.phases.items()},
         }
         (folder / "learners" / f"{o.learner}.json").write_text(json.dumps(kept, indent=1))
         page = folder / "feedback" / f"{o.learner}.html"
@@ -613,6 +630,15 @@ def write_reports(assignment: str, outcomes: list[Outcome], root: Path) -> Path:
 
 def _fmt(x: float) -> str:
     return f"{x:g}"
+
+
+def _warm_up() -> None:
+    """What a batch needs before its first notebook is graded, started at once: nbgrader's server, and
+    nbgrader's gradebook and this course's preprocessors in this process (record, _error_notes)."""
+    nbgrader_process.start()
+    import nbgrader.api  # noqa: F401
+
+    from grading import preprocessors  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -650,7 +676,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     # nbgrader's server imports nbgrader (seconds) while this process reads the submissions.
-    threading.Thread(target=nbgrader_process.start, daemon=True).start()
+    threading.Thread(target=_warm_up, daemon=True).start()
 
     root = args.root.resolve()
     if not (root / "solutions" / args.assignment).is_dir():

@@ -53,6 +53,9 @@ c.ClearOutput.remove_metadata_fields = ["collapsed", "scrolled", "execution"]
 c.Execute.timeout = int(os.environ.get("SHARDBOOK_CELL_TIMEOUT", "120"))
 c.Execute.interrupt_on_timeout = True
 c.Execute.allow_errors = True
+# Long outputs are cut as they arrive, lines included (grading.preprocessors.OutputBudget, which says
+# what it cut); nbgrader's LimitOutput still shortens long tracebacks.
+c.LimitOutput.max_lines = -1
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402

@@ -14,6 +14,7 @@ import json
 import os
 import re
 
+import nbformat
 from nbclient.exceptions import DeadKernelError
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute
@@ -86,17 +87,152 @@ class SkipCells(Preprocessor):
         return nb, resources
 
 
-class ExecuteRecordingDeaths(Execute):
-    """nbgrader's Execute; also writes the index of a cell whose kernel died to $SHARDBOOK_DEATH_FILE."""
+#: What one cell's captured output may hold when graded. Beyond it, output is dropped as it arrives,
+#: so a cell that prints megabytes (a large array printed by accident) is graded in about the time it
+#: runs, and one line at the end of the cell says what was cut. Colab, too, shows only part of a long
+#: output. The feedback page keeps at most this many lines per cell (nbgrader's own LimitOutput did).
+MAX_TEXT_LINES = 1000
+MAX_TEXT_CHARS = 256 * 1024  # printed text (stdout, stderr) of one cell
+MAX_RICH_CHARS = 2 * 2**20  # displayed results (plain text, HTML, images as base64) of one cell
+MAX_ERROR_CHARS = 64 * 1024  # an error's message, and each line of its traceback
+CUT_PREFIX = "[output cut when graded:"
 
-    # One output per stream and cell, however the kernel's writes were split in time, so the same
-    # notebook gives the same feedback page on any machine and engine (nbclient's trait is not
-    # configurable, hence set here).
-    coalesce_streams = Bool(True)
+
+def _size(count: int, unit: str) -> str:
+    return f"{count:,} {unit}{'' if count == 1 else 's'}"
+
+
+class OutputBudget:
+    """What one cell's output may still take, and what was cut from it."""
+
+    def __init__(self) -> None:
+        self.chars = self.lines = self.rich = 0
+        self.cut_chars = self.cut_lines = self.cut_rich = 0
+
+    def restart(self) -> None:
+        """After clear_output: the cell's kept output is gone, so is what it used (not what was cut)."""
+        self.chars = self.lines = self.rich = 0
+
+    def text(self, text: str) -> str:
+        """The part of ``text`` that fits; counts the rest as cut."""
+        kept = text[: max(0, MAX_TEXT_CHARS - self.chars)]
+        room = MAX_TEXT_LINES - self.lines
+        if kept.count("\n") > room:
+            end = -1
+            for _ in range(room):
+                end = kept.index("\n", end + 1)
+            kept = kept[: end + 1]
+        if len(kept) < len(text):
+            self.cut_chars += len(text) - len(kept)
+            self.cut_lines += text.count("\n", len(kept))
+        self.chars += len(kept)
+        self.lines += kept.count("\n")
+        return kept
+
+    def display(self, content: dict) -> None:
+        """Replaces a displayed result that does not fit with one line saying so."""
+        data = content.get("data") or {}
+        size = sum(len(v) if isinstance(v, str) else len(json.dumps(v)) for v in data.values())
+        if self.rich + size <= MAX_RICH_CHARS:
+            self.rich += size
+            return
+        self.cut_rich += 1
+        kinds = ", ".join(sorted(data))
+        content["data"] = {
+            "text/plain": f"{CUT_PREFIX} a displayed result ({kinds}) of {_size(size, 'character')}]"
+        }
+        content["metadata"] = {}
+
+    def note(self) -> str | None:
+        """The line that ends a cell whose output was cut, or None."""
+        parts = []
+        if self.cut_chars:
+            parts.append(
+                f"{_size(self.cut_chars, 'character')} of printed output in {_size(self.cut_lines, 'line')} "
+                f"after the first {MAX_TEXT_LINES:,} lines or {MAX_TEXT_CHARS // 1024} KiB"
+            )
+        if self.cut_rich:
+            parts.append(f"{_size(self.cut_rich, 'displayed result')} past {MAX_RICH_CHARS // 2**20} MiB")
+        return f"{CUT_PREFIX} {'; '.join(parts)}; the cell itself ran to its end.]\n" if parts else None
+
+    def capture(self, msg: dict) -> None:
+        """Cuts an output message from the kernel to what fits, before nbclient records it."""
+        kind, content = msg.get("msg_type"), msg.get("content") or {}
+        if kind == "stream":
+            content["text"] = self.text(content.get("text", ""))
+        elif kind in ("display_data", "execute_result", "update_display_data"):
+            self.display(content)
+        elif kind == "error":
+            content["evalue"] = str(content.get("evalue", ""))[:MAX_ERROR_CHARS]
+            content["traceback"] = [str(line)[:MAX_ERROR_CHARS] for line in content.get("traceback", [])]
+        elif kind == "clear_output":
+            self.restart()
+
+
+def _carriage_returns(text: str) -> str:
+    """What a terminal shows of each line: the part after its last carriage return that is followed by
+    something on the line. nbclient's regex for this takes time quadratic in a line's length."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        cr = line.rfind("\r", 0, len(line) - 1)
+        if cr >= 0:
+            lines[i] = line[cr + 1 :]
+    return "\n".join(lines)
+
+
+def coalesce_streams(outputs: list) -> list:
+    """One output per stream of a cell, however the kernel's writes were split in time (so the same
+    notebook gives the same feedback on any machine and engine), carriage returns applied and stdout
+    before stderr when they follow each other: what nbclient's ``coalesce_streams`` does, in time
+    linear in the output."""
+    merged: list = []
+    streams: dict = {}
+    for output in outputs:
+        if output["output_type"] != "stream":
+            merged.append(output)
+        elif output["name"] in streams:
+            streams[output["name"]]["text"] += output["text"]
+        else:
+            merged.append(output)
+            streams[output["name"]] = output
+    for output in streams.values():
+        # Backspaces stay: nbclient's loop meant to apply them never runs (its condition is false at
+        # its start), and feedback must not change.
+        output["text"] = _carriage_returns(output["text"])
+    for i, output in enumerate(merged):
+        if output["output_type"] == "stream" and output["name"] == "stderr":
+            following = merged[i + 1] if i + 1 < len(merged) else None
+            if (
+                following is not None
+                and following["output_type"] == "stream"
+                and following["name"] == "stdout"
+            ):
+                merged.insert(i, merged.pop(i + 1))
+    return merged
+
+
+class ExecuteRecordingDeaths(Execute):
+    """nbgrader's Execute, with three additions:
+
+    * it writes the index of a cell whose kernel died to $SHARDBOOK_DEATH_FILE;
+    * what a cell outputs is cut to an :class:`OutputBudget` as it arrives, with a note when it was;
+    * one output per stream and cell (:func:`coalesce_streams`).
+    """
+
+    coalesce_streams = Bool(False)  # done by coalesce_streams() below, after the cell, in linear time
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._budget = OutputBudget()
+
+    def process_message(self, msg, cell, cell_index):
+        self._budget.capture(msg)
+        return super().process_message(msg, cell, cell_index)
 
     def preprocess_cell(self, cell, resources, index):
+        self._budget = OutputBudget()
         try:
-            return super().preprocess_cell(cell, resources, index)
+            cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             path = os.environ.get(DEATH_FILE_ENV)
             if path:
@@ -104,6 +240,12 @@ class ExecuteRecordingDeaths(Execute):
                 with open(path, "w") as f:
                     json.dump({"index": index, "grade_id": grade_id}, f)
             raise
+        if cell.cell_type == "code" and cell.outputs:
+            cell.outputs = coalesce_streams(cell.outputs)
+            note = self._budget.note()
+            if note:
+                cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
+        return cell, resources
 
 
 class WarningsDoNotFail(Preprocessor):

@@ -1,5 +1,6 @@
 """Fixtures shared by the grading tests."""
 
+import copy
 import csv
 import json
 import os
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import nbformat
 import pytest
 
 from tests import submissions
@@ -50,6 +52,16 @@ CELL_TIMEOUT = 30  # generous: two notebooks are graded at once on a 2-core mach
 #: outputs), with a helper cell of their own for each answer placed as said: full marks, one note.
 COLAB_LEARNERS = {"colab_learner_after": "after", "colab_learner_before": "before"}
 REFERENCE = "reference solution.ipynb"  # learner id reference_solution (a file name with a space)
+#: The solution with one more cell that prints what a learner prints by accident (a 600,000-character
+#: line, 3,000 lines) and displays 3 MB of HTML: full marks, its output cut, a note saying so.
+LOUD_LEARNER = "loud_learner"
+LOUD_CELL = (
+    "print('x' * 600_000)\n"
+    "for i in range(3_000):\n"
+    "    print(i, 'one line of a loop that prints too much')\n"
+    "from IPython.display import HTML, display\n"
+    "display(HTML('<p>' + 'y' * 3_000_000 + '</p>'))\n"
+)
 
 
 def write_downloads(into: Path, names: list[str] | None = None) -> Path:
@@ -67,6 +79,9 @@ def write_downloads(into: Path, names: list[str] | None = None) -> Path:
         for learner, placement in COLAB_LEARNERS.items():
             helped = learner_path.add_helper_cells(solved, placement)
             learner_path.write_colab_download(helped, downloads / f"{learner}.ipynb")
+        loud = copy.deepcopy(solved)
+        loud.cells.insert(len(loud.cells) // 2, nbformat.v4.new_code_cell(LOUD_CELL))
+        learner_path.write_colab_download(loud, downloads / f"{LOUD_LEARNER}.ipynb")
     for name, sub in submissions.load(assignment).items():
         if names is None or name in names:
             (downloads / f"{name}.ipynb").write_bytes(submissions.colab_bytes(sub, assignment))

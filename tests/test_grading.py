@@ -19,8 +19,9 @@ import shutil
 import pytest
 
 from grading import grade
+from grading.preprocessors import MAX_TEXT_CHARS
 from tests import submissions
-from tests.conftest import CELL_TIMEOUT, COLAB_LEARNERS, GRADED_ASSIGNMENT
+from tests.conftest import CELL_TIMEOUT, COLAB_LEARNERS, GRADED_ASSIGNMENT, LOUD_LEARNER
 from tools import learner_path
 
 # Runs `make grade`: never at the same time as another module that does (see CONTRIBUTING.md).
@@ -30,14 +31,14 @@ pytestmark = pytest.mark.xdist_group("grading")
 def test_scores_csv_has_one_row_per_learner_and_a_column_per_test_cell(graded_batch):
     b = graded_batch
     cells = grade.graded_cells(b.assignment, b.course)
-    assert set(b.rows) == set(b.submissions) | {"reference_solution"} | set(COLAB_LEARNERS)
+    assert set(b.rows) == set(b.submissions) | {"reference_solution", LOUD_LEARNER} | set(COLAB_LEARNERS)
     for row in b.rows.values():
         assert list(row)[:3] == ["learner", "total", "max"]
         assert list(row)[3:] == [gid for gid, _ in cells]
 
 
 def test_solution_scores_full_marks(graded_batch):
-    for learner in {"reference_solution", *COLAB_LEARNERS}:
+    for learner in {"reference_solution", LOUD_LEARNER, *COLAB_LEARNERS}:
         row = graded_batch.rows[learner]
         assert float(row["total"]) == float(row["max"]) > 0, learner
 
@@ -107,6 +108,24 @@ def test_report_notes_every_unusual_notebook(graded_batch):
         for note in sub.expected.get("notes", []):
             assert note in block, (learner, note, block)
     assert _report_block(text, "reference_solution").count("\n") == 0  # nothing unusual to say
+
+
+def test_a_cell_that_prints_megabytes_is_cut_with_a_note_and_costs_no_points(graded_batch):
+    b = graded_batch
+    block = _report_block((b.reports / "report.txt").read_text(), LOUD_LEARNER)
+    note = block.splitlines()[-1]
+    assert "output cut when graded" in note, block
+    assert "1 displayed result past 2 MiB" in note  # the 3 MB of HTML
+    found = re.search(r"([0-9,]+) characters of printed output", note)
+    assert found, note
+    cut_chars = int(found[1].replace(",", ""))
+    printed = 600_001 + sum(len(f"{i} one line of a loop that prints too much\n") for i in range(3_000))
+    assert cut_chars == printed - MAX_TEXT_CHARS  # every character printed is either kept or counted as cut
+    html = (b.reports / "feedback" / f"{LOUD_LEARNER}.html").read_text()
+    text = htmllib.unescape(re.sub(r"<[^>]+>", "", html))
+    assert "output cut when graded" in text
+    assert "x" * MAX_TEXT_CHARS in text and "x" * (MAX_TEXT_CHARS + 1) not in text
+    assert "y" * 10_000 not in text and "2999 one line" not in text
 
 
 @pytest.mark.parametrize("learner", sorted(COLAB_LEARNERS))
