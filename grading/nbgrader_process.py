@@ -25,6 +25,7 @@ scripts instead (:func:`alembic_head`).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import resource
@@ -81,7 +82,6 @@ def _child(conn: Connection) -> None:
     its exit code and exits."""
     code = 1
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server's SIG_IGN would break waiting for kernels
         os.setsid()
         args, root, env, memory_bytes, log_path = conn.recv()
         conn.send(os.getpid())
@@ -117,22 +117,34 @@ def _child(conn: Connection) -> None:
 
 
 def serve(address: str) -> None:
-    """The server's loop: a child per connection, until stdin closes (the caller is gone)."""
+    """The server's loop: a child per connection, until stdin closes (the caller is gone).
+
+    Children are reaped here, so that their CPU time counts in the caller's (``make test``'s table
+    reads it from the processes it waited for)."""
     _preload()
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
     listener.listen(64)
     print("ready", flush=True)
+    children: set[int] = set()
     while True:
-        readable, _, _ = select.select([listener, sys.stdin], [], [])
+        readable, _, _ = select.select([listener, sys.stdin], [], [], 0.5)
+        for pid in list(children):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                children.discard(pid)
         if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
+            for pid in children:  # the caller is gone: nobody waits for their results
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
             return
         if listener in readable:
             client, _ = listener.accept()
-            if os.fork() == 0:
+            pid = os.fork()
+            if pid == 0:
                 listener.close()
                 _child(Connection(client.detach()))
+            children.add(pid)
             client.close()
 
 
@@ -160,12 +172,15 @@ class _Server:
         atexit.register(self.stop)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
+        if self.process.stdin:
+            self.process.stdin.close()  # the server's signal to stop
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream:
-                stream.close()
+        if self.process.stdout:
+            self.process.stdout.close()
         for name in ("socket",):
             Path(self.folder, name).unlink(missing_ok=True)
         os.rmdir(self.folder)
