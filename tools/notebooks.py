@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -574,27 +573,18 @@ def cmd_points(args) -> None:
 
 
 def generate_exercises(into: Path) -> None:
-    """Runs nbgrader generate_assignment for every assignment into the folder `into`."""
+    """Runs nbgrader generate_assignment for every assignment into the folder `into` (each in a process
+    forked from grading's nbgrader server, which imports nbgrader once for all of them)."""
+    from grading import nbgrader_process
+
     with tempfile.TemporaryDirectory() as db_dir:
         for assignment in sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir()):
-            result = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "nbgrader",
-                    "generate_assignment",
-                    assignment,
-                    "--force",
-                    f"--CourseDirectory.release_directory={into}",
-                    f"--CourseDirectory.db_url=sqlite:///{db_dir}/gradebook.db",
-                ],
-                cwd=ROOT,
-                env=_env(),
-                capture_output=True,
-                text=True,
-            )
-            if result.returncode != 0:
-                fail(f"nbgrader could not generate {assignment}:\n{result.stdout}\n{result.stderr}")
+            args = ["generate_assignment", assignment, "--force"]
+            args += [f"--CourseDirectory.release_directory={into}"]
+            args += [f"--CourseDirectory.db_url=sqlite:///{db_dir}/gradebook.db"]
+            code, log = nbgrader_process.run(args, ROOT, _env(), timeout=600)
+            if code != 0:
+                fail(f"nbgrader could not generate {assignment}:\n{log}")
 
 
 def _comparable(path: Path):
