@@ -6,6 +6,12 @@ worker nodes, each a ``ray start --block`` process of its own, stopped by proces
 
 ``env`` is the environment the nodes run with (token authentication with a token of this cluster's
 own, usage stats off); a driver connecting to ``address`` needs its RAY_AUTH_MODE and RAY_AUTH_TOKEN.
+
+``python -m grading.local_ray STATE`` starts such a cluster, writes its address and those settings
+to the JSON file STATE, and keeps it up until its standard input closes. ``make test`` does that
+before the checks begin (tools/run_steps.py), so the nodes start on a quiet machine: a raylet gives
+its agents a fixed 15 s to start, which a loaded machine can exceed. The tests then use that cluster
+(``$SHARDBOOK_TEST_RAY`` names STATE) instead of starting their own.
 With a token of its own the cluster starts on a machine that never made one (``~/.ray/auth_token``):
 without it ``ray start`` refuses to start. Stopping never uses ``ray stop``, which would stop
 every Ray on the machine, only this cluster's process groups.
@@ -139,3 +145,37 @@ def local_cluster(
         yield address, env
     finally:
         stop()
+
+
+#: The environment variable naming the state file of a cluster started for the tests.
+TEST_CLUSTER_ENV = "SHARDBOOK_TEST_RAY"
+_CLIENT_SETTINGS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_USAGE_STATS_ENABLED")
+
+
+def read_state(path: Path) -> tuple[str, dict[str, str]]:
+    """(address, env) of the cluster whose state file is ``path``; env is this process's environment
+    with the cluster's client settings."""
+    import json
+
+    state = json.loads(path.read_text())
+    return state["address"], dict(os.environ, **state["settings"])
+
+
+def main(argv: list[str]) -> int:
+    """Starts a 2-node cluster, writes its state file, and stops it when standard input closes."""
+    import json
+
+    state = Path(argv[0])
+    with local_cluster(state.parent / "ray-logs", nodes=2) as (address, env):
+        settings = {k: env[k] for k in _CLIENT_SETTINGS}
+        scratch = state.with_suffix(".part")
+        scratch.write_text(json.dumps({"address": address, "settings": settings}))
+        scratch.rename(state)  # whole or absent: a reader never sees half of it
+        print(f"Ray cluster at {address}: up", flush=True)
+        sys.stdin.read()  # until the caller closes it (or exits)
+        state.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -112,11 +112,10 @@ def test_run_workers_joins_processes_with_their_own_device_counts():
 
 def test_dead_worker_is_named_and_the_others_are_stopped_without_a_hang():
     # Property: a worker that dies mid-run is named with its exit code; the survivor (blocked in a
-    # collective with it) is killed after ``after_death`` seconds, long before the timeout.
-    start = time.monotonic()
+    # collective with it) is killed after ``after_death`` seconds, long before the timeout (the message
+    # says why each process stopped: had the timeout come first, it would say "the 120 s timeout").
     with pytest.raises(hosts.WorkersFailed) as info:
         hosts.run_workers(_one_dies_in_a_collective, timeout=120, after_death=1)
-    assert time.monotonic() - start < 60
     message = str(info.value)
     assert "worker process 1 of 2 died (exit code 7)" in message
     assert "step 1" in message  # its last lines
@@ -176,7 +175,7 @@ def test_the_timeout_counts_from_when_every_process_joined(tmp_path, monkeypatch
     _slow_to_start(tmp_path, monkeypatch, 6)
     start = time.monotonic()
     results = hosts.run_workers(_quick, timeout=4)
-    assert time.monotonic() - start > 6
+    assert time.monotonic() - start > 6  # the slow start did happen (a lower bound: load only adds)
     assert [r.value for r in results] == [0, 1]
 
 
@@ -184,12 +183,10 @@ def test_a_start_past_the_start_up_limit_is_named_as_such(tmp_path, monkeypatch)
     # Property: workers that never join are stopped at start_timeout, with a message that blames the
     # machine, not the function (which never ran); run_check says the same to a learner.
     _slow_to_start(tmp_path, monkeypatch, 60)
-    start = time.monotonic()
     with pytest.raises(hosts.WorkersFailed, match="did not all start and join within the 3 s start-up limit"):
         hosts.run_workers(_quick, timeout=60, start_timeout=3)
     with pytest.raises(CheckFailed, match="did not start and join within 3 s, so nothing of yours ran"):
         hosts.run_check(_quick, what="the check", timeout=60, start_timeout=3)
-    assert time.monotonic() - start < 30
     assert _workers_alive() == []
 
 

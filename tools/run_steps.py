@@ -1,6 +1,10 @@
 """Runs `make test`'s steps in lanes side by side, then prints where the time went.
 
-Usage: ``python tools/run_steps.py "lint unit" "notebooks book"`` (lanes as in the Makefile).
+Usage: ``python tools/run_steps.py [--ray-cluster] "lint unit" "notebooks book"`` (lanes as in the
+Makefile).
+
+``--ray-cluster`` first starts the Ray cluster the grading engine's tests use (grading/local_ray.py),
+while the machine is quiet, and stops it when the lanes are done: its row in the table is its start.
 
 Each argument is a lane: its steps (make targets) run one after another, and a step that fails stops
 its lane; the lanes run at the same time (on 2 cores, the unit tests beside the book's execution).
@@ -21,6 +25,46 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "_build" / "test-logs"
+RAY_STATE = ROOT / "_build" / "test-ray" / "cluster.json"
+RAY_START_LIMIT = 600  # seconds; local_cluster itself gives up sooner, after its tries
+
+
+def start_ray_cluster() -> tuple[subprocess.Popen, float]:
+    """Starts the tests' Ray cluster and waits until it is up; (its process, seconds it took)."""
+    from grading.local_ray import TEST_CLUSTER_ENV
+
+    start = time.monotonic()
+    RAY_STATE.parent.mkdir(parents=True, exist_ok=True)
+    RAY_STATE.unlink(missing_ok=True)
+    with open(LOGS / "ray-cluster.log", "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "grading.local_ray", str(RAY_STATE)],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    while not RAY_STATE.exists():
+        if proc.poll() is not None or time.monotonic() - start > RAY_START_LIMIT:
+            proc.kill()
+            raise SystemExit(
+                "the tests' Ray cluster did not start:\n" + (LOGS / "ray-cluster.log").read_text()
+            )
+        time.sleep(0.5)
+    os.environ[TEST_CLUSTER_ENV] = str(RAY_STATE)
+    return proc, time.monotonic() - start
+
+
+def stop_ray_cluster(proc: subprocess.Popen) -> float:
+    """Stops the cluster; the CPU seconds its processes used."""
+    assert proc.stdin is not None
+    proc.stdin.close()
+    try:
+        _, _, usage = os.wait4(proc.pid, 0)
+    except ChildProcessError:
+        return 0.0
+    proc.returncode = 0
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_lane(steps: list[str], lane: int, results: list, lock: threading.Lock) -> None:
@@ -47,7 +91,8 @@ def run_lane(steps: list[str], lane: int, results: list, lock: threading.Lock) -
 
 
 def main(argv: list[str]) -> int:
-    lanes = [lane.split() for lane in argv if lane.split()]
+    ray = "--ray-cluster" in argv
+    lanes = [lane.split() for lane in argv if lane.split() and lane != "--ray-cluster"]
     if not lanes:
         print(__doc__)
         return 2
@@ -55,6 +100,10 @@ def main(argv: list[str]) -> int:
     results: list[tuple[str, int, float, float, int]] = []
     lock = threading.Lock()
     start = time.monotonic()
+    cluster = None
+    if ray:
+        cluster, ray_seconds = start_ray_cluster()
+        print(f"==> the tests' Ray cluster: up in {ray_seconds:.0f} s", flush=True)
     threads = [
         threading.Thread(target=run_lane, args=(steps, k, results, lock)) for k, steps in enumerate(lanes, 1)
     ]
@@ -62,12 +111,15 @@ def main(argv: list[str]) -> int:
         t.start()
     for t in threads:
         t.join()
+    ray_cpu = stop_ray_cluster(cluster) if cluster else 0.0
     wall = time.monotonic() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = usage.ru_utime + usage.ru_stime
     done = {(lane, step): (seconds, step_cpu, code) for step, lane, seconds, step_cpu, code in results}
     print(f"\nmake test: where the time went ({len(lanes)} lane(s) side by side, {os.cpu_count()} cores)")
     print(f"  {'step':<16} {'wall':>8} {'cpu':>8}")
+    if cluster:
+        print(f"  {'ray-cluster':<16} {ray_seconds:6.0f} s {ray_cpu:6.0f} s  (its start; cpu: the whole run)")
     for k, steps in enumerate(lanes, 1):
         for step in steps:
             if (k, step) in done:
