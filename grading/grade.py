@@ -12,8 +12,11 @@ notebook never stops the batch:
   1. the notebook is checked to be a readable notebook, repaired, and put into the scratch course's
      ``grading/submitted/<learner>/<assignment>/``;
   2. ``nbgrader autograde`` runs it: test cells are restored from the instructor's copy, hidden tests
-     included; a cell that runs longer than the cell timeout is interrupted and scores 0; the kernel
-     that runs the learner's code is sandboxed (``grading/sandbox.py``; ``--unsandboxed`` turns it off);
+     included; a cell that runs longer than the cell timeout is interrupted and scores 0; what a cell
+     outputs is cut as it arrives past a budget, with a note (``grading/preprocessors.py``); the kernel
+     that runs the learner's code is sandboxed (``grading/sandbox.py``; ``--unsandboxed`` turns it off).
+     Each nbgrader command runs in a process of its own, forked from a server that imported nbgrader
+     once per batch (``grading/nbgrader_process.py``);
   3. if a cell kills the kernel (``os._exit``, a crash), that cell is replaced by one that raises a
      clear error and the notebook is graded again, so only what depends on it loses points;
   4. feedback HTML without hidden-test source is written.
