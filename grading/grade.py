@@ -57,6 +57,7 @@ from pathlib import Path
 import nbformat
 
 from grading import sandbox
+from grading.assignment import Assignment, grade_id
 from grading.repair import repair
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,13 +147,7 @@ def release_notebook(assignment: str, root: Path = ROOT) -> Path:
 def graded_cells(assignment: str, root: Path = ROOT) -> list[tuple[str, float]]:
     """(grade_id, points) of every graded test cell, in notebook order, from the instructor's copy."""
     source = root / "solutions" / assignment / release_notebook(assignment, root).name
-    nb = nbformat.read(source, as_version=4)
-    cells = []
-    for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution"):
-            cells.append((meta["grade_id"], float(meta.get("points", 0))))
-    return cells
+    return Assignment.read(source).graded_cells()
 
 
 def _env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -370,7 +365,7 @@ def _error_notes(root: Path, assignment: str, learner: str, cell_timeout: int, m
     tampered = None
     for path in folder.glob("*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
-            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "a cell")
+            gid = grade_id(cell) or "a cell"
             for output in cell.get("outputs", []):
                 if output.get("output_type") != "error":
                     continue

@@ -31,7 +31,6 @@ import difflib
 import hashlib
 import io
 import json
-import linecache
 import os
 import re
 import signal
@@ -45,6 +44,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
+
+from grading.assignment import SETUP, Assignment, grade_id, is_answer, is_test, run_cell, solution_span
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
@@ -102,7 +103,6 @@ COMPARE_SWAPS: dict[type, list[type]] = {
     ast.Is: [ast.IsNot],
     ast.IsNot: [ast.Is],
 }
-BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 
 def call_name(node: ast.AST) -> str | None:
@@ -507,10 +507,8 @@ def fingerprint(function: str, kind: str, diff: str) -> str:
 
 
 def solution_lines(source: str) -> tuple[int, int]:
-    lines = source.splitlines()
-    lo = next((n for n, line in enumerate(lines, 1) if line.strip() == BEGIN), 1)
-    hi = next((n for n, line in enumerate(lines, 1) if line.strip() == END), len(lines))
-    return lo, hi
+    """The 1-based lines of an answer cell's solution markers (the whole cell where it has none)."""
+    return solution_span(source)
 
 
 def mutants_of(assignment: str, function: str, source: str, axes: set[str]) -> list[Mutant]:
@@ -559,21 +557,17 @@ class Notebook:
 
 
 def load(assignment: str) -> Notebook:
-    import nbformat
-
-    path = SOLUTIONS / assignment / f"{assignment}.ipynb"
-    cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    notebook = Assignment.read(SOLUTIONS / assignment / f"{assignment}.ipynb")
     base, answers, graded = [], {}, []
-    for cell in cells:
-        meta = cell.metadata.get("nbgrader", {})
-        gid = meta.get("grade_id", cell.get("id", ""))
-        if gid == "setup":
-            continue  # the Colab install; the worker calls shardbook.setup() itself
-        if meta.get("grade"):
+    for cell in notebook.cells:
+        gid = grade_id(cell) or cell.get("id", "")
+        if cell.cell_type != "code" or gid == SETUP:
+            continue  # the setup cell is the Colab install; the worker calls shardbook.setup() itself
+        if is_test(cell):
             graded.append((gid, cell.source))
         else:
             base.append((gid, cell.source))
-            if meta.get("solution"):
+            if is_answer(cell):
                 answers[gid] = cell.source
     tests = {
         fn: [
@@ -624,10 +618,7 @@ def run_cells(cells: list[tuple[str, str]], namespace: dict) -> tuple[str, str] 
     for gid, src in cells:
         try:
             with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
-                # In linecache, as IPython keeps a cell: functions keep their source, which
-                # shardbook.hosts sends to worker processes (assignment 11).
-                linecache.cache[f"<{gid}>"] = (len(src), None, src.splitlines(keepends=True), f"<{gid}>")
-                exec(compile(src, f"<{gid}>", "exec"), namespace)
+                run_cell(src, f"<{gid}>", namespace)  # as a kernel runs it (functions keep their source)
         except MutantTimeout:
             raise
         except BaseException as e:  # noqa: BLE001 (a mutant may raise anything, SystemExit included)

@@ -11,6 +11,7 @@ from jupyter_cache.base import CacheBundleIn
 from myst_nb.core.read import read_myst_markdown_notebook
 from myst_parser.config.main import MdParserConfig
 
+from grading.assignment import grade_id
 from tests.notebooks import ROOT
 from tools import chapter_sources, execution_cache
 from tools import notebooks as nbtools
@@ -85,7 +86,7 @@ def test_chapter_notebook_keeps_metadata_and_derives_ids(tmp_path, monkeypatch):
     # The notebook's name and the cell's position; a cell with an nbgrader grade_id is called by it.
     assert [c.id for c in nb.cells] == ["ch-000", "ch-001", "intro"]
     assert nb.cells[1].metadata == {"mystnb": {"image": {"alt": "A picture."}}, "tags": ["hide-input"]}
-    assert nb.cells[2].metadata["nbgrader"]["grade_id"] == "intro"
+    assert grade_id(nb.cells[2]) == "intro"
     # The page the book builds is read by myst-nb: the same cells, sources and metadata.
     assert _cells(read_myst_markdown_notebook(source.read_text(), MdParserConfig())) == _cells(nb)
 
