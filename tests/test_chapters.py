@@ -237,3 +237,22 @@ def test_one_sentence_says_how_to_install_flax_optax_and_orbax(page):
         assert COMPANIONS_ADVICE in prose, f"{page.name} uses {COMPANION_IMPORT.search(text).group(1)}"
     others = COMPANION_PIP.findall(prose.replace(COMPANIONS_ADVICE, ""))
     assert not others, f"{page.name} says another way to install {others}: use COMPANIONS_ADVICE"
+
+
+def test_chapters_spell_each_helper_name_flat():
+    # One public spelling per name: a chapter's code uses shardbook.X or `from shardbook import X`, X a
+    # name shardbook exports (never a module of it, never `from shardbook.<module> import`).
+    import shardbook
+
+    problems = []
+    for source in nbtools.chapter_sources():
+        code = "\n".join(c.source for c in nbtools._read_source(source).cells if c.cell_type == "code")
+        for line in re.findall(r"^.*\bfrom shardbook\.\w+ import.*$", code, re.M):
+            problems.append(f"{source.name}: {line.strip()}")
+        names = re.findall(r"\bshardbook\.(\w+)", code)
+        imports = re.findall(r"^\s*from shardbook import (?:\(([^)]*)\)|([^(\n]+))$", code, re.M)
+        for imported in (a or b for a, b in imports):
+            names += [n.split("#")[0].strip() for n in imported.replace("\n", ",").split(",")]
+        names = [n for n in names if n]
+        problems += [f"{source.name}: shardbook.{n}" for n in names if n not in shardbook.__all__]
+    assert not problems, "spell these `from shardbook import X` (export X there):\n" + "\n".join(problems)
