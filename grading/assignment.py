@@ -190,6 +190,21 @@ def shorten(cell) -> None:
         meta["points"] = pts
 
 
+def short_form(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of a notebook whose cells state only grade_id and points (see :func:`shorten`)."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        shorten(cell)
+    return nb
+
+
+def full_form(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook with nbgrader's full metadata in each cell that states a grade_id (in place)."""
+    for cell in nb.cells:
+        expand(cell)
+    return nb
+
+
 # ---------------------------------------------------------------------------------------------------
 # Markers
 

@@ -19,7 +19,6 @@ python tools/notebooks.py points      points are stated once (nbgrader metadata)
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import re
 import subprocess
@@ -180,16 +179,11 @@ def convert_to_source(notebook: Path) -> Path:
     source = notebook.with_suffix(".md")
     if source.exists():
         fail(f"{source.relative_to(ROOT)} exists already: it is the source; edit it instead")
-    short = copy.deepcopy(nb)
-    for cell in short.cells:
-        try:
-            assignment.shorten(cell)
-        except ValueError as e:
-            fail(f"{notebook.relative_to(ROOT)}: {e}; left as it is")
-    text = jupytext.writes(short, fmt=SOURCE_FORMAT)
-    back = jupytext.reads(text, fmt=SOURCE_FORMAT)
-    for cell in back.cells:
-        assignment.expand(cell)
+    try:
+        text = jupytext.writes(assignment.short_form(nb), fmt=SOURCE_FORMAT)
+    except ValueError as e:
+        fail(f"{notebook.relative_to(ROOT)}: {e}; left as it is")
+    back = assignment.full_form(jupytext.reads(text, fmt=SOURCE_FORMAT))
     if _cells(back) != _cells(nb):
         lost = [i for i, cell in enumerate(_cells(nb)) if i >= len(back.cells) or _cells(back)[i] != cell]
         fail(f"{notebook.relative_to(ROOT)}: cell {lost[:1]} would not survive MyST Markdown; left as it is")
