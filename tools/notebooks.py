@@ -51,6 +51,7 @@ TRAILING_COMMENT = re.compile(r"\s+#\s[^\"']*$")
 SOURCE_FORMAT = "md:myst"
 # A cell id nbformat accepts; a grade_id that is not one gives way to the position-based id.
 CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+OPTIONS_GAP = re.compile(r"^(```\{code-cell\}\n(?::\w+: .*\n)+)\n", re.M)  # the sources keep none
 
 
 def chapter_sources() -> list[Path]:
@@ -180,7 +181,7 @@ def convert_to_source(notebook: Path) -> Path:
     if source.exists():
         fail(f"{source.relative_to(ROOT)} exists already: it is the source; edit it instead")
     try:
-        text = jupytext.writes(assignment.short_form(nb), fmt=SOURCE_FORMAT)
+        text = OPTIONS_GAP.sub(r"\1", jupytext.writes(assignment.short_form(nb), fmt=SOURCE_FORMAT))
     except ValueError as e:
         fail(f"{notebook.relative_to(ROOT)}: {e}; left as it is")
     back = assignment.full_form(jupytext.reads(text, fmt=SOURCE_FORMAT))
