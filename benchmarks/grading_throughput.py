@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from grading import grade
+from grading.assignment import SETUP, grade_id, is_answer, is_test
 from grading.local_ray import local_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,14 +108,13 @@ def _cell_seconds(autograded: Path) -> dict[str, float]:
         busy, idle = (
             datetime.datetime.fromisoformat(times[k]) for k in ("iopub.status.busy", "iopub.status.idle")
         )
-        meta = cell.metadata.get("nbgrader", {})
         kind = (
             "setup cell (JAX's import)"
-            if meta.get("grade_id") == "setup"
+            if grade_id(cell) == SETUP
             else "answers"
-            if meta.get("solution")
+            if is_answer(cell)
             else "test cells"
-            if meta.get("grade")
+            if is_test(cell)
             else "other cells"
         )
         kinds[kind] += (idle - busy).total_seconds()

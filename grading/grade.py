@@ -59,6 +59,7 @@ from pathlib import Path
 import nbformat
 
 from grading import nbgrader_process, sandbox
+from grading.assignment import Assignment, grade_id
 from grading.repair import repair
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,13 +152,7 @@ def release_notebook(assignment: str, root: Path = ROOT) -> Path:
 def graded_cells(assignment: str, root: Path = ROOT) -> list[tuple[str, float]]:
     """(grade_id, points) of every graded test cell, in notebook order, from the instructor's copy."""
     source = root / "solutions" / assignment / release_notebook(assignment, root).name
-    nb = nbformat.read(source, as_version=4)
-    cells = []
-    for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution"):
-            cells.append((meta["grade_id"], float(meta.get("points", 0))))
-    return cells
+    return Assignment.read(source).graded_cells()
 
 
 def _env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -358,7 +353,7 @@ def _error_notes(root: Path, assignment: str, learner: str, cell_timeout: int, m
     for path in folder.glob("*.ipynb"):
         for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
             # a cell of the learner's own has no grade_id: its place in the notebook as graded
-            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", f"cell {index + 1}")
+            gid = grade_id(cell) or f"cell {index + 1}"
             for output in cell.get("outputs", []):
                 text = output.get("text", "")
                 if output.get("output_type") == "stream" and text.startswith(preprocessors.CUT_PREFIX):

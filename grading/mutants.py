@@ -2,11 +2,8 @@
 
 Run as ``python -m grading.mutants [--assignment 01_meshes] [--sample N] [--jobs J]`` (``make mutants``).
 
-From each reference solution (``solutions/<a>/<a>.ipynb``) every answer cell is mutated by the AST
-transformer below, one plausible learner mistake at a time: swapped axis names, one collective in
-place of another, a collective removed or applied twice, a ppermute ring reversed or shifted, swapped
-matmul operands, a wrong reduction axis, off-by-one bounds, a changed dtype, a PartitionSpec entry
-swapped or dropped, and a few generic operator and constant changes. One worker process per
+From each reference solution (``solutions/<a>/<a>.ipynb``) every answer cell is mutated, one plausible
+learner mistake at a time (``grading/mutations.py`` makes them). One worker process per
 assignment (8 CPU devices, as the notebooks' setup cell gives them) runs the solution's non-test
 cells once; for each mutant it executes the mutated answer cell in a copy of that namespace, then the
 graded test cells of that function (self-check and hidden tests). The mutant is killed when any of
@@ -25,13 +22,9 @@ counted and reported apart from the killed, the survivors and the equivalents. R
 from __future__ import annotations
 
 import argparse
-import ast
 import copy
-import difflib
-import hashlib
 import io
 import json
-import linecache
 import os
 import re
 import signal
@@ -39,12 +32,13 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import asdict, dataclass, field
-from functools import partial
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from grading.assignment import SETUP, Assignment, grade_id, is_answer, is_test, run_cell
+from grading.mutations import Mutant, mutants_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
@@ -52,499 +46,6 @@ EQUIVALENT_FILE = ROOT / "grading" / "mutants_equivalent.toml"
 OUT_DIR = ROOT / "_build" / "mutants"
 THRESHOLD = 0.95
 TIMEOUT_S = 60
-
-# Mutation vocabulary ------------------------------------------------------------------------------
-
-# Collectives a learner swaps for one another; a name maps to its plausible replacements.
-COLLECTIVE_SWAPS = {
-    "psum": ["pmean", "pmax", "psum_scatter"],
-    "pmean": ["psum"],
-    "pmax": ["psum"],
-    "pmin": ["psum"],
-    "psum_scatter": ["psum", "all_gather"],
-    "all_gather": ["psum", "psum_scatter"],
-    "all_to_all": ["all_gather"],
-    "ppermute": [],
-    "pcast": [],
-}
-# Calls whose removal (replaced by their operand) or repetition is a plausible mistake.
-REMOVABLE = {*COLLECTIVE_SWAPS, "with_sharding_constraint", "reshard", "reversed", "sorted", "relu", "tanh"}
-REDUCTIONS = {"mean": ["sum"], "sum": ["mean"], "cumsum": ["cumprod"], "argsort": ["sort"]}  # jnp.<name>(...)
-REPEATABLE = {"psum", "pmean", "psum_scatter", "all_gather", "all_to_all", "ppermute"}
-MATMULS = {"matmul", "dot"}  # swap the first two arguments
-DTYPES = {
-    "float32": ["bfloat16", "float16"],
-    "bfloat16": ["float32", "float16"],
-    "float16": ["float32", "bfloat16"],
-    "float64": ["float32"],
-    "int32": ["float32"],
-}
-DTYPE_MODULES = {"jnp", "np", "numpy", "jax.numpy"}
-AXIS_KEYWORDS = re.compile(r"axis|dimension|argnums")
-BINOP_SWAPS: dict[type, list[type]] = {
-    ast.Add: [ast.Sub],
-    ast.Sub: [ast.Add],
-    ast.Mult: [ast.Div],
-    ast.Div: [ast.Mult, ast.FloorDiv],
-    ast.FloorDiv: [ast.Div],
-    ast.Mod: [ast.FloorDiv],
-    ast.Pow: [ast.Mult],
-}
-COMPARE_SWAPS: dict[type, list[type]] = {
-    ast.Lt: [ast.LtE, ast.Gt],
-    ast.LtE: [ast.Lt, ast.GtE],
-    ast.Gt: [ast.GtE, ast.Lt],
-    ast.GtE: [ast.Gt, ast.LtE],
-    ast.Eq: [ast.NotEq],
-    ast.NotEq: [ast.Eq],
-    ast.In: [ast.NotIn],
-    ast.NotIn: [ast.In],
-    ast.Is: [ast.IsNot],
-    ast.IsNot: [ast.Is],
-}
-BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-
-
-def call_name(node: ast.AST) -> str | None:
-    """``psum`` for ``jax.lax.psum(...)`` or ``psum(...)``; None for anything else."""
-    if isinstance(node, ast.Call):
-        f = node.func
-        return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-    return None
-
-
-def dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{dotted(node.value)}.{node.attr}"
-    return ""
-
-
-def plus(node: ast.expr, k: int) -> ast.expr:
-    """``node + k`` (or ``node - |k|``), folded when node is an integer constant."""
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return ast.Constant(node.value + k)
-    return ast.BinOp(copy.deepcopy(node), ast.Add() if k > 0 else ast.Sub(), ast.Constant(abs(k)))
-
-
-# A mutation: a kind, and edits (node index in traversal order -> function building its replacement).
-Build = Callable[[ast.AST], ast.AST]
-Edit = tuple[int, Build]
-# The node classes that carry a source position (lineno .. end_col_offset).
-POSITIONED = (
-    ast.expr,
-    ast.stmt,
-    ast.keyword,
-    ast.arg,
-    ast.alias,
-    ast.excepthandler,
-    ast.pattern,
-    ast.type_param,
-)
-
-
-def position(node: ast.AST) -> tuple[int, int, int, int] | None:
-    """(lineno, col_offset, end_lineno, end_col_offset) of a parsed node; None for one without."""
-    if isinstance(node, POSITIONED) and node.end_lineno is not None and node.end_col_offset is not None:
-        return node.lineno, node.col_offset, node.end_lineno, node.end_col_offset
-    return None
-
-
-@dataclass
-class Mutant:
-    assignment: str
-    function: str
-    kind: str
-    fingerprint: str
-    diff: str
-    source: str = field(repr=False)
-    status: str = ""  # killed | survived | timeout | equivalent
-    killed_by: str = ""  # the test cell that failed, and the first line of its message
-    seconds: float = 0.0
-
-
-class Sites:
-    """The nodes of one answer cell in source order, with their parents, inside the solution block."""
-
-    def __init__(self, tree: ast.AST, lo: int, hi: int):
-        self.nodes: list[ast.AST] = []
-        self.parent: dict[int, tuple[ast.AST, str, int | None]] = {}
-        self.lo, self.hi = lo, hi
-        self._walk(tree)
-
-    def _walk(self, node: ast.AST) -> None:
-        self.nodes.append(node)
-        for name, value in ast.iter_fields(node):
-            if isinstance(value, list):
-                for i, child in enumerate(value):
-                    if isinstance(child, ast.AST):
-                        self.parent[id(child)] = (node, name, i)
-                        self._walk(child)
-            elif isinstance(value, ast.AST):
-                self.parent[id(value)] = (node, name, None)
-                self._walk(value)
-
-    def inside(self, node: ast.AST) -> bool:
-        at = position(node)
-        return at is not None and self.lo <= at[0] and at[2] <= self.hi
-
-    def replace(self, node: ast.AST, new: ast.AST) -> None:
-        parent, name, i = self.parent[id(node)]
-        if i is None:
-            setattr(parent, name, new)
-        else:
-            getattr(parent, name)[i] = new
-
-
-def _const(value: str | int) -> Build:
-    return lambda _node: ast.Constant(value)
-
-
-def _on[Node: ast.AST](kind: type[Node], build: Callable[[Node], ast.AST]) -> Build:
-    """``build`` for the edited copy's node, which is of the same class as the original's, ``kind``."""
-
-    def checked(node: ast.AST) -> ast.AST:
-        if not isinstance(node, kind):
-            raise TypeError(f"expected an ast.{kind.__name__} to mutate, got ast.{type(node).__name__}")
-        return build(node)
-
-    return checked
-
-
-def _set(**changes: object) -> Build:
-    def build(node: ast.AST) -> ast.AST:
-        new = copy.deepcopy(node)
-        for k, v in changes.items():
-            setattr(new, k, v)
-        return new
-
-    return build
-
-
-def candidate_mutations(sites: Sites, axes: set[str]) -> Iterator[tuple[str, list[Edit]]]:
-    """Every (kind, edits) for the cell, in a fixed order: source order of the node, then kind."""
-    nodes = sites.nodes
-    axis_nodes: list[int] = []
-    for i, node in enumerate(nodes):
-        if not sites.inside(node):
-            continue
-        parent = sites.parent.get(id(node), (None, "", None))
-        if isinstance(node, ast.Constant):
-            v = node.value
-            if isinstance(v, str) and v in axes:
-                axis_nodes.append(i)
-                for other in sorted(axes - {v}):
-                    yield "axis_name", [(i, _const(other))]
-            elif isinstance(v, bool):
-                yield "bool_flip", [(i, _const(not v))]
-            elif type(v) is int:
-                owner = parent[0]
-                if isinstance(owner, ast.Tuple):
-                    owner = sites.parent.get(id(owner), (None, "", None))[0]
-                if isinstance(owner, ast.keyword) and owner.arg and AXIS_KEYWORDS.search(owner.arg):
-                    for axis in (0, 1, -1):
-                        if axis != v:
-                            yield "reduction_axis", [(i, _const(axis))]
-                yield "constant", [(i, _const(v + 1))]
-                if v != 0:
-                    yield "constant", [(i, _const(v - 1))]
-        elif isinstance(node, ast.Attribute):
-            if node.attr in DTYPES and dotted(node.value) in DTYPE_MODULES:
-                for other in DTYPES[node.attr]:
-                    yield "dtype", [(i, _set(attr=other))]
-            elif node.attr == "T":
-                yield "transpose_dropped", [(i, _on(ast.Attribute, lambda n: copy.deepcopy(n.value)))]
-        elif isinstance(node, ast.Call):
-            yield from _call_mutations(i, node)
-        elif isinstance(node, ast.BinOp):
-            if isinstance(node.op, ast.MatMult):
-                yield (
-                    "operands_swapped",
-                    [(i, _on(ast.BinOp, lambda n: ast.BinOp(n.right, ast.MatMult(), n.left)))],
-                )
-            for op in BINOP_SWAPS.get(type(node.op), []):
-                yield "operator", [(i, _set(op=op()))]
-        elif isinstance(node, ast.AugAssign):
-            for op in BINOP_SWAPS.get(type(node.op), []):
-                yield "operator", [(i, _set(op=op()))]
-        elif isinstance(node, ast.Subscript) and not isinstance(
-            node.slice, (ast.Slice, ast.Tuple, ast.Constant)
-        ):
-            for k in (1, -1):
-                yield "off_by_one", [(i, _on(ast.Subscript, partial(_subscript_plus, k=k)))]
-        elif isinstance(node, ast.keyword) and node.arg in ("reduced", "unreduced"):
-            yield "spec_keyword", [(i, _set(arg="unreduced" if node.arg == "reduced" else "reduced"))]
-        elif isinstance(node, ast.Compare) and len(node.ops) == 1:
-            for op in COMPARE_SWAPS.get(type(node.ops[0]), []):
-                yield "comparison", [(i, _set(ops=[op()]))]
-        elif isinstance(node, ast.BoolOp):
-            yield "boolean", [(i, _set(op=ast.Or() if isinstance(node.op, ast.And) else ast.And()))]
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
-            yield "unary_dropped", [(i, _on(ast.UnaryOp, lambda n: copy.deepcopy(n.operand)))]
-        elif isinstance(node, ast.Slice):
-            for bound in ("lower", "upper"):
-                b = getattr(node, bound)
-                if b is not None and not (isinstance(b, ast.Constant) and type(b.value) is int):
-                    for k in (1, -1):
-                        yield "off_by_one", [(i, _on(ast.Slice, partial(_bound, bound=bound, k=k)))]
-    if len(axis_nodes) > 1 and len(axes) == 2:
-        a, b = sorted(axes)
-        swap = {a: b, b: a}
-        yield "axes_swapped_everywhere", [(j, _const(swap[axis_value(nodes[j])])) for j in axis_nodes]
-
-
-def axis_value(node: ast.AST) -> str:
-    """The axis name of an ``axis_nodes`` entry: a string constant."""
-    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
-        raise TypeError(f"expected a string constant, got ast.{type(node).__name__}")
-    return node.value
-
-
-def _subscript_plus(node: ast.Subscript, k: int) -> ast.AST:
-    return _set(slice=plus(node.slice, k))(node)
-
-
-def _bound(node: ast.Slice, bound: str, k: int) -> ast.Slice:
-    new = copy.deepcopy(node)
-    setattr(new, bound, plus(getattr(node, bound), k))
-    return new
-
-
-def _call_mutations(i: int, node: ast.Call) -> Iterator[tuple[str, list[Edit]]]:
-    name = call_name(node)
-    if name in COLLECTIVE_SWAPS and isinstance(node.func, ast.Attribute):
-        for other in COLLECTIVE_SWAPS[name]:
-            yield "collective_swapped", [(i, _on(ast.Call, partial(_swap_collective, other=other)))]
-    if name in REMOVABLE and node.args:
-        yield "call_removed", [(i, _on(ast.Call, lambda n: copy.deepcopy(n.args[0])))]
-    for j, keyword in enumerate(node.keywords):  # a keyword forgotten: out_sharding=, precision=, tiled=...
-        if keyword.arg is not None:
-            yield "keyword_dropped", [(i, _on(ast.Call, partial(_keyword_dropped, j=j)))]
-    if name in REDUCTIONS and isinstance(node.func, ast.Attribute):  # jnp.mean(x) and x.mean() alike
-        for other in REDUCTIONS[name]:
-            yield "reduction_swapped", [(i, _on(ast.Call, partial(_reduction_swapped, other=other)))]
-    if name in REPEATABLE and node.args:
-        yield (
-            "collective_twice",
-            [(i, _on(ast.Call, lambda n: ast.Call(n.func, [copy.deepcopy(n), *n.args[1:]], n.keywords)))],
-        )
-    if name == "ppermute":
-        perm_at = 2 if len(node.args) > 2 else None
-        if perm_at is not None or any(k.arg == "perm" for k in node.keywords):
-            yield "ppermute_reversed", [(i, _on(ast.Call, partial(_perm, at=perm_at, reverse=True)))]
-            yield "ppermute_shifted", [(i, _on(ast.Call, partial(_perm, at=perm_at, reverse=False)))]
-    if name in MATMULS and len(node.args) >= 2:
-        yield (
-            "operands_swapped",
-            [(i, _on(ast.Call, lambda n: _set(args=[n.args[1], n.args[0], *n.args[2:]])(n)))],
-        )
-    if name in ("P", "PartitionSpec"):
-        args = node.args
-        for j in range(len(args) - 1):
-            if ast.dump(args[j]) != ast.dump(args[j + 1]):
-                yield "spec_swapped", [(i, _on(ast.Call, partial(_args_swapped, j=j)))]
-        for j, a in enumerate(args):
-            if not (isinstance(a, ast.Constant) and a.value is None):
-                yield "spec_entry_dropped", [(i, _on(ast.Call, partial(_none_at, j=j)))]
-    if name == "range" and node.args:
-        stop = 0 if len(node.args) == 1 else 1
-        for k in (1, -1):
-            yield "off_by_one", [(i, _on(ast.Call, partial(_plus_at, j=stop, k=k)))]
-        if len(node.args) >= 2:
-            yield "off_by_one", [(i, _on(ast.Call, partial(_plus_at, j=0, k=1)))]
-
-
-# Builders of a mutated call, from the copy of the original call that they are given.
-
-
-def _keyword_dropped(node: ast.Call, j: int) -> ast.AST:
-    return _set(keywords=node.keywords[:j] + node.keywords[j + 1 :])(node)
-
-
-def _reduction_swapped(node: ast.Call, other: str) -> ast.AST:
-    """``jnp.mean(x)`` -> ``jnp.<other>(x)``; ``x.mean()`` -> ``x.<other>()``."""
-    if not isinstance(node.func, ast.Attribute):
-        raise TypeError("only a method or module function's reduction is swapped")
-    return _set(func=ast.Attribute(node.func.value, other))(node)
-
-
-def _args_swapped(node: ast.Call, j: int) -> ast.AST:
-    args = list(node.args)
-    args[j], args[j + 1] = args[j + 1], args[j]
-    return _set(args=args)(node)
-
-
-def _none_at(node: ast.Call, j: int) -> ast.AST:
-    args = list(node.args)
-    args[j] = ast.Constant(None)
-    return _set(args=args)(node)
-
-
-def _plus_at(node: ast.Call, j: int, k: int) -> ast.AST:
-    args = list(node.args)
-    args[j] = plus(args[j], k)
-    return _set(args=args)(node)
-
-
-def _swap_collective(node: ast.Call, other: str) -> ast.Call:
-    """``lax.psum(x, 'Y')`` -> ``lax.<other>(x, 'Y')``, keyword names carried across where they differ."""
-    new = copy.deepcopy(node)
-    if not isinstance(new.func, ast.Attribute):
-        raise TypeError("only a module function's collective (lax.psum) is swapped")
-    new.func.attr = other
-    rename: dict[str | None, str] = {"scatter_dimension": "axis", "axis": "scatter_dimension"}
-    keep = {
-        "psum": set(),
-        "pmean": set(),
-        "pmax": set(),
-        "psum_scatter": {"scatter_dimension", "tiled"},
-        "all_gather": {"axis", "tiled"},
-    }.get(other, {k.arg for k in node.keywords})
-    keywords = []
-    for k in new.keywords:
-        arg = k.arg if k.arg in keep else rename.get(k.arg)
-        if arg in keep:
-            keywords.append(ast.keyword(arg, k.value))
-    if other in ("psum_scatter", "all_gather") and not any(k.arg == "tiled" for k in keywords):
-        keywords.append(ast.keyword("tiled", ast.Constant(True)))
-    new.keywords = keywords
-    new.args = new.args[:2]
-    return new
-
-
-def _perm(node: ast.Call, at: int | None, reverse: bool) -> ast.Call:
-    """The ppermute's pairs (src, dst) reversed to (dst, src), or each dst moved one further on the ring."""
-    new = copy.deepcopy(node)
-    perm = new.args[at] if at is not None else next(k.value for k in new.keywords if k.arg == "perm")
-    if reverse:
-        text = f"[(dst, src) for src, dst in {ast.unparse(perm)}]"
-    else:
-        text = f"[(src, (dst + 1) % len({ast.unparse(perm)})) for src, dst in {ast.unparse(perm)}]"
-    replacement = ast.parse(text, mode="eval").body
-    if at is not None:
-        new.args[at] = replacement
-    else:
-        next(k for k in new.keywords if k.arg == "perm").value = replacement
-    return new
-
-
-# Splicing a mutation into the cell's own text ------------------------------------------------------
-
-
-def _offsets(source: str) -> list[int]:
-    starts, total = [0], 0
-    for line in source.encode().splitlines(keepends=True):
-        total += len(line)
-        starts.append(total)
-    return starts
-
-
-def _splice(source: str, spans: list[tuple[ast.AST, str]]) -> str:
-    data, starts = source.encode(), _offsets(source)
-    located = []
-    for node, text in spans:
-        at = position(node)
-        if at is None:
-            raise ValueError(f"ast.{type(node).__name__} has no source position to splice at")
-        located.append((at, text))
-    for (line, col, end_line, end_col), text in sorted(located, key=lambda s: s[0][:2], reverse=True):
-        a = starts[line - 1] + col
-        b = starts[end_line - 1] + end_col
-        data = data[:a] + text.encode() + data[b:]
-    return data.decode()
-
-
-def apply(source: str, tree: ast.AST, sites: Sites, edits: list[Edit]) -> str | None:
-    """The cell's source with the edits made, changing only the edited spans; None if it won't compile."""
-    mutated = copy.deepcopy(tree)
-    msites = Sites(mutated, sites.lo, sites.hi)
-    replacements = []
-    for i, build in edits:
-        original = msites.nodes[i]
-        new = build(original)
-        replacements.append((sites.nodes[i], original, new))
-    for _, original, new in replacements:
-        msites.replace(original, new)
-    try:  # compared as text would parse: a Constant(-1) reads back as -(1)
-        target = ast.dump(ast.parse(ast.unparse(mutated)))
-    except (SyntaxError, ValueError):
-        return None
-    if target == ast.dump(tree):
-        return None
-    double = source.count('"') > source.count("'")  # keep the cell's quotes: "X" stays "X", not 'X'
-
-    def text_of(new: ast.AST) -> str:
-        text = ast.unparse(new)
-        return re.sub(r"'(\w*)'", r'"\1"', text) if double else text
-
-    for wrap in (False, True):
-        spans = [(node, f"({text_of(new)})" if wrap else text_of(new)) for node, _, new in replacements]
-        text = _splice(source, spans)
-        try:
-            if ast.dump(ast.parse(text)) == target:
-                compile(text, "<mutant>", "exec")
-                return text
-        except SyntaxError:
-            continue
-    try:
-        text = ast.unparse(mutated)
-        compile(text, "<mutant>", "exec")
-        return text
-    except (SyntaxError, ValueError):
-        return None
-
-
-def fingerprint(function: str, kind: str, diff: str) -> str:
-    """Stable across unrelated edits: the function, the kind, and the changed lines' text."""
-    changed = [
-        line[0] + line[1:].strip()
-        for line in diff.splitlines()
-        if line[:1] in "+-" and not line.startswith(("+++", "---"))
-    ]
-    digest = hashlib.sha1("\n".join([function, kind, *changed]).encode()).hexdigest()[:10]
-    return f"{function}/{kind}/{digest}"
-
-
-def solution_lines(source: str) -> tuple[int, int]:
-    lines = source.splitlines()
-    lo = next((n for n, line in enumerate(lines, 1) if line.strip() == BEGIN), 1)
-    hi = next((n for n, line in enumerate(lines, 1) if line.strip() == END), len(lines))
-    return lo, hi
-
-
-def mutants_of(assignment: str, function: str, source: str, axes: set[str]) -> list[Mutant]:
-    """Every distinct, compilable mutant of one answer cell, in a fixed order."""
-    tree = ast.parse(source)
-    lo, hi = solution_lines(source)
-    sites = Sites(tree, lo, hi)
-    seen = {ast.dump(tree)}
-    out: list[Mutant] = []
-    used: dict[str, int] = {}
-    for kind, edits in candidate_mutations(sites, axes):
-        text = apply(source, tree, sites, edits)
-        if text is None:
-            continue
-        key = ast.dump(ast.parse(text))
-        if key in seen:
-            continue
-        seen.add(key)
-        diff = "".join(
-            difflib.unified_diff(
-                source.splitlines(keepends=True),
-                text.splitlines(keepends=True),
-                f"solution/{function}",
-                f"mutant/{function}",
-                n=1,
-            )
-        )
-        fp = fingerprint(function, kind, diff)
-        used[fp] = used.get(fp, 0) + 1
-        if used[fp] > 1:
-            fp = f"{fp}-{used[fp]}"
-        out.append(Mutant(assignment, function, kind, fp, diff, text))
-    return out
-
 
 # The notebook ---------------------------------------------------------------------------------------
 
@@ -559,21 +60,17 @@ class Notebook:
 
 
 def load(assignment: str) -> Notebook:
-    import nbformat
-
-    path = SOLUTIONS / assignment / f"{assignment}.ipynb"
-    cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    notebook = Assignment.read(SOLUTIONS / assignment / f"{assignment}.ipynb")
     base, answers, graded = [], {}, []
-    for cell in cells:
-        meta = cell.metadata.get("nbgrader", {})
-        gid = meta.get("grade_id", cell.get("id", ""))
-        if gid == "setup":
-            continue  # the Colab install; the worker calls shardbook.setup() itself
-        if meta.get("grade"):
+    for cell in notebook.cells:
+        gid = grade_id(cell) or cell.get("id", "")
+        if cell.cell_type != "code" or gid == SETUP:
+            continue  # the setup cell is the Colab install; the worker calls shardbook.setup() itself
+        if is_test(cell):
             graded.append((gid, cell.source))
         else:
             base.append((gid, cell.source))
-            if meta.get("solution"):
+            if is_answer(cell):
                 answers[gid] = cell.source
     tests = {
         fn: [
@@ -624,10 +121,7 @@ def run_cells(cells: list[tuple[str, str]], namespace: dict) -> tuple[str, str] 
     for gid, src in cells:
         try:
             with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
-                # In linecache, as IPython keeps a cell: functions keep their source, which
-                # shardbook.hosts sends to worker processes (assignment 11).
-                linecache.cache[f"<{gid}>"] = (len(src), None, src.splitlines(keepends=True), f"<{gid}>")
-                exec(compile(src, f"<{gid}>", "exec"), namespace)
+                run_cell(src, f"<{gid}>", namespace)  # as a kernel runs it (functions keep their source)
         except MutantTimeout:
             raise
         except BaseException as e:  # noqa: BLE001 (a mutant may raise anything, SystemExit included)

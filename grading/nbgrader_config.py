@@ -38,9 +38,19 @@ c.CourseDirectory.course_id = "sharding-in-jax"
 # solutions/<a>/<a>.md, holds its solutions and must never be released into exercises/.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*", "*.md"]
 
-# Solution and hidden-test markers (nbgrader's defaults, spelled out so the leak checks can use them).
-c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"
-c.ClearSolutions.end_solution_delimeter = "END SOLUTION"
+# Solution and hidden-test markers: nbgrader's defaults, spelled once in grading/assignment.py, which
+# every check that looks for them reads.
+from grading.assignment import (  # noqa: E402
+    BEGIN_HIDDEN_TESTS,
+    BEGIN_SOLUTION,
+    END_HIDDEN_TESTS,
+    END_SOLUTION,
+)
+
+c.ClearSolutions.begin_solution_delimeter = BEGIN_SOLUTION
+c.ClearSolutions.end_solution_delimeter = END_SOLUTION
+c.ClearHiddenTests.begin_test_delimeter = BEGIN_HIDDEN_TESTS
+c.ClearHiddenTests.end_test_delimeter = END_HIDDEN_TESTS
 c.ClearSolutions.code_stub = {
     "python": '# YOUR CODE HERE\nraise NotImplementedError("Exercise not attempted yet: replace this line.")'
 }

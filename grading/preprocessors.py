@@ -20,23 +20,9 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute
 from traitlets import Bool
 
-HIDDEN_BLOCK = re.compile(
-    r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.S | re.M
-)
-HIDDEN_NOTE = "# Hidden tests ran here; their result is shown below.\n"
+from grading.assignment import IMPORTS, grade_id, hide_hidden_tests, is_test
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def hide_hidden_tests(source: str) -> str:
-    """Replaces every BEGIN/END HIDDEN TESTS block in ``source`` with one comment line."""
-    return HIDDEN_BLOCK.sub(HIDDEN_NOTE, source)
-
-
-def is_test_cell(cell) -> bool:
-    """Whether an nbgrader cell is a graded test cell (graded, not an answer)."""
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return bool(meta.get("grade")) and not meta.get("solution")
-
 
 PROLOGUE_BEGIN = "# >>> added when graded: fresh checking tools, whatever the notebook redefined"
 PROLOGUE_END = "# <<< end of what grading added"
@@ -49,7 +35,7 @@ class HideHiddenTests(Preprocessor):
     enabled = Bool(True)  # nbconvert preprocessors are off unless enabled; nbgrader registers them as is
 
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and is_test_cell(cell):
+        if cell.cell_type == "code" and is_test(cell):
             cell.source = hide_hidden_tests(PROLOGUE_BLOCK.sub("", cell.source))
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
@@ -236,9 +222,8 @@ class ExecuteRecordingDeaths(Execute):
         except DeadKernelError:
             path = os.environ.get(DEATH_FILE_ENV)
             if path:
-                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
                 with open(path, "w") as f:
-                    json.dump({"index": index, "grade_id": grade_id}, f)
+                    json.dump({"index": index, "grade_id": grade_id(cell)}, f)
             raise
         if cell.cell_type == "code" and cell.outputs:
             cell.outputs = coalesce_streams(cell.outputs)
@@ -262,7 +247,7 @@ class WarningsDoNotFail(Preprocessor):
     enabled = Bool(True)
 
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and is_test_cell(cell):
+        if cell.cell_type == "code" and is_test(cell):
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "stream" and output.get("name") == "stderr":
                     output["name"] = "stdout"
@@ -281,14 +266,7 @@ class HardenTests(Preprocessor):
     enabled = Bool(True)
 
     def preprocess(self, nb, resources):
-        imports = next(
-            (
-                c.source
-                for c in nb.cells
-                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "imports"
-            ),
-            "",
-        )
+        imports = next((c.source for c in nb.cells if grade_id(c) == IMPORTS), "")
         prologue = "\n".join(
             [
                 PROLOGUE_BEGIN,
@@ -304,6 +282,6 @@ class HardenTests(Preprocessor):
             ]
         )
         for cell in nb.cells:
-            if cell.cell_type == "code" and is_test_cell(cell) and cell.source != SKIPPED_CELL_SOURCE:
+            if cell.cell_type == "code" and is_test(cell) and cell.source != SKIPPED_CELL_SOURCE:
                 cell.source = prologue + cell.source
         return nb, resources

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 import nbformat
 
+from grading.assignment import drop_metadata, grade_id, is_answer, is_test, metadata
+
 ANCHOR = "def {name}("
 
 
@@ -39,14 +41,6 @@ class Repaired:
 
     notebook: nbformat.NotebookNode
     repairs: list[str] = field(default_factory=list)
-
-
-def _meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
-
-
-def _is_answer(cell) -> bool:
-    return bool(_meta(cell).get("solution"))
 
 
 def _anchor_matches(cell, name: str) -> bool:
@@ -77,32 +71,28 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
     repairs: list[str] = []
     release_cells = release.cells
     cells = submitted.cells
-    answer_at = {_meta(c)["grade_id"]: k for k, c in enumerate(release_cells) if _is_answer(c)}
-    release_at = {
-        _meta(c)["grade_id"]: k
-        for k, c in enumerate(release_cells)
-        if _meta(c).get("grade_id") and not _is_answer(c)
-    }
+    answer_at = {str(grade_id(c)): k for k, c in enumerate(release_cells) if is_answer(c)}
+    release_at = {grade_id(c): k for k, c in enumerate(release_cells) if grade_id(c) and not is_answer(c)}
     # A download without any grading metadata (Colab saves notebooks that way) is matched by text and
     # `def` lines without a note; a notebook that lost it in some cells only gets a note per answer.
-    metadata_kept = any(_meta(c) for c in cells)
+    metadata_kept = any(metadata(c) for c in cells)
     role: dict[int, tuple[str, str | int]] = {}  # index -> ("release", release index) | ("answer", name)
 
     # 1. Released cells (instructions, setup, imports, tests): by grade_id where the metadata survived,
     #    else by their text, in order (the hidden-test cells of an assignment may all read the same).
     claimed: set[int] = set()
     for i, cell in enumerate(cells):
-        k = release_at.get(_meta(cell).get("grade_id"))
+        k = release_at.get(grade_id(cell))
         if k is not None and k not in claimed:
             role[i] = ("release", k)
             claimed.add(k)
     by_text: dict[str, list[int]] = {}
     for k, cell in enumerate(release_cells):
-        if not _is_answer(cell) and k not in claimed:
+        if not is_answer(cell) and k not in claimed:
             by_text.setdefault(_normalise(cell.source), []).append(k)
     for i, cell in enumerate(cells):
         free = by_text.get(_normalise(cell.source)) if i not in role else None
-        if free and not _meta(cell).get("grade_id"):
+        if free and not grade_id(cell):
             k = free.pop(0)
             role[i] = ("release", k)
             claimed.add(k)
@@ -118,8 +108,7 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
             found = [
                 i
                 for i in free_cells
-                if _meta(cells[i]).get("grade_id") == name
-                and (_is_answer(cells[i]) or cells[i].cell_type != "code")
+                if grade_id(cells[i]) == name and (is_answer(cells[i]) or cells[i].cell_type != "code")
             ]
         candidates[name] = found
     defining = [i for found in candidates.values() for i in found]
@@ -145,7 +134,7 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
             )
     for name, i in chosen.items():
         cell = cells[i]
-        if metadata_kept and _meta(cell).get("grade_id") != name:
+        if metadata_kept and grade_id(cell) != name:
             repairs.append(
                 f"the answer cell of {name} had lost its grading metadata; it was found by `def {name}(`."
             )
@@ -166,10 +155,10 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
             anchor = int(value)
         elif kind == "answer":
             if i in chosen_cells:  # an answer's other copies are dropped
-                anchor = answer_at[value]
+                anchor = answer_at[str(value)]
         elif cell.source.strip():  # an empty cell does nothing
             extra = copy.deepcopy(cell)
-            extra.get("metadata", {}).pop("nbgrader", None)
+            drop_metadata(extra)
             after.setdefault(anchor, []).append(extra)
             extras += extra.cell_type == "code"
 
@@ -177,11 +166,11 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
     missing_tests: list[str] = []
     submitted_at = {k: i for i, (kind, k) in role.items() if kind == "release"}
     for k, cell in enumerate(release_cells):
-        gid = _meta(cell).get("grade_id")
+        gid = grade_id(cell)
         new = copy.deepcopy(cell)
-        if _is_answer(cell) and gid in chosen:
+        if is_answer(cell) and gid in chosen:
             new.source = cells[chosen[gid]].source  # released metadata, learner's code
-        elif _meta(cell).get("grade") and not _is_answer(cell) and k not in submitted_at:
+        elif is_test(cell) and k not in submitted_at:
             missing_tests.append(str(gid))
         out_cells.append(new)
         out_cells.extend(after.get(k, []))

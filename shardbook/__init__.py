@@ -3,10 +3,14 @@
 Every notebook starts with ``shardbook.setup()``, which must run before JAX starts a backend. So this
 package imports nothing heavy itself: each public name below is loaded from its module on first use.
 
-Modules (one topic each):
+One spelling per name: a chapter uses every public name flat, ``shardbook.analyze`` or
+``from shardbook import analyze``, never from the module that defines it (tests/test_chapters.py checks the
+chapters). The modules are where a maintainer reads them:
+
   setup   -- choose devices (8 simulated CPU devices when fewer than 8 accelerators), install on Colab.
-  viz     -- pictures: where an array's blocks lie, what a collective or a program moves, routing,
-             gradient reductions, saved state, precision against cost.
+  viz     -- pictures, a module per family: sharding (where an array's blocks lie), collectives,
+             communication (what a program moves), ring, routing, backward (gradient reductions,
+             saved state), precision (error against cost).
   checks  -- comparisons for self-checks and graders, with messages written for learners.
   comms   -- the communication analyzer (collectives and bytes of a compiled program), a package by
              concern: report, queries, cpu (the simulator's differences), compiling, analysis,
@@ -48,11 +52,17 @@ _EXPORTS = {
     "expect_collectives": "checks",
     "expect_no_intermediate_larger_than": "checks",
     "analyze": "comms",
+    "analyze_text": "comms",
     "Report": "comms",
     "Collective": "comms",
     "footprint": "comms",
+    "Footprint": "comms",
+    "format_bytes": "comms",
     "estimate": "cost",
     "draw_timeline": "cost",
+    "CHIPS": "cost",
+    "MODEL_MARGIN": "cost",
+    "INT32_MATMUL_SLOWDOWN": "cost",
     "route_counts": "viz",
     "draw_routing": "viz",
     "draw_gradient_reduction": "viz",
@@ -60,8 +70,14 @@ _EXPORTS = {
     "draw_precision_tradeoff": "viz",
     "pipeline_schedule": "pipeline",
     "draw_pipeline_schedule": "pipeline",
+    "held_activations": "pipeline",
+    "idle_steps": "pipeline",
+    "schedule_seconds": "pipeline",
     "run_workers": "hosts",
     "WorkersFailed": "hosts",
+    "print_outputs": "hosts",
+    "shard_table": "hosts",
+    "draw_process_shards": "hosts",
     "claim": "claims",
     "ClaimFailed": "claims",
 }

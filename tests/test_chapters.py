@@ -11,6 +11,7 @@ from jupyter_cache.base import CacheBundleIn
 from myst_nb.core.read import read_myst_markdown_notebook
 from myst_parser.config.main import MdParserConfig
 
+from grading.assignment import grade_id
 from tests.notebooks import ROOT
 from tools import chapter_sources, execution_cache
 from tools import notebooks as nbtools
@@ -85,7 +86,7 @@ def test_chapter_notebook_keeps_metadata_and_derives_ids(tmp_path, monkeypatch):
     # The notebook's name and the cell's position; a cell with an nbgrader grade_id is called by it.
     assert [c.id for c in nb.cells] == ["ch-000", "ch-001", "intro"]
     assert nb.cells[1].metadata == {"mystnb": {"image": {"alt": "A picture."}}, "tags": ["hide-input"]}
-    assert nb.cells[2].metadata["nbgrader"]["grade_id"] == "intro"
+    assert grade_id(nb.cells[2]) == "intro"
     # The page the book builds is read by myst-nb: the same cells, sources and metadata.
     assert _cells(read_myst_markdown_notebook(source.read_text(), MdParserConfig())) == _cells(nb)
 
@@ -236,3 +237,22 @@ def test_one_sentence_says_how_to_install_flax_optax_and_orbax(page):
         assert COMPANIONS_ADVICE in prose, f"{page.name} uses {COMPANION_IMPORT.search(text).group(1)}"
     others = COMPANION_PIP.findall(prose.replace(COMPANIONS_ADVICE, ""))
     assert not others, f"{page.name} says another way to install {others}: use COMPANIONS_ADVICE"
+
+
+def test_chapters_spell_each_helper_name_flat():
+    # One public spelling per name: a chapter's code uses shardbook.X or `from shardbook import X`, X a
+    # name shardbook exports (never a module of it, never `from shardbook.<module> import`).
+    import shardbook
+
+    problems = []
+    for source in nbtools.chapter_sources():
+        code = "\n".join(c.source for c in nbtools._read_source(source).cells if c.cell_type == "code")
+        for line in re.findall(r"^.*\bfrom shardbook\.\w+ import.*$", code, re.M):
+            problems.append(f"{source.name}: {line.strip()}")
+        names = re.findall(r"\bshardbook\.(\w+)", code)
+        imports = re.findall(r"^\s*from shardbook import (?:\(([^)]*)\)|([^(\n]+))$", code, re.M)
+        for imported in (a or b for a, b in imports):
+            names += [n.split("#")[0].strip() for n in imported.replace("\n", ",").split(",")]
+        names = [n for n in names if n]
+        problems += [f"{source.name}: shardbook.{n}" for n in names if n not in shardbook.__all__]
+    assert not problems, "spell these `from shardbook import X` (export X there):\n" + "\n".join(problems)

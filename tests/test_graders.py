@@ -13,9 +13,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grading.assignment import grade_id, is_answer
 from shardbook.checks import CheckFailed
 from tests import submissions
-from tests.notebooks import ASSIGNMENTS, ROOT, answer_sources, answers, nbgrader_meta, run_cell
+from tests.notebooks import ASSIGNMENTS, ROOT, answer_sources, answers, run_cell
 
 
 def grader_module(assignment: str):
@@ -25,7 +26,7 @@ def grader_module(assignment: str):
 def functions(assignment: str) -> list[str]:
     notebook = next((ROOT / "solutions" / assignment).glob("*.ipynb"))
     cells = nbformat.read(notebook, as_version=4).cells
-    return [nbgrader_meta(c)["grade_id"] for c in cells if nbgrader_meta(c).get("solution")]
+    return [grade_id(c) for c in cells if is_answer(c)]
 
 
 def expected(assignment: str) -> dict:
@@ -117,10 +118,10 @@ def run_self_check(assignment: str, notebook, function: str) -> None:
     namespace: dict = {}
     visible = None
     for cell in nbformat.read(solution, as_version=4).cells:
-        gid = nbgrader_meta(cell).get("grade_id")
+        gid = grade_id(cell)
         if gid == "imports":
             run_cell(cell.source, f"{assignment}:imports", namespace)
-        elif nbgrader_meta(cell).get("solution"):
+        elif is_answer(cell):
             run_cell(theirs[gid], f"{notebook.name}:{gid}", namespace)
         elif gid == f"test_{function}_visible":
             visible = cell.source

@@ -15,7 +15,7 @@ from grading.graders import a05_collective_matmul as graders
 from shardbook.checks import CheckFailed
 from shardbook.comms import analyze
 from shardbook.cost import MODEL_MARGIN, estimate
-from tests.notebooks import ROOT, answers, nbgrader_meta
+from tests.notebooks import ROOT, answers
 
 
 @functools.cache
@@ -145,7 +145,7 @@ def _markdown(grade_id):
     nb = nbformat.read(
         ROOT / "solutions" / "05_collective_matmul" / "05_collective_matmul.ipynb", as_version=4
     )
-    return next(c.source for c in nb.cells if nbgrader_meta(c).get("grade_id") == grade_id)
+    return next(c.source for c in nb.cells if grade_id(c) == grade_id)
 
 
 def test_ring_targets_are_the_one_directional_solutions_estimates():

@@ -8,10 +8,11 @@ import pytest
 from jax.sharding import AxisType
 from jax.sharding import PartitionSpec as P
 
+from grading.assignment import grade_id
 from grading.graders import a06_moe as graders
 from shardbook.checks import CheckFailed, expect_no_intermediate_larger_than
 from shardbook.comms import analyze
-from tests.notebooks import ROOT, answers, nbgrader_meta
+from tests.notebooks import ROOT, answers
 
 
 def test_oracles_agree_with_jax():
@@ -94,7 +95,7 @@ def test_masking_over_experts_passes_exactly_while_e_is_below_d():
 
 def test_prompt_and_self_check_measure_moe_local_where_the_graders_do():
     nb = nbformat.read(ROOT / "solutions" / "06_moe" / "06_moe.ipynb", as_version=4)
-    cells = {nbgrader_meta(c).get("grade_id"): " ".join(c.source.split()) for c in nb.cells}
+    cells = {grade_id(c): " ".join(c.source.split()) for c in nb.cells}
     e, s, d, f = graders.LOCAL_STRUCTURE_SIZE
     assert f"E, S, D, F = {e}, {s}, {d}, {f}" in cells["ex_moe_local"]
     assert "E < D" in cells["ex_moe_local"] and "E < F" not in cells["ex_moe_local"]

@@ -6,29 +6,30 @@ import json
 import nbformat
 import pytest
 
+from grading.assignment import grade_id, is_answer, metadata
 from grading.repair import repair
-from tests.notebooks import ASSIGNMENTS, ROOT, nbgrader_meta
+from tests.notebooks import ASSIGNMENTS, ROOT
 from tools import learner_path
 
 RELEASE = nbformat.read(ROOT / "exercises" / "01_meshes" / "01_meshes.ipynb", as_version=4)
-ANSWERS = [nbgrader_meta(c)["grade_id"] for c in RELEASE.cells if nbgrader_meta(c).get("solution")]
+ANSWERS = [grade_id(c) for c in RELEASE.cells if is_answer(c)]
 
 
 def learner_copy():
     nb = copy.deepcopy(RELEASE)
     for cell in nb.cells:
-        gid = nbgrader_meta(cell).get("grade_id")
+        gid = grade_id(cell)
         if gid in ANSWERS:
             cell.source = cell.source.replace("raise NotImplementedError", f"return 'answer of {gid}'  #")
     return nb
 
 
 def structure(nb):
-    return [(c.cell_type, nbgrader_meta(c).get("grade_id")) for c in nb.cells]
+    return [(c.cell_type, grade_id(c)) for c in nb.cells]
 
 
 def answer_source(nb, gid):
-    return next(c.source for c in nb.cells if nbgrader_meta(c).get("grade_id") == gid)
+    return next(c.source for c in nb.cells if grade_id(c) == gid)
 
 
 def test_untouched_submission_needs_no_repair():
@@ -51,7 +52,7 @@ def test_stripped_metadata_is_found_by_the_def_line():
 @pytest.mark.parametrize("later_runs_last", [True, False])
 def test_duplicate_answer_keeps_the_one_run_last(later_runs_last):
     nb = learner_copy()
-    i = next(k for k, c in enumerate(nb.cells) if nbgrader_meta(c).get("grade_id") == "shard_sums")
+    i = next(k for k, c in enumerate(nb.cells) if grade_id(c) == "shard_sums")
     twin = copy.deepcopy(nb.cells[i])
     twin.source = twin.source.replace("answer of shard_sums", "second try")
     nb.cells[i].execution_count, twin.execution_count = (3, 9) if later_runs_last else (9, 3)
@@ -64,7 +65,7 @@ def test_duplicate_answer_keeps_the_one_run_last(later_runs_last):
 
 def test_markdown_answer_becomes_code_again():
     nb = learner_copy()
-    i = next(k for k, c in enumerate(nb.cells) if nbgrader_meta(c).get("grade_id") == "devices_holding")
+    i = next(k for k, c in enumerate(nb.cells) if grade_id(c) == "devices_holding")
     nb.cells[i] = nbformat.v4.new_markdown_cell(nb.cells[i].source)
     result = repair(nb, RELEASE)
     assert structure(result.notebook) == structure(RELEASE)
@@ -73,11 +74,9 @@ def test_markdown_answer_becomes_code_again():
 
 def test_edited_and_deleted_tests_come_back_from_the_release():
     nb = learner_copy()
-    i = next(
-        k for k, c in enumerate(nb.cells) if nbgrader_meta(c).get("grade_id") == "test_shard_sums_visible"
-    )
+    i = next(k for k, c in enumerate(nb.cells) if grade_id(c) == "test_shard_sums_visible")
     nb.cells[i].source = "pass"
-    nb.cells = [c for c in nb.cells if nbgrader_meta(c).get("grade_id") != "test_per_device_shape_hidden"]
+    nb.cells = [c for c in nb.cells if grade_id(c) != "test_per_device_shape_hidden"]
     result = repair(nb, RELEASE)
     assert structure(result.notebook) == structure(RELEASE)
     assert answer_source(result.notebook, "test_shard_sums_visible") == answer_source(
@@ -87,21 +86,21 @@ def test_edited_and_deleted_tests_come_back_from_the_release():
 
 def test_extra_cells_stay_in_place_without_grading_metadata():
     nb = learner_copy()
-    i = next(k for k, c in enumerate(nb.cells) if nbgrader_meta(c).get("grade_id") == "per_device_shape")
+    i = next(k for k, c in enumerate(nb.cells) if grade_id(c) == "per_device_shape")
     helper = nbformat.v4.new_code_cell("def helper():\n    return 1")
     helper.metadata["nbgrader"] = {"grade": True, "grade_id": "sneaky", "points": 100, "solution": False}
     nb.cells.insert(i, helper)
     result = repair(nb, RELEASE)
     cells = result.notebook.cells
     j = next(k for k, c in enumerate(cells) if c.source.startswith("def helper"))
-    assert nbgrader_meta(cells[j + 1]).get("grade_id") == "per_device_shape"  # still right before it
-    assert "nbgrader" not in cells[j].metadata
+    assert grade_id(cells[j + 1]) == "per_device_shape"  # still right before it
+    assert not metadata(cells[j])
     assert structure(result.notebook) == [*structure(RELEASE)[:j], ("code", None), *structure(RELEASE)[j:]]
 
 
 def test_missing_answer_becomes_the_stub_and_is_reported():
     nb = learner_copy()
-    nb.cells = [c for c in nb.cells if nbgrader_meta(c).get("grade_id") != "sharding_for_layout"]
+    nb.cells = [c for c in nb.cells if grade_id(c) != "sharding_for_layout"]
     result = repair(nb, RELEASE)
     assert "NotImplementedError" in answer_source(result.notebook, "sharding_for_layout")
     assert any("no answer cell for sharding_for_layout" in r for r in result.repairs)
@@ -115,7 +114,7 @@ def colab_read(nb, tmp_path, name="download.ipynb"):
     path = learner_path.write_colab_download(nb, tmp_path / name)
     raw = json.loads(path.read_text())
     assert raw["nbformat_minor"] == 0 and "colab" in raw["metadata"]
-    assert all("nbgrader" not in c["metadata"] for c in raw["cells"])
+    assert not any(metadata(c) for c in raw["cells"])
     assert all(c.get("outputs") for c in raw["cells"] if c["cell_type"] == "code")
     return nbformat.read(path, as_version=4)
 
@@ -156,11 +155,9 @@ def test_colab_download_keeps_every_helper_cell_where_it_was(assignment, placeme
     for name in learner_path.answer_names(solved):
         cells = result.notebook.cells
         defined = next(k for k, c in enumerate(cells) if c.source.startswith(f"def _helper_for_{name}("))
-        tests = [
-            k for k, c in enumerate(cells) if nbgrader_meta(c).get("grade_id", "").startswith(f"test_{name}")
-        ]
+        tests = [k for k, c in enumerate(cells) if (grade_id(c) or "").startswith(f"test_{name}")]
         assert tests and defined < min(tests), (name, placement)
-        assert "nbgrader" not in cells[defined].metadata
+        assert not metadata(cells[defined])
 
 
 def _test_cells_of(name):
@@ -171,7 +168,7 @@ def test_notes_name_only_what_happened():
     # Metadata lost by the answer cells only (not a whole Colab download): one note per answer.
     nb = learner_copy()
     for cell in nb.cells:
-        if nbgrader_meta(cell).get("solution"):
+        if is_answer(cell):
             cell.metadata = {}
     assert sorted(repair(nb, RELEASE).repairs) == sorted(
         f"the answer cell of {gid} had lost its grading metadata; it was found by `def {gid}(`."
@@ -180,8 +177,8 @@ def test_notes_name_only_what_happened():
     # A deleted test is named (an edited one that kept its metadata is simply replaced, as nbgrader
     # does); empty cells are dropped without a note.
     nb = learner_copy()
-    nb.cells = [c for c in nb.cells if nbgrader_meta(c).get("grade_id") != "test_per_device_shape_hidden"]
-    edited = next(c for c in nb.cells if nbgrader_meta(c).get("grade_id") == "test_shard_sums_visible")
+    nb.cells = [c for c in nb.cells if grade_id(c) != "test_per_device_shape_hidden"]
+    edited = next(c for c in nb.cells if grade_id(c) == "test_shard_sums_visible")
     edited.source = "pass"
     nb.cells.append(nbformat.v4.new_code_cell("   \n"))
     assert repair(nb, RELEASE).repairs == [
@@ -194,7 +191,7 @@ def test_split_answer_cell_keeps_its_first_half():
     # Splitting a cell in Jupyter copies its metadata: both halves claim to be the answer. The half
     # without `def f(` is the learner's helper, not a second answer.
     nb = learner_copy()
-    i = next(k for k, c in enumerate(nb.cells) if nbgrader_meta(c).get("grade_id") == "shard_sums")
+    i = next(k for k, c in enumerate(nb.cells) if grade_id(c) == "shard_sums")
     half = copy.deepcopy(nb.cells[i])
     half.source = "def helper_of_shard_sums():\n    return 1"
     nb.cells.insert(i, half)

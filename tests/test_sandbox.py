@@ -24,6 +24,7 @@ import nbformat
 import pytest
 
 from grading import grade, sandbox
+from grading.assignment import is_answer
 from tests import submissions as submissions_corpus
 from tests.notebooks import ROOT
 
@@ -415,7 +416,7 @@ def outputs(path: Path) -> str:
 def hostile_notebook(names: list[str], port: int) -> nbformat.NotebookNode:
     """The reference solution with an attack at the top of its first answer cell."""
     nb = nbformat.read(next((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")), as_version=4)
-    answer = next(c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    answer = next(c for c in nb.cells if is_answer(c))
     attack = attack_program(names, port)
     if "write_graders" in names:
         attack += LINK_NOTEBOOK

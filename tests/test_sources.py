@@ -8,6 +8,7 @@ import types
 import nbformat
 import pytest
 
+from grading.assignment import grade_id
 from tests.notebooks import ROOT, assignment_notebook
 from tools import notebooks as nbtools
 
@@ -39,9 +40,7 @@ def test_every_assignment_is_a_md_source_with_its_generated_notebook():
         assert source.with_suffix(".ipynb").read_text() == nbtools.notebook_text(
             nbtools.source_notebook(source)
         )
-        assert [c.id for c in generated.cells] == [
-            c.metadata["nbgrader"]["grade_id"] for c in generated.cells
-        ]
+        assert [c.id for c in generated.cells] == [grade_id(c) for c in generated.cells]
         assert source in nbtools.solution_sources()
 
 

@@ -13,6 +13,7 @@ import nbformat
 import pytest
 
 from grading import grade
+from grading.assignment import grade_id, metadata
 from tests import submissions
 from tests.conftest import GRADED_ASSIGNMENT
 from tests.submissions import SubmissionError
@@ -129,11 +130,11 @@ def test_built_notebook_replaces_only_the_named_answers_and_downloads_like_colab
     nb = submissions.notebook(sub, "01_meshes", tmp_path)
     solved = submissions.notebook(None, "01_meshes", tmp_path)
     pairs = zip(nb.cells, solved.cells, strict=True)
-    changed = [c.metadata["nbgrader"]["grade_id"] for c, s in pairs if c.source != s.source]
+    changed = [grade_id(c) for c, s in pairs if c.source != s.source]
     assert changed == ["per_device_shape"]
     colab = json.loads(submissions.colab_bytes(sub, "01_meshes", tmp_path))
     assert colab["nbformat_minor"] == 0 and "colab" in colab["metadata"]
-    assert not any("nbgrader" in c["metadata"] for c in colab["cells"])
+    assert not any(metadata(c) for c in colab["cells"])
     assert "    return None" in "".join(c["source"] for c in colab["cells"])
 
 
@@ -159,7 +160,7 @@ def test_convert_keeps_the_mistake_drops_stale_copies_and_reads_back(tmp_path):
     folder = _course(tmp_path)
     nb = submissions.notebook(None, "01_meshes", tmp_path)
     for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        gid = grade_id(cell)
         if gid == "per_device_shape":  # the intended mistake, wrapped in nbgrader's markers
             cell.source = f"### BEGIN SOLUTION\n{WRONG}### END SOLUTION\n"
         if gid == "devices_holding":  # an older, still correct, spelling of the solution
@@ -203,7 +204,7 @@ def test_convert_refuses_a_notebook_without_expectation_or_difference(tmp_path):
         submissions.convert("01_meshes", tmp_path)
     # A second, good notebook is not converted either: all or nothing.
     good = submissions.notebook(None, "01_meshes", tmp_path)
-    answer = next(c for c in good.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "shard_sums")
+    answer = next(c for c in good.cells if grade_id(c) == "shard_sums")
     answer.source += "\n# changed\n"
     nbformat.write(good, folder / "wrong_good.ipynb")
     described = {"wrong_same": {"lost": []}, "wrong_good": {"lost": []}}
@@ -266,7 +267,7 @@ def test_affected_tests_follow_names_from_the_replaced_answers(tmp_path):
     }
     solution = tmp_path / "solutions" / "01_meshes" / "01_meshes.ipynb"
     nb = nbformat.read(solution, as_version=4)
-    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "per_device_shape")
+    cell = next(c for c in nb.cells if grade_id(c) == "per_device_shape")
     calls = "    _mine  # calls the replaced helper\n### END SOLUTION"
     cell.source = cell.source.replace("### END SOLUTION", calls)
     nbformat.write(nb, solution)

@@ -30,7 +30,7 @@ from shardbook import (  # noqa: E402
     draw_sharding,
     route_counts,
 )
-from shardbook.viz import _PALETTE  # noqa: E402
+from shardbook.viz._common import _PALETTE  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from grading.assignment import IMPORTS, Assignment  # noqa: E402
 from shardbook.setup import PINNED_JAX, RESTART_COLAB  # noqa: E402  (the standard library only)
 
 #: What the stand-in for a Colab runtime has before the setup cell runs: an older JAX and NumPy (as
@@ -61,34 +62,17 @@ RUNTIME_REQUIREMENTS = [
 PRELOADED = "import numpy"
 
 
-def _nbgrader(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
 # ---------------------------------------------------------------------------------------------------
 # Notebooks as a learner hands them in
 
 
 def solved_notebook(assignment: str, root: Path = ROOT) -> nbformat.NotebookNode:
     """The released exercise notebook with every answer cell replaced by the instructor's answer."""
-    exercise = nbformat.read(next((root / "exercises" / assignment).glob("*.ipynb")), as_version=4)
-    solution = nbformat.read(next((root / "solutions" / assignment).glob("*.ipynb")), as_version=4)
-    answers = {
-        _nbgrader(c)["grade_id"]: re.sub(
-            r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", "", c.source, flags=re.M
-        )
-        for c in solution.cells
-        if _nbgrader(c).get("solution")
-    }
-    for cell in exercise.cells:
-        gid = _nbgrader(cell).get("grade_id")
-        if _nbgrader(cell).get("solution"):
-            cell.source = answers[gid]
-    return exercise
+    return Assignment.release(assignment, root).with_answers(Assignment.solution(assignment, root).answers())
 
 
 def answer_names(nb: nbformat.NotebookNode) -> list[str]:
-    return [_nbgrader(c)["grade_id"] for c in nb.cells if _nbgrader(c).get("solution")]
+    return Assignment(nb).answer_ids()
 
 
 def _uses_helper(source: str, name: str, helper: str) -> str:
@@ -120,7 +104,7 @@ def add_helper_cells(nb: nbformat.NotebookNode, placement: str) -> nbformat.Note
     nb = copy.deepcopy(nb)
     for name in answer_names(nb):
         helper = f"_helper_for_{name}"
-        at = next(k for k, c in enumerate(nb.cells) if _nbgrader(c).get("grade_id") == name)
+        at = Assignment(nb).index(name)
         nb.cells[at].source = _uses_helper(nb.cells[at].source, name, helper)
         cell = nbformat.v4.new_code_cell(f"def {helper}():\n    return 1\n")
         if placement == "before":
@@ -330,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
 
         solved = solved_notebook(args.assignment)
         setup_cell = next(c for c in solved.cells if c.cell_type == "code")
-        imports_cell = next(c for c in solved.cells if _nbgrader(c).get("grade_id") == "imports")
+        imports_cell = Assignment(solved).cell(IMPORTS)
 
         # 1. A fresh runtime: the setup cell installs, then asks for a restart; a learner who goes on
         #    anyway is stopped at the imports cell by the same sentence.

@@ -32,11 +32,10 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: tools/ is a package of the repository root
     sys.path.insert(0, str(ROOT))
+from grading import assignment  # noqa: E402
 from tools import execution_cache  # noqa: E402
 
 SETUP_MARK = "# Setup: on Colab this installs the book's helper package; everywhere it picks the devices."
-SOLUTION_BLOCK = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
-HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 # Lines too generic to count as a leak when they appear elsewhere, judged by content: a bare keyword,
 # a closing bracket, an empty container or constant, or anything short. A `return` is judged by what it
 # returns, so a one-line solution (`return jnp.matmul(x, w, out_sharding=P("X", "Y"))`) counts.
@@ -51,6 +50,7 @@ TRAILING_COMMENT = re.compile(r"\s+#\s[^\"']*$")
 SOURCE_FORMAT = "md:myst"
 # A cell id nbformat accepts; a grade_id that is not one gives way to the position-based id.
 CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+OPTIONS_GAP = re.compile(r"^(```\{code-cell\}\n(?::\w+: .*\n)+)\n", re.M)  # the sources keep none
 
 
 def chapter_sources() -> list[Path]:
@@ -78,14 +78,20 @@ def book_notebooks() -> list[Path]:
 def source_notebook(source: Path) -> nbformat.NotebookNode:
     """The notebook a .md source stands for, as committed beside it: kernelspec only, no outputs, and
     the same cell ids on every generation: a cell's nbgrader grade_id where it has one (an assignment's
-    cells keep their ids when a cell is added), else the notebook's name and the cell's position."""
+    cells keep their ids when a cell is added), else the notebook's name and the cell's position. An
+    assignment's cells state only grade_id and points; nbgrader's metadata is generated from them
+    (grading/assignment.py)."""
     import jupytext
 
     nb = jupytext.read(source, fmt=SOURCE_FORMAT)
     nb.metadata = nbformat.from_dict({"kernelspec": nb.metadata.get("kernelspec", {})})
     nb.nbformat, nb.nbformat_minor = 4, 5
     for index, cell in enumerate(nb.cells):
-        grade_id = str(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", ""))
+        try:
+            assignment.expand(cell)
+        except ValueError as e:
+            fail(f"{source.relative_to(ROOT)}: {e}")
+        grade_id = assignment.grade_id(cell) or ""
         cell.id = grade_id if CELL_ID.match(grade_id) else f"{source.stem}-{index:03d}"[-64:]
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -158,7 +164,9 @@ def convert_to_source(notebook: Path) -> Path:
     For an assignment that arrives as solutions/NN_x/NN_x.ipynb (and once for each chapter). Fails,
     writing nothing, unless the source gives back every cell's type, text and metadata (nbgrader's
     included; blank lines at a cell's end are dropped first, as MyST Markdown has no place for them);
-    the cell ids change (see source_notebook), so regenerate exercises/ afterwards.
+    the cell ids change (see source_notebook), so regenerate exercises/ afterwards. A cell's nbgrader
+    metadata becomes its grade_id and points (grading/assignment.py); metadata that does not follow
+    from them fails too.
     """
     import jupytext
 
@@ -171,8 +179,11 @@ def convert_to_source(notebook: Path) -> Path:
     source = notebook.with_suffix(".md")
     if source.exists():
         fail(f"{source.relative_to(ROOT)} exists already: it is the source; edit it instead")
-    text = jupytext.writes(nb, fmt=SOURCE_FORMAT)
-    back = jupytext.reads(text, fmt=SOURCE_FORMAT)
+    try:
+        text = OPTIONS_GAP.sub(r"\1", jupytext.writes(assignment.short_form(nb), fmt=SOURCE_FORMAT))
+    except ValueError as e:
+        fail(f"{notebook.relative_to(ROOT)}: {e}; left as it is")
+    back = assignment.full_form(jupytext.reads(text, fmt=SOURCE_FORMAT))
     if _cells(back) != _cells(nb):
         lost = [i for i, cell in enumerate(_cells(nb)) if i >= len(back.cells) or _cells(back)[i] != cell]
         fail(f"{notebook.relative_to(ROOT)}: cell {lost[:1]} would not survive MyST Markdown; left as it is")
@@ -474,8 +485,7 @@ def unchecked_mentions(text: str, checked: list[re.Pattern]) -> list[str]:
 
 
 def _cell_points(cell) -> int:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return int(meta.get("points", 0)) if meta.get("grade") else 0
+    return int(assignment.points(cell))
 
 
 def points_problems(nb, name: str) -> tuple[list[str], dict[str, int]]:
@@ -514,7 +524,7 @@ def points_problems(nb, name: str) -> tuple[list[str], dict[str, int]]:
                 counted.setdefault(number, 0)
         elif _cell_points(cell):
             if current is None:
-                grade_id = cell.metadata["nbgrader"].get("grade_id")
+                grade_id = assignment.grade_id(cell)
                 problems.append(f"{name}: test cell {grade_id} carries points before any exercise heading")
             else:
                 counted[current] += _cell_points(cell)
@@ -634,9 +644,8 @@ def check_exercise_runs(path: Path) -> None:
             if output.get("output_type") != "error":
                 continue
             errors += 1
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            where = f"cell {index} ({meta.get('grade_id', 'no grade_id')})"
-            if not (meta.get("solution") or meta.get("grade")):
+            where = f"cell {index} ({assignment.grade_id(cell) or 'no grade_id'})"
+            if assignment.kind(cell) not in (assignment.Kind.ANSWER, assignment.Kind.TEST):
                 problems.append(f"{where} is not an answer or test cell but raised {output['ename']}")
             elif output.get("ename") != "NotImplementedError":
                 problems.append(f"{where} raised {output['ename']}: {output.get('evalue', '')[:200]}")
@@ -672,18 +681,14 @@ def secret_lines(paths: list[Path] | None = None) -> set[str]:
     for path in solution_notebooks() if paths is None else paths:
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
-            for pattern in (SOLUTION_BLOCK, HIDDEN_BLOCK):
-                for block in pattern.findall(cell.source):
-                    for line in block.splitlines():
-                        lines.update(secret_texts(line))
+            for block in assignment.solution_blocks(cell.source) + assignment.hidden_blocks(cell.source):
+                for line in block.splitlines():
+                    lines.update(secret_texts(line))
             # What the instructor notebook shows outside its blocks is released with the exercise (the
             # code to repair in 3.2, a stub's docstring): it is public, not a leak.
-            released = HIDDEN_BLOCK.sub("", SOLUTION_BLOCK.sub("", cell.source))
+            released = assignment.released_source(cell.source)
             public.update(line.strip() for line in released.splitlines())
     return lines - public
-
-
-NBGRADER_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 
 
 def leaks_in(text: str, secrets: set[str]) -> list[str]:
@@ -692,7 +697,7 @@ def leaks_in(text: str, secrets: set[str]) -> list[str]:
     Used on notebook JSON, on the built HTML with its tags stripped, and by tools/site_check.py on the
     text a browser renders.
     """
-    found = [f"nbgrader marker {marker!r}" for marker in NBGRADER_MARKERS if marker in text]
+    found = [f"nbgrader marker {marker!r}" for marker in assignment.marker_lines(text)]
     flat = re.sub(r"[ \t]+", " ", text)  # a highlighter or a browser may change runs of spaces
     found += [f"solution/hidden line {line!r}" for line in sorted(secrets) if line in text or line in flat]
     return found

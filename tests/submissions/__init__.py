@@ -40,17 +40,12 @@ from pathlib import Path
 
 import nbformat
 
-from tests.notebooks import run_cell
+from grading.assignment import Assignment, grade_id, is_answer, metadata, run_cell, strip_solution_markers
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 EXPECTED_JSON = "expected.json"
 ANSWER_PREFIXES = ("wrong_", "ok_")
-_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.M)
-
-
-def _nbgrader(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 def solution_path(assignment: str, root: Path = ROOT) -> Path:
@@ -59,10 +54,7 @@ def solution_path(assignment: str, root: Path = ROOT) -> Path:
 
 def solution_answers(assignment: str, root: Path = ROOT) -> dict[str, str]:
     """grade_id -> the instructor's answer cell source, without nbgrader's solution markers."""
-    nb = nbformat.read(solution_path(assignment, root), as_version=4)
-    return {
-        _nbgrader(c)["grade_id"]: _MARKER.sub("", c.source) for c in nb.cells if _nbgrader(c).get("solution")
-    }
+    return Assignment.read(solution_path(assignment, root)).answers()
 
 
 @dataclass
@@ -178,15 +170,11 @@ def notebook(sub: Submission | None, assignment: str, root: Path = ROOT) -> nbfo
     """
     from tools import learner_path
 
-    nb = learner_path.solved_notebook(assignment, root)
-    replaced = dict(sub.answers) if sub is not None else {}
-    for cell in nb.cells:
-        gid = _nbgrader(cell).get("grade_id")
-        if _nbgrader(cell).get("solution") and gid in replaced:
-            cell.source = replaced.pop(gid)
-    if replaced:
-        raise SubmissionError(f"{sub and sub.path}: the exercise has no answer cell {sorted(replaced)}")
-    return nb
+    solved = Assignment(learner_path.solved_notebook(assignment, root), assignment)
+    try:
+        return solved.with_answers(sub.answers if sub is not None else {})
+    except ValueError as e:
+        raise SubmissionError(f"{sub and sub.path}: {e}") from None
 
 
 def colab_bytes(sub: Submission | None, assignment: str, root: Path = ROOT) -> bytes:
@@ -204,21 +192,12 @@ def colab_bytes(sub: Submission | None, assignment: str, root: Path = ROOT) -> b
 
 def graded_test_cells(assignment: str, root: Path = ROOT) -> dict[str, tuple[float, str]]:
     """grade_id -> (points, the source nbgrader runs) of each test cell, from the instructor's notebook."""
-    nb = nbformat.read(solution_path(assignment, root), as_version=4)
-    return {
-        _nbgrader(c)["grade_id"]: (float(_nbgrader(c).get("points", 0)), c.source)
-        for c in nb.cells
-        if _nbgrader(c).get("grade") and not _nbgrader(c).get("solution")
-    }
+    return Assignment.read(solution_path(assignment, root)).tests()
 
 
 def hidden_test_lines(assignment: str, root: Path = ROOT) -> set[str]:
     """The code lines of the hidden tests in an assignment's instructor notebook (stripped)."""
-    lines: set[str] = set()
-    for _, source in graded_test_cells(assignment, root).values():
-        for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", source, re.S):
-            lines |= {line.strip() for line in block.splitlines() if line.strip()}
-    return lines
+    return Assignment.read(solution_path(assignment, root)).hidden_test_lines()
 
 
 def cells_to_run(
@@ -234,11 +213,11 @@ def cells_to_run(
     tests = graded_test_cells(assignment, root)
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
-        gid = _nbgrader(cell).get("grade_id")
+        gid = grade_id(cell)
         if cell.cell_type == "code" and gid in tests:
             cell.source = tests[gid][1]
     nb, _ = HardenTests().preprocess(nb, {})
-    return [(_nbgrader(c).get("grade_id"), c.source) for c in nb.cells if c.cell_type == "code"]
+    return [(grade_id(c), c.source) for c in nb.cells if c.cell_type == "code"]
 
 
 def grade_in_process(
@@ -386,11 +365,10 @@ def _cell_answers(nb: nbformat.NotebookNode, answer_ids: list[str]) -> dict[str,
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        meta = _nbgrader(cell)
-        if meta.get("solution"):
-            found[meta["grade_id"]] = _MARKER.sub("", cell.source)
+        if is_answer(cell):
+            found[str(grade_id(cell))] = strip_solution_markers(cell.source)
             continue
-        if meta:
+        if metadata(cell):
             continue
         try:
             names = [n.name for n in ast.parse(cell.source).body if isinstance(n, ast.FunctionDef)]
