@@ -584,10 +584,10 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
         )
     if dead:
         r = min(dead, key=lambda r: r.seconds)
+        # No seconds in the message: it reaches feedback pages, which must not depend on the machine.
         raise CheckFailed(
             f"{what}: expected all {n} worker processes to finish, got: worker process {r.process_id} of {n} "
-            f"died ({_exit_words(r.returncode)}) after {r.seconds:.1f} s. Hint: does your code end or kill "
-            "a process?"
+            f"died ({_exit_words(r.returncode)}). Hint: does your code end or kill a process?"
         )
     raise CheckFailed(
         f"{what}: expected the {n} worker processes to finish within {kwargs.get('timeout', 60.0):g} s, got "
