@@ -49,6 +49,18 @@ def _is_answer(cell) -> bool:
     return bool(_meta(cell).get("solution"))
 
 
+def answer_sources(notebook: nbformat.NotebookNode) -> dict[str, str]:
+    """grade_id -> source of every answer cell (nbgrader ``solution``) of a notebook, in order.
+
+    For a notebook :func:`repair` returned (or an autograded one), that is each learner's answer.
+    """
+    return {
+        str(_meta(c)["grade_id"]): c.source
+        for c in notebook.cells
+        if _is_answer(c) and _meta(c).get("grade_id")
+    }
+
+
 def _anchor_matches(cell, name: str) -> bool:
     pattern = re.compile(rf"^\s*def\s+{re.escape(name)}\s*\(", re.M)
     return bool(pattern.search(cell.get("source", "")))
