@@ -110,6 +110,10 @@ def normalised_tokens(source: str) -> list[str]:
                 out.append(repr(ast.literal_eval(tok.string)))
             except (ValueError, SyntaxError):
                 out.append(tok.string)
+        elif tok.type == tokenize.FSTRING_START:  # quote style is formatting
+            out.append("f" + tok.string.lower().replace("'", '"').strip("frb"))
+        elif tok.type == tokenize.FSTRING_END:
+            out.append(tok.string.replace("'", '"'))
         elif tok.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
             out.append(f"<{tokenize.tok_name[tok.type].lower()}>")
         else:
