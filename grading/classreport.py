@@ -42,6 +42,7 @@ SHOWN_MESSAGES = 5
 #: Similar pairs shown side by side (all of them are in class_similarity.csv).
 SHOWN_PAIRS = 30
 NO_MESSAGE = "(failed without an error message)"
+NOT_GRADED = "not graded: the notebook did not run (see the learners who scored 0)"
 MESSAGE_CHARS = 300
 
 
@@ -158,8 +159,8 @@ def summarise(
         for r in records:
             if r["scores"].get(gid, 0.0) < points:
                 message = r.get("messages", {}).get(gid)
-                if message is None:  # no notebook ran: the reason is the learner's note
-                    message = "not graded: " + first_line(r["notes"][0]) if r.get("notes") else NO_MESSAGE
+                if message is None:  # no notebook ran: the reason is under "Learners who scored 0"
+                    message = NOT_GRADED if r.get("answers", True) == {} else NO_MESSAGE
                 by_message[message].append(r["learner"])
         ordered = dict(sorted(by_message.items(), key=lambda kv: (-len(kv[1]), kv[0])))
         tests.append(TestSummary(gid, exercise_of(gid, exercises), points, passed, len(records), ordered))
@@ -291,7 +292,9 @@ img { max-width: 100%; height: auto; display: block; }
 table { border-collapse: collapse; font-size: 0.9rem; }
 td, th { border-bottom: 1px solid #ddd; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
 td.num, th.num { text-align: right; white-space: nowrap; }
-code, .message { font-family: ui-monospace, monospace; font-size: 0.85rem; overflow-wrap: anywhere; }
+code, .message { font-family: ui-monospace, monospace; font-size: 0.85rem; }
+.message { overflow-wrap: anywhere; }
+@media (max-width: 600px) { .wide { display: none; } }
 .note { background: #f4f6f8; border-left: 4px solid #8aa; padding: 0.5rem 0.8rem; }
 details summary { cursor: pointer; }
 table.diff { font-family: ui-monospace, monospace; font-size: 0.8rem; }
@@ -340,11 +343,12 @@ def render_html(summary: ClassSummary) -> str:
         "<img id='pass-rates' src='class_pass_rates.png' alt='A bar per test cell: the percentage of "
         "learners who got all its points, coloured by the exercise it checks.'>\n"
     )
-    w("<div class='scroll'><table><tr><th>test</th><th>exercise</th><th class='num'>passed</th>")
+    w("<div class='scroll'><table><tr><th>test</th><th class='wide'>exercise</th><th class='num'>passed</th>")
     w("<th class='num'>rate</th></tr>\n")
     for t in s.tests:
         w(
-            f"<tr><td><code>{html.escape(t.grade_id)}</code></td><td>{html.escape(t.exercise)}</td>"
+            f"<tr><td><code>{html.escape(t.grade_id)}</code></td>"
+            f"<td class='wide'>{html.escape(t.exercise)}</td>"
             f"<td class='num'>{t.passed}/{t.learners}</td>"
             f"<td class='num'>{100 * t.pass_rate:.0f}%</td></tr>\n"
         )
