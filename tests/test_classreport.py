@@ -230,3 +230,65 @@ def test_300_learners_in_reasonable_time_and_readable(tmp_path):
     page = (folder / "class.html").read_text()
     assert len(page) < 2_000_000  # learner lists fold away, pairs beyond SHOWN_PAIRS stay in the CSV
     assert page.count("<details class='pair'>") <= classreport.SHOWN_PAIRS
+
+
+@pytest.mark.xdist_group("grading")  # runs `make grade` (see CONTRIBUTING.md)
+def test_make_grade_writes_the_class_report(tmp_path):
+    # The batch: right, wrong, late, crashed, unreadable and copied notebooks, a course file
+    # with a due date, a grace period and an extension, and the LMS's submission times.
+    from tests.conftest import CELL_TIMEOUT, write_downloads
+
+    root = grade.copy_course(tmp_path, assignment=ASSIGNMENT)
+    downloads = write_downloads(
+        tmp_path, ["wrong_axis_order", "broken_kills_kernel", "broken_truncated_file"]
+    )
+    for learner, answer in {"original": PER_DEVICE_SHAPE_A, "copier": PER_DEVICE_SHAPE_A_COPIED}.items():
+        own = submissions.Submission(
+            ASSIGNMENT, learner, tmp_path / f"{learner}.py", {}, answers={"per_device_shape": answer}
+        )
+        (downloads / f"{learner}.ipynb").write_bytes(submissions.colab_bytes(own, ASSIGNMENT))
+    (root / "grading" / "course.toml").write_text(
+        "[late]\nper_day = 10\ngrace_minutes = 60\n"
+        "[assignments.01_meshes]\ndue = 2026-10-01T23:59:00Z\n"
+        "[extensions.01_meshes]\ncopier = 3\n"
+    )
+    times = tmp_path / "times.csv"
+    times.write_text(
+        "learner,submitted\n"
+        "reference solution.ipynb,2026-10-01T20:00:00Z\n"  # on time (by the file name handed in)
+        "original,2026-10-02T00:30:00Z\n"  # 31 minutes late: within the grace period
+        "wrong_axis_order,2026-10-03T08:00:00Z\n"  # 1 day 8 h late: 2 started days
+        "copier,2026-10-03T08:00:00Z\n"  # the same, within a 3-day extension
+    )
+    args = [
+        ASSIGNMENT,
+        str(downloads),
+        "--root",
+        str(root),
+        "--cell-timeout",
+        str(CELL_TIMEOUT),
+        "--jobs",
+        "2",
+    ]
+    args += ["--times", str(times)] + (["--unsandboxed"] if grade.sandbox.missing(str(root)) else [])
+    assert grade.main(args) == 0
+    folder = root / "grading" / "reports" / ASSIGNMENT
+    cells = grade.graded_cells(ASSIGNMENT, root)
+    check_against_scores_csv(folder, cells)
+
+    scores = {row["learner"]: row for row in _csv(folder / "scores.csv")}
+    late = {k: (row["days_late"], float(row["total"]) - float(row["adjusted"])) for k, row in scores.items()}
+    max_score = sum(p for _, p in cells)
+    assert late["wrong_axis_order"] == ("2", pytest.approx(0.2 * max_score))
+    assert {k for k, (days, _) in late.items() if days != "0"} == {"wrong_axis_order"}
+    messages = _csv(folder / "class_messages.csv")
+    axis = [m for m in messages if "the first mesh axis is the major one" in m["message"]]
+    assert axis and all(m["learners"] == "wrong_axis_order" for m in axis)
+    assert any(m["learners"] == "broken_kills_kernel" and "kernel" in m["message"] for m in messages)
+    pairs = [(p["learner_a"], p["learner_b"], p["exercise"]) for p in _csv(folder / "class_similarity.csv")]
+    assert pairs == [("copier", "original", "per_device_shape")]
+    page = html.unescape((folder / "class.html").read_text())
+    assert "broken_truncated_file</td><td class='message'>unreadable:" in page
+    assert "the LMS's submission times (times.csv)" in page
+    kept = json.loads((folder / "learners" / "wrong_axis_order.json").read_text())
+    assert kept["submitted"] == "2026-10-03T08:00:00+00:00" and kept["answers"]["sharding_for_layout"]
