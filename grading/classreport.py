@@ -355,20 +355,27 @@ def render_html(summary: ClassSummary) -> str:
     w("</table></div>\n")
 
     w("<h2 id='messages'>Commonest mistakes</h2>\n")
-    failing = [t for t in s.tests if t.messages]
+    not_run = max((len(t.messages.get(NOT_GRADED, [])) for t in s.tests), default=0)
+    if not_run:
+        w(
+            f"<p>{not_run} learner(s) whose notebook did not run fail every test; they are left out "
+            "below and listed with the learners who scored 0.</p>\n"
+        )
+    failing = [t for t in s.tests if set(t.messages) - {NOT_GRADED}]
     if not failing:
-        w("<p>Every learner passed every test.</p>\n")
+        w("<p>No other learner failed a test.</p>\n")
     for t in failing:
-        failed = sum(len(v) for v in t.messages.values())
+        shown = [(m, who) for m, who in t.messages.items() if m != NOT_GRADED]
+        failed = sum(len(who) for _, who in shown)
         w(f"<h3><code>{html.escape(t.grade_id)}</code>: {failed} failed</h3>\n")
         w("<div class='scroll'><table><tr><th>message</th><th class='num'>learners</th><th>who</th></tr>\n")
-        for message, learners in list(t.messages.items())[:SHOWN_MESSAGES]:
+        for message, learners in shown[:SHOWN_MESSAGES]:
             w(
                 f"<tr><td class='message'>{html.escape(message)}</td><td class='num'>{len(learners)}</td>"
                 f"<td>{_learners(learners)}</td></tr>\n"
             )
         w("</table></div>\n")
-        rest = list(t.messages.items())[SHOWN_MESSAGES:]
+        rest = shown[SHOWN_MESSAGES:]
         if rest:
             w(
                 f"<p>and {len(rest)} other message(s) from {sum(len(v) for _, v in rest)} learner(s), "

@@ -29,7 +29,9 @@ Output, in ``grading/reports/<assignment>/``:
   * ``feedback/<learner>.html`` — scores, the learner's code and each test's message;
   * ``report.txt`` — for each learner, anything unusual: unreadable notebook, skipped cells, timeouts;
   * ``submissions/<learner>.ipynb`` — the file as handed in, which ``--regrade`` grades again (after a
-    grader changed) and reports who gained or lost points on which test before replacing the CSV.
+    grader changed) and reports who gained or lost points on which test before replacing the CSV;
+  * ``class.html`` and ``class_*.csv`` — the class report (grading/classreport.py), from ``learners/``;
+    with a course file (grading/course.py), scores.csv ends with the late penalty's columns.
 """
 
 from __future__ import annotations
