@@ -412,8 +412,9 @@ def render_html(summary: ClassSummary) -> str:
     w(
         "<p class='note'>Answers are compared exercise by exercise after removing comments, docstrings and "
         "formatting and renaming every variable; what the reference solution or the stub contains, and "
-        f"what more than {similarity.common_limit(n)} learners share, counts for no one. A pair is listed "
-        f"when at least {100 * similarity.THRESHOLD:.0f}% of the rest of their two answers is shared. "
+        f"what more than {similarity.common_limit(len(s.answers))} learners share, counts for no one. "
+        f"A pair is listed when at least {100 * similarity.THRESHOLD:.0f}% of the rest of their two "
+        "answers is shared. "
         "It cannot see an answer copied and then restructured (statements reordered or rewritten), a "
         "source outside this class (the web, another year, a chatbot), or two learners who both copied "
         "the reference solution. A pair is a reason to read both answers, never proof.</p>\n"
