@@ -52,7 +52,7 @@ def first_line(text: str) -> str:
     return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 1] + "…"
 
 
-def test_messages(
+def failing_messages(
     notebook: nbformat.NotebookNode, scores: dict[str, float], cells: list[tuple[str, float]]
 ) -> dict[str, str]:
     """grade_id -> the one-line error of each graded test cell that did not get all its points."""
@@ -78,7 +78,10 @@ def kept_details(
     for name, data in sorted(files.items()):
         if name.endswith(".ipynb"):
             notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
-            return {"messages": test_messages(notebook, scores, cells), "answers": answer_sources(notebook)}
+            return {
+                "messages": failing_messages(notebook, scores, cells),
+                "answers": answer_sources(notebook),
+            }
     return {"messages": {}, "answers": {}}
 
 

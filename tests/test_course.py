@@ -1,6 +1,7 @@
 """grading/course.py: due dates, grace, extensions and the late penalty, down to scores.csv's columns."""
 
 import csv
+import doctest
 import html
 import os
 from datetime import UTC, datetime
@@ -121,3 +122,8 @@ def test_scores_csv_has_raw_and_adjusted_totals(tmp_path):
     }
     page = html.unescape((folder / "class.html").read_text())
     assert course.FROM_FILE_TIMES in page and "alan" in page
+
+
+def test_docstring_examples_print_what_they_show():
+    # grading/ is not in pytest's doctest paths: its examples are run here.
+    assert doctest.testmod(course).failed == 0

@@ -4,6 +4,7 @@ Pairs from two assignments (01_meshes and 04_shard_map): the reference solution 
 are the sources everyone shares, as write_reports passes them.
 """
 
+import doctest
 import re
 
 import nbformat
@@ -156,3 +157,8 @@ def test_similar_pairs_ignores_what_most_of_the_class_shares():
     assert (
         len(similarity.similar_pairs(answers, _excluded("01_meshes"))) == (sharing - 1) * (sharing - 2) // 2
     )
+
+
+def test_docstring_examples_print_what_they_show():
+    # grading/ is not in pytest's doctest paths: its examples are run here.
+    assert doctest.testmod(similarity).failed == 0
