@@ -7,6 +7,7 @@
 #   make exercises  regenerate solutions/*/*.ipynb from their .md, then exercises/ from them
 #   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads [JOBS=2] [ENGINE=ray] [UNSANDBOXED=1]
 #   make regrade ASSIGNMENT=01_meshes  grade the stored submissions again; prints whose scores changed
+#   make export ASSIGNMENT=01_meshes FORMAT=canvas|gradescope|csv [ROSTER=...]  scores for an LMS to import
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
 #   make mutants    mutation testing of the graders (ASSIGNMENT=, SAMPLE=N, JOBS=); reports in _build/mutants
 
@@ -25,10 +26,10 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help venv system-packages book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade bench bench-grading mutants clean
+.PHONY: help venv system-packages book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade export bench bench-grading mutants clean
 
 help:
-	@sed -n '2,11p' Makefile | sed 's/^# *//'
+	@sed -n '2,12p' Makefile | sed 's/^# *//'
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Python 3.12 or newer is needed: install it, or run make PYTHON=/path/to/python3.12"; exit 1; fi
@@ -116,12 +117,21 @@ test: system-packages venv
 grade: venv
 	@if [ -z "$(ASSIGNMENT)" ] || [ -z "$(SUBMISSIONS)" ]; then \
 		echo "usage: make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/folder/of/ipynb"; exit 2; fi
-	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(ENGINE),--engine $(ENGINE)) $(if $(UNSANDBOXED),--unsandboxed)
+	$(PY) -m grading.grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(ENGINE),--engine $(ENGINE)) $(if $(UNSANDBOXED),--unsandboxed) \
+		$(if $(COURSE),--course $(COURSE)) $(if $(TIMES),--times $(TIMES))
 
 # After a grader changed: the submissions `make grade` kept, graded again; who gained or lost what.
 regrade: venv
 	@if [ -z "$(ASSIGNMENT)" ]; then echo "usage: make regrade ASSIGNMENT=01_meshes [JOBS=2] [ENGINE=ray]"; exit 2; fi
-	$(PY) -m grading.grade $(ASSIGNMENT) --regrade $(if $(JOBS),--jobs $(JOBS)) $(if $(ENGINE),--engine $(ENGINE)) $(if $(UNSANDBOXED),--unsandboxed)
+	$(PY) -m grading.grade $(ASSIGNMENT) --regrade $(if $(JOBS),--jobs $(JOBS)) $(if $(ENGINE),--engine $(ENGINE)) $(if $(UNSANDBOXED),--unsandboxed) \
+		$(if $(COURSE),--course $(COURSE)) $(if $(TIMES),--times $(TIMES))
+
+# What make grade wrote, as a file Canvas or Gradescope imports (grading/export.py says the columns).
+export: venv
+	@if [ -z "$(ASSIGNMENT)" ]; then echo "usage: make export ASSIGNMENT=01_meshes FORMAT=canvas|gradescope|csv [ROSTER=path]"; exit 2; fi
+	$(PY) -m grading.export $(ASSIGNMENT) --format $(or $(FORMAT),csv) $(if $(ROSTER),--roster $(ROSTER)) \
+		$(if $(ASSIGNMENT_NAME),--name "$(ASSIGNMENT_NAME)") $(if $(CANVAS_ASSIGNMENT),--canvas-assignment $(CANVAS_ASSIGNMENT)) \
+		$(if $(COURSE),--course $(COURSE))
 
 bench: venv
 	$(PY) -m benchmarks.collective_matmul

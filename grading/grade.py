@@ -32,7 +32,9 @@ Output, in ``grading/reports/<assignment>/``:
   * ``feedback/<learner>.html`` — scores, the learner's code and each test's message;
   * ``report.txt`` — for each learner, anything unusual: unreadable notebook, skipped cells, timeouts;
   * ``submissions/<learner>.ipynb`` — the file as handed in, which ``--regrade`` grades again (after a
-    grader changed) and reports who gained or lost points on which test before replacing the CSV.
+    grader changed) and reports who gained or lost points on which test before replacing the CSV;
+  * ``class.html`` and ``class_*.csv`` — the class report (grading/classreport.py), from ``learners/``;
+    with a course file (grading/course.py), scores.csv ends with the late penalty's columns.
 """
 
 from __future__ import annotations
@@ -58,8 +60,9 @@ from pathlib import Path
 
 import nbformat
 
-from grading import nbgrader_process, sandbox
+from grading import classreport, nbgrader_process, sandbox
 from grading.assignment import Assignment, grade_id
+from grading.course import DEFAULT_COURSE_FILE, Course, late, read_course, submission_times
 from grading.repair import repair
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,8 +71,10 @@ MAX_KERNEL_DEATHS = 6
 
 #: nbgrader's per-learner folders under grading/, which a worker fills and the driver writes.
 NBGRADER_FOLDERS = ("submitted", "autograded", "feedback")
-#: What a course folder holds besides code: never copied into a scratch course.
-GRADING_STATE = ("gradebook.db", *NBGRADER_FOLDERS, "reports", "__pycache__")
+#: What a course folder holds besides code: never copied into a scratch course (nor shipped to a Ray
+#: worker): the gradebook, learners' files, reports, and the instructor's course file and roster (the
+#: roster holds learners' names and emails).
+GRADING_STATE = ("gradebook.db", *NBGRADER_FOLDERS, "reports", "__pycache__", "course.toml", "roster.csv")
 
 
 @dataclass
@@ -582,18 +587,32 @@ def score_changes(
     return lines
 
 
-def write_reports(assignment: str, outcomes: list[Outcome], root: Path) -> Path:
+def write_reports(
+    assignment: str,
+    outcomes: list[Outcome],
+    root: Path,
+    submitted: dict[str, str] | None = None,
+    times_from: str = "",
+    course: Course | None = None,
+) -> Path:
     """Records this batch's outcomes, then writes the class files from every learner graded so far.
 
     Each learner's outcome is kept in ``learners/<learner>.json``, so re-grading one learner rewrites
-    only that file and that learner's row: scores.csv and report.txt always cover the whole class.
-    Feedback pages are copied to ``feedback/<learner>.html``. Returns the report folder.
+    only that file and that learner's row: scores.csv, report.txt and the class report
+    (grading/classreport.py) always cover the whole class. Feedback pages are copied to
+    ``feedback/<learner>.html``. ``submitted`` (learner -> ISO 8601 time, found as ``times_from``
+    says) is kept with each learner (a learner without one keeps the time kept before); when
+    ``course`` gives the assignment a due date, scores.csv ends with days_late, penalty and adjusted
+    (the total after the late penalty). Returns the report folder.
     """
     cells = graded_cells(assignment, root)
     folder = root / "grading" / "reports" / assignment
     (folder / "feedback").mkdir(parents=True, exist_ok=True)
     (folder / "learners").mkdir(parents=True, exist_ok=True)
     for o in outcomes:
+        path = folder / "learners" / f"{o.learner}.json"
+        before = json.loads(path.read_text()) if path.exists() else {}
+        when = (submitted or {}).get(o.learner)
         kept = {
             "learner": o.learner,
             "source": o.source.name,
@@ -601,20 +620,34 @@ def write_reports(assignment: str, outcomes: list[Outcome], root: Path) -> Path:
             "notes": o.notes,
             "seconds": round(o.seconds, 1),
             "phases": {name: round(seconds, 2) for name, seconds in o.phases.items()},
+            **classreport.kept_details(o.files.get("autograded", {}), o.scores, cells),
+            "submitted": when or before.get("submitted"),
+            "submitted_from": times_from if when else before.get("submitted_from"),
         }
-        (folder / "learners" / f"{o.learner}.json").write_text(json.dumps(kept, indent=1))
+        path.write_text(json.dumps(kept, indent=1))
         page = folder / "feedback" / f"{o.learner}.html"
         page.unlink(missing_ok=True)
         for html in (root / "grading" / "feedback" / o.learner / assignment).glob("*.html"):
             shutil.copyfile(html, page)
     records = [json.loads(p.read_text()) for p in sorted((folder / "learners").glob("*.json"))]
     max_score = sum(points for _, points in cells)
+    course = course or Course()
+    dated = course.has_due_date(assignment)
+    lateness = {}
     with open(folder / "scores.csv", "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["learner", "total", "max", *[gid for gid, _ in cells]])
+        writer.writerow(
+            ["learner", "total", "max", *[gid for gid, _ in cells], *(LATE_COLUMNS if dated else [])]
+        )
         for r in records:
             row = [r["scores"].get(gid, 0.0) for gid, _ in cells]
-            writer.writerow([r["learner"], _fmt(sum(row)), _fmt(max_score), *map(_fmt, row)])
+            extra = []
+            if dated:
+                lateness[r["learner"]] = cost = late(
+                    course, assignment, r["learner"], r.get("submitted"), sum(row), max_score
+                )
+                extra = [str(cost.days), _fmt(round(cost.penalty, 4)), _fmt(round(cost.adjusted, 4))]
+            writer.writerow([r["learner"], _fmt(sum(row)), _fmt(max_score), *map(_fmt, row), *extra])
     with open(folder / "report.txt", "w") as f:
         for r in records:
             total = sum(r["scores"].get(gid, 0.0) for gid, _ in cells)
@@ -623,7 +656,34 @@ def write_reports(assignment: str, outcomes: list[Outcome], root: Path) -> Path:
             )
             for note in r["notes"]:
                 f.write("  - " + note.replace("\n", "\n    ") + "\n")
+    release = release_notebook(assignment, root)
+    solution = nbformat.read(root / "solutions" / assignment / release.name, as_version=4)
+    answers = Assignment(solution).answers()
+    stubs = Assignment(nbformat.read(release, as_version=4)).answers()
+    summary = classreport.summarise(
+        assignment,
+        records,
+        cells,
+        exercises=list(answers),
+        excluded={e: [answers[e], *([stubs[e]] if e in stubs else [])] for e in answers},
+        adjusted={k: v.adjusted for k, v in lateness.items()} if dated else None,
+        late={k: (v.days, v.penalty) for k, v in lateness.items()},
+        times_from=_times_from(records) if dated else "",
+    )
+    classreport.write_class_report(summary, folder)
     return folder
+
+
+#: The columns scores.csv ends with when the course file gives the assignment a due date.
+LATE_COLUMNS = ["days_late", "penalty", "adjusted"]
+
+
+def _times_from(records: list[dict]) -> str:
+    """Where the class's submission times came from, as the class report says it."""
+    sources = sorted({r["submitted_from"] for r in records if r.get("submitted_from")})
+    missing = [r["learner"] for r in records if not r.get("submitted")]
+    said = " and ".join(sources) or "not known"
+    return said + (f" ({len(missing)} learner(s) without a time are not penalised)" if missing else "")
 
 
 def _fmt(x: float) -> str:
@@ -672,6 +732,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="grade the stored submissions of the assignment again and print whose scores changed",
     )
+    parser.add_argument(
+        "--course",
+        type=Path,
+        help=f"course file with due dates and the late policy (default: {DEFAULT_COURSE_FILE} if it exists)",
+    )
+    parser.add_argument(
+        "--times",
+        type=Path,
+        help="CSV of submission times from the LMS (learner,submitted); default: the files' times",
+    )
     args = parser.parse_args(argv)
     # nbgrader's server imports nbgrader (seconds) while this process reads the submissions.
     threading.Thread(target=_warm_up, daemon=True).start()
@@ -718,6 +788,17 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        course = read_course(args.course or root / DEFAULT_COURSE_FILE)
+        if args.course and not args.course.exists():
+            raise ValueError(f"no course file {args.course}")
+        times: tuple[dict, str] = ({}, "")
+        if args.times or not args.regrade:  # a regrade keeps the times kept with each learner
+            times = submission_times(dict(zip(ids, files, strict=True)), args.times)
+    except (ValueError, OSError) as e:
+        print(f"cannot read the course file or submission times: {e}", file=sys.stderr)
+        return 2
+    submitted = {learner: when.isoformat() for learner, when in times[0].items()}
     before = read_scores_csv(reports / "scores.csv") if args.regrade else {}
     tasks = [
         (sources.get(learner, path.name), path.read_bytes()) for learner, path in zip(ids, files, strict=True)
@@ -758,8 +839,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"regrade of {args.assignment}: {len(changes)} of {len(outcomes)} learner(s) changed")
         for line in changes:
             print("  " + line)
-    folder = write_reports(args.assignment, outcomes, root)
+    folder = write_reports(args.assignment, outcomes, root, submitted, times[1], course)
     print(f"scores: {folder / 'scores.csv'}\nfeedback: {folder / 'feedback'}\nnotes: {folder / 'report.txt'}")
+    print(f"class report: {folder / 'class.html'}")
     return 0
 
 

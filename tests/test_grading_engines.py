@@ -9,6 +9,7 @@ stopping the cluster).
 """
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -126,6 +127,14 @@ def test_ray_cluster_gives_the_local_engines_scores_and_feedback(graded_batch, r
     for learner, block in remote_notes.items():
         assert block == local_notes[learner], learner
     assert "stopped the Python kernel" in remote_notes["broken_kills_kernel"]
+    # What the class report is computed from (grading/classreport.py): each learner's kept JSON, the same
+    # from either engine but for the seconds taken and the files' times.
+    for learner in rows:
+        kept = [json.loads((f / "learners" / f"{learner}.json").read_text()) for f in (remote, local)]
+        for k in kept:
+            for varying in ("seconds", "submitted"):
+                k.pop(varying)
+        assert kept[0] == kept[1], learner
 
 
 def test_every_learner_is_in_the_one_gradebook_with_the_csv_scores(graded_batch, ray_course):
@@ -175,8 +184,8 @@ def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(ray_c
     assert header in out
     after_header = out.split(header, 1)[1].splitlines()
     changed = [
-        line.strip() for line in after_header[: len(after_header) - 3]
-    ]  # then scores:, feedback:, notes:
+        line.strip() for line in after_header[: len(after_header) - 4]
+    ]  # then scores:, feedback:, notes:, class report:
     assert changed == [
         "broken_infinite_loop: lost 3, 11 -> 8 (test_shard_sums_hidden 3 -> 0)",
         "reference_solution: lost 3, 14 -> 11 (test_shard_sums_hidden 3 -> 0)",

@@ -1,0 +1,453 @@
+"""The class report: how a whole class did on one assignment, as a page with pictures and as CSV.
+
+Written by ``make grade`` and ``make regrade`` beside scores.csv, from the kept ``learners/*.json``
+alone (so the local and the Ray engine give the same report), into ``grading/reports/<assignment>/``:
+
+* ``class.html`` — the score distribution (a histogram), each test's pass rate (a bar per test,
+  grouped by exercise), each failing test's commonest messages with counts and the learners who got
+  them, the learners who scored 0 and why, late submissions, and the pairs of answers that look
+  copied, side by side;
+* ``class_scores.png``, ``class_pass_rates.png`` — its two pictures (matplotlib);
+* ``class_tests.csv`` — grade_id, exercise, points, passed, learners, pass_rate;
+* ``class_messages.csv`` — grade_id, message, count, learners (space-separated ids);
+* ``class_histogram.csv`` — low, high, learners (the histogram's bins; adjusted totals too when a due
+  date applies);
+* ``class_similarity.csv`` — learner_a, learner_b, exercise, score, shared.
+
+A test *passes* for a learner who got all of its points. A message is the first line of the error a
+failing test cell raised (``AssertionError: expected ... got ... — hint``), kept per learner in
+``learners/<learner>.json`` under ``messages``; the answers compared for similarity are kept there
+under ``answers``.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import html
+import io
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from grading import similarity
+from grading.assignment import Assignment
+
+#: Learners named per message before the rest are folded away.
+SHOWN_LEARNERS = 8
+#: Messages listed per failing test (the rest are counted).
+SHOWN_MESSAGES = 5
+#: Similar pairs shown side by side (all of them are in class_similarity.csv).
+SHOWN_PAIRS = 30
+NO_MESSAGE = "(failed without an error message)"
+NOT_GRADED = "not graded: the notebook did not run (see the learners who scored 0)"
+MESSAGE_CHARS = 300
+
+
+def first_line(text: str) -> str:
+    """The first non-empty line of ``text``, at most MESSAGE_CHARS characters."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 1] + "…"
+
+
+def failing_messages(
+    notebook: nbformat.NotebookNode, scores: dict[str, float], cells: list[tuple[str, float]]
+) -> dict[str, str]:
+    """grade_id -> the one-line error of each graded test cell that did not get all its points."""
+    points = dict(cells)
+    errors: dict[str, str] = {}
+    for cell in notebook.cells:
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if gid not in points or scores.get(gid, 0.0) >= points[gid]:
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                errors[gid] = first_line(f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
+                break
+        errors.setdefault(gid, NO_MESSAGE)
+    return errors
+
+
+def kept_details(
+    files: dict[str, bytes], scores: dict[str, float], cells: list[tuple[str, float]]
+) -> dict[str, dict[str, str]]:
+    """What learners/<learner>.json keeps for the class report, from a worker's autograded files:
+    ``messages`` (grade_id -> first line of the error) and ``answers`` (answer grade_id -> source)."""
+    for name, data in sorted(files.items()):
+        if name.endswith(".ipynb"):
+            notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
+            return {
+                "messages": failing_messages(notebook, scores, cells),
+                "answers": Assignment(notebook).answers(),
+            }
+    return {"messages": {}, "answers": {}}
+
+
+def exercise_of(grade_id: str, exercises: list[str]) -> str:
+    """The exercise (answer grade_id) a test cell checks: ``test_<exercise>_<what>``, the longest match."""
+    matches = [e for e in exercises if grade_id.startswith(f"test_{e}_") or grade_id == f"test_{e}"]
+    return max(matches, key=len) if matches else "other"
+
+
+@dataclass
+class TestSummary:
+    """One graded test cell across the class."""
+
+    grade_id: str
+    exercise: str
+    points: float
+    passed: int
+    learners: int
+    messages: dict[str, list[str]] = field(default_factory=dict)  # message -> learners, commonest first
+
+    @property
+    def pass_rate(self) -> float:
+        """The fraction of learners with all of this test's points."""
+        return self.passed / self.learners if self.learners else 0.0
+
+
+@dataclass
+class ClassSummary:
+    """Everything the class report shows, computed from the kept records."""
+
+    assignment: str
+    max_score: float
+    totals: dict[str, float]
+    adjusted: dict[str, float]  # learner -> total after the late penalty (empty without a due date)
+    tests: list[TestSummary]
+    zeros: dict[str, str]  # learner -> why they scored 0
+    late: dict[str, tuple[int, float]]  # learner -> (days late, points taken)
+    times_from: str
+    pairs: list[similarity.Pair]
+    answers: dict[str, dict[str, str]]
+
+
+def _why_zero(notes: list[str]) -> str:
+    text = " ".join(notes)
+    if "not a readable notebook" in text:
+        return "unreadable: " + next(n for n in notes if "not a readable notebook" in n)
+    if "limit for one notebook" in text:
+        return "time-out: " + next(n for n in notes if "limit for one notebook" in n)
+    if "kernel died too many times" in text or "nbgrader could not grade" in text or "Ray worker" in text:
+        return "crash: " + first_line(next(n for n in notes if "died" in n or "could not" in n or "Ray" in n))
+    if "could not be matched" in text:
+        return "not this assignment: " + first_line(next(n for n in notes if "could not be matched" in n))
+    return "every test failed" + (f" ({first_line(notes[0])})" if notes else "")
+
+
+def summarise(
+    assignment: str,
+    records: list[dict],
+    cells: list[tuple[str, float]],
+    exercises: list[str],
+    excluded: dict[str, list[str]],
+    adjusted: dict[str, float] | None = None,
+    late: dict[str, tuple[int, float]] | None = None,
+    times_from: str = "",
+) -> ClassSummary:
+    """The class's numbers from learners/*.json records (as write_reports keeps them).
+
+    Args:
+      exercises: the assignment's answer grade_ids, in notebook order (tests are grouped by them).
+      excluded: exercise -> sources that are no one's answer (reference solution, stub).
+      adjusted, late: totals after late penalties and (days, points taken), when a due date applies.
+    """
+    totals = {r["learner"]: sum(r["scores"].get(gid, 0.0) for gid, _ in cells) for r in records}
+    tests = []
+    for gid, points in cells:
+        passed = sum(1 for r in records if r["scores"].get(gid, 0.0) >= points)
+        by_message: dict[str, list[str]] = defaultdict(list)
+        for r in records:
+            if r["scores"].get(gid, 0.0) < points:
+                message = r.get("messages", {}).get(gid)
+                if message is None:  # no notebook ran: the reason is under "Learners who scored 0"
+                    message = NOT_GRADED if r.get("answers", True) == {} else NO_MESSAGE
+                by_message[message].append(r["learner"])
+        ordered = dict(sorted(by_message.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+        tests.append(TestSummary(gid, exercise_of(gid, exercises), points, passed, len(records), ordered))
+    zeros = {r["learner"]: _why_zero(r.get("notes", [])) for r in records if totals[r["learner"]] == 0}
+    answers = {r["learner"]: r.get("answers", {}) for r in records if r.get("answers")}
+    return ClassSummary(
+        assignment=assignment,
+        max_score=sum(p for _, p in cells),
+        totals=totals,
+        adjusted=adjusted or {},
+        tests=tests,
+        zeros=zeros,
+        late={k: v for k, v in (late or {}).items() if v[0] > 0},
+        times_from=times_from,
+        pairs=similarity.similar_pairs(answers, excluded),
+        answers=answers,
+    )
+
+
+def histogram_bins(max_score: float) -> list[tuple[float, float]]:
+    """[low, high) bins covering 0..max_score (the last one closed): one per point up to 30 points."""
+    count = int(max_score) if 0 < max_score <= 30 and float(max_score).is_integer() else 20
+    width = max_score / count if max_score > 0 else 1.0
+    return [(k * width, (k + 1) * width) for k in range(count)]
+
+
+def bin_counts(totals: list[float], bins: list[tuple[float, float]]) -> list[int]:
+    """How many totals fall in each bin; a total on a boundary goes up, the maximum into the last."""
+    counts = [0] * len(bins)
+    for t in totals:
+        k = next(
+            (i for i, (lo, hi) in enumerate(bins) if lo <= t < hi), len(bins) - 1 if t >= bins[-1][0] else 0
+        )
+        counts[k] += 1
+    return counts
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def write_csvs(summary: ClassSummary, folder: Path) -> None:
+    """class_tests.csv, class_messages.csv, class_histogram.csv and class_similarity.csv."""
+    with open(folder / "class_tests.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["grade_id", "exercise", "points", "passed", "learners", "pass_rate"])
+        for t in summary.tests:
+            w.writerow([t.grade_id, t.exercise, _fmt(t.points), t.passed, t.learners, f"{t.pass_rate:.4f}"])
+    with open(folder / "class_messages.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["grade_id", "message", "count", "learners"])
+        for t in summary.tests:
+            for message, learners in t.messages.items():
+                w.writerow([t.grade_id, message, len(learners), " ".join(sorted(learners))])
+    bins = histogram_bins(summary.max_score)
+    raw = bin_counts(list(summary.totals.values()), bins)
+    late = bin_counts(list(summary.adjusted.values()), bins) if summary.adjusted else None
+    with open(folder / "class_histogram.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["low", "high", "learners", *(["learners_adjusted"] if late else [])])
+        for k, (lo, hi) in enumerate(bins):
+            w.writerow([_fmt(round(lo, 4)), _fmt(round(hi, 4)), raw[k], *([late[k]] if late else [])])
+    with open(folder / "class_similarity.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["learner_a", "learner_b", "exercise", "score", "shared"])
+        for p in summary.pairs:
+            w.writerow([p.a, p.b, p.exercise, f"{p.score:.3f}", p.shared])
+
+
+def draw_pictures(summary: ClassSummary, folder: Path) -> None:
+    """class_scores.png (histogram of totals) and class_pass_rates.png (a bar per test by exercise)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    bins = histogram_bins(summary.max_score)
+    edges = [lo for lo, _ in bins] + [bins[-1][1]]
+    fig, ax = plt.subplots(figsize=(7, 3.2), dpi=110)
+    ax.hist(list(summary.totals.values()), bins=edges, color="#4878a8", edgecolor="white", label="raw total")
+    if summary.adjusted:
+        ax.hist(
+            list(summary.adjusted.values()),
+            bins=edges,
+            histtype="step",
+            color="#c0504d",
+            linewidth=2,
+            linestyle="--",
+            label="after late penalty",
+        )
+        ax.legend(loc="upper left", frameon=False)
+    ax.set_xlabel(f"total points (of {_fmt(summary.max_score)})")
+    ax.set_ylabel("learners")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    fig.savefig(folder / "class_scores.png")
+    plt.close(fig)
+
+    exercises = list(dict.fromkeys(t.exercise for t in summary.tests))
+    colours = plt.get_cmap("tab10")
+    n = len(summary.tests)
+    fig, ax = plt.subplots(figsize=(7, 0.9 + 0.32 * n), dpi=110)
+    ys = list(range(n))[::-1]
+    for y, t in zip(ys, summary.tests, strict=True):
+        colour = colours(exercises.index(t.exercise) % 10)
+        ax.barh(y, 100 * t.pass_rate, color=colour, height=0.7)
+        ax.text(min(100 * t.pass_rate + 1, 88), y, f"{100 * t.pass_rate:.0f}%", va="center", fontsize=8)
+    ax.set_yticks(ys, [t.grade_id for t in summary.tests], fontsize=8)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("learners with all the test's points (%)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours(k % 10)) for k in range(len(exercises))]
+    ax.legend(
+        handles, exercises, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False, fontsize=8
+    )
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    fig.savefig(folder / "class_pass_rates.png")
+    plt.close(fig)
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 0 auto; padding: 0 1rem 3rem; max-width: 62rem;
+       line-height: 1.45; color: #1d1d1f; }
+h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; } h3 { font-size: 1rem; }
+img { max-width: 100%; height: auto; display: block; }
+.scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; font-size: 0.9rem; }
+td, th { border-bottom: 1px solid #ddd; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
+td.num, th.num { text-align: right; white-space: nowrap; }
+code, .message { font-family: ui-monospace, monospace; font-size: 0.85rem; }
+.message { overflow-wrap: anywhere; }
+@media (max-width: 600px) { .wide { display: none; } }
+.note { background: #f4f6f8; border-left: 4px solid #8aa; padding: 0.5rem 0.8rem; }
+details summary { cursor: pointer; }
+table.diff { font-family: ui-monospace, monospace; font-size: 0.8rem; }
+table.diff td { border: none; padding: 0 0.3rem; white-space: pre; }
+.diff_header { color: #888; } .diff_next { display: none; }
+.diff_add { background: #d7f5d7; } .diff_chg { background: #fbf0b4; } .diff_sub { background: #f8d0d0; }
+"""
+
+
+def _learners(names: list[str]) -> str:
+    names = sorted(names)
+    shown = ", ".join(html.escape(n) for n in names[:SHOWN_LEARNERS])
+    if len(names) <= SHOWN_LEARNERS:
+        return shown
+    rest = ", ".join(html.escape(n) for n in names[SHOWN_LEARNERS:])
+    return f"{shown} <details><summary>and {len(names) - SHOWN_LEARNERS} more</summary>{rest}</details>"
+
+
+def render_html(summary: ClassSummary) -> str:
+    """The class report page (pictures referenced by file name, beside it)."""
+    s = summary
+    n = len(s.totals)
+    out = io.StringIO()
+    w = out.write
+    w("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>")
+    w("<meta name='viewport' content='width=device-width, initial-scale=1'>")
+    w(f"<title>Class report: {html.escape(s.assignment)}</title><style>{_CSS}</style></head><body>\n")
+    w(f"<h1>Class report: {html.escape(s.assignment)}</h1>\n")
+    totals = sorted(s.totals.values())
+    median = totals[len(totals) // 2] if totals else 0.0
+    full = sum(1 for t in totals if t == s.max_score)
+    w(
+        f"<p>{n} learner(s) graded; median {_fmt(median)} of {_fmt(s.max_score)} points; "
+        f"{full} with full marks, {len(s.zeros)} with 0. The same numbers are in "
+        "<code>class_tests.csv</code>, <code>class_messages.csv</code>, <code>class_histogram.csv</code> "
+        "and <code>class_similarity.csv</code>; each learner's row is in <code>scores.csv</code>.</p>\n"
+    )
+    w("<h2 id='scores'>Scores</h2>\n")
+    alt = f"Histogram of the {n} learners' total points, from 0 to {_fmt(s.max_score)}"
+    if s.adjusted:
+        alt += ", with the totals after the late penalty drawn as a dashed outline"
+    w(f"<img id='histogram' src='class_scores.png' alt='{html.escape(alt)}.'>\n")
+
+    w("<h2 id='tests'>Pass rate of each test</h2>\n")
+    w(
+        "<img id='pass-rates' src='class_pass_rates.png' alt='A bar per test cell: the percentage of "
+        "learners who got all its points, coloured by the exercise it checks.'>\n"
+    )
+    w("<div class='scroll'><table><tr><th>test</th><th class='wide'>exercise</th><th class='num'>passed</th>")
+    w("<th class='num'>rate</th></tr>\n")
+    for t in s.tests:
+        w(
+            f"<tr><td><code>{html.escape(t.grade_id)}</code></td>"
+            f"<td class='wide'>{html.escape(t.exercise)}</td>"
+            f"<td class='num'>{t.passed}/{t.learners}</td>"
+            f"<td class='num'>{100 * t.pass_rate:.0f}%</td></tr>\n"
+        )
+    w("</table></div>\n")
+
+    w("<h2 id='messages'>Commonest mistakes</h2>\n")
+    not_run = max((len(t.messages.get(NOT_GRADED, [])) for t in s.tests), default=0)
+    if not_run:
+        w(
+            f"<p>{not_run} learner(s) whose notebook did not run fail every test; they are left out "
+            "below and listed with the learners who scored 0.</p>\n"
+        )
+    failing = [t for t in s.tests if set(t.messages) - {NOT_GRADED}]
+    if not failing:
+        w("<p>No other learner failed a test.</p>\n")
+    for t in failing:
+        shown = [(m, who) for m, who in t.messages.items() if m != NOT_GRADED]
+        failed = sum(len(who) for _, who in shown)
+        w(f"<h3><code>{html.escape(t.grade_id)}</code>: {failed} failed</h3>\n")
+        w("<div class='scroll'><table><tr><th>message</th><th class='num'>learners</th><th>who</th></tr>\n")
+        for message, learners in shown[:SHOWN_MESSAGES]:
+            w(
+                f"<tr><td class='message'>{html.escape(message)}</td><td class='num'>{len(learners)}</td>"
+                f"<td>{_learners(learners)}</td></tr>\n"
+            )
+        w("</table></div>\n")
+        rest = shown[SHOWN_MESSAGES:]
+        if rest:
+            w(
+                f"<p>and {len(rest)} other message(s) from {sum(len(v) for _, v in rest)} learner(s), "
+                "in class_messages.csv.</p>\n"
+            )
+
+    w("<h2 id='zeros'>Learners who scored 0</h2>\n")
+    if not s.zeros:
+        w("<p>None.</p>\n")
+    else:
+        w("<div class='scroll'><table><tr><th>learner</th><th>why</th></tr>\n")
+        for learner, why in sorted(s.zeros.items()):
+            w(f"<tr><td>{html.escape(learner)}</td><td class='message'>{html.escape(why)}</td></tr>\n")
+        w("</table></div><p>Each learner's notes are in report.txt.</p>\n")
+
+    if s.times_from:
+        w("<h2 id='late'>Late submissions</h2>\n")
+        w(f"<p>Submission times are {html.escape(s.times_from)}.</p>\n")
+        if not s.late:
+            w("<p>No submission was late.</p>\n")
+        else:
+            w("<div class='scroll'><table><tr><th>learner</th><th class='num'>days late</th>")
+            w("<th class='num'>points taken</th><th class='num'>total</th></tr>\n")
+            for learner, (days, taken) in sorted(s.late.items()):
+                w(
+                    f"<tr><td>{html.escape(learner)}</td><td class='num'>{days}</td>"
+                    f"<td class='num'>{_fmt(round(taken, 4))}</td>"
+                    f"<td class='num'>{_fmt(round(s.adjusted.get(learner, 0.0), 4))} "
+                    f"(raw {_fmt(s.totals[learner])})</td></tr>\n"
+                )
+            w("</table></div>\n")
+
+    w("<h2 id='similarity'>Answers that look alike</h2>\n")
+    w(
+        "<p class='note'>Answers are compared exercise by exercise after removing comments, docstrings and "
+        "formatting and renaming every variable; what the reference solution or the stub contains, and "
+        f"what more than {similarity.common_limit(len(s.answers))} learners share, counts for no one. "
+        f"A pair is listed when at least {100 * similarity.THRESHOLD:.0f}% of the rest of their two "
+        "answers is shared. "
+        "It cannot see an answer copied and then restructured (statements reordered or rewritten), a "
+        "source outside this class (the web, another year, a chatbot), or two learners who both copied "
+        "the reference solution. A pair is a reason to read both answers, never proof.</p>\n"
+    )
+    if not s.pairs:
+        w(f"<p>No pair of the {len(s.answers)} learners' answers looks alike.</p>\n")
+    else:
+        differ = difflib.HtmlDiff(wrapcolumn=60)
+        w(f"<p>{len(s.pairs)} pair(s), most alike first")
+        w(
+            f" (the first {SHOWN_PAIRS} shown; all in class_similarity.csv)"
+            if len(s.pairs) > SHOWN_PAIRS
+            else ""
+        )
+        w(".</p>\n")
+        for p in s.pairs[:SHOWN_PAIRS]:
+            w(
+                f"<details class='pair'><summary>{html.escape(p.a)} and {html.escape(p.b)}: "
+                f"<code>{html.escape(p.exercise)}</code>, {100 * p.score:.0f}% alike "
+                f"({p.shared} shared runs of {similarity.K} tokens)</summary>\n"
+            )
+            w(f"<div class='scroll'>{similarity.side_by_side(p, s.answers, differ)}</div></details>\n")
+    w("</body></html>\n")
+    return out.getvalue()
+
+
+def write_class_report(summary: ClassSummary, folder: Path) -> Path:
+    """Writes class.html, its pictures and its CSVs into ``folder``; returns the page's path."""
+    write_csvs(summary, folder)
+    draw_pictures(summary, folder)
+    page = folder / "class.html"
+    page.write_text(render_html(summary))
+    return page
