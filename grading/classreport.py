@@ -33,7 +33,7 @@ from pathlib import Path
 import nbformat
 
 from grading import similarity
-from grading.assignment import Assignment
+from grading.assignment import Assignment, grade_id
 
 #: Learners named per message before the rest are folded away.
 SHOWN_LEARNERS = 8
@@ -59,7 +59,7 @@ def failing_messages(
     points = dict(cells)
     errors: dict[str, str] = {}
     for cell in notebook.cells:
-        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        gid = grade_id(cell)
         if gid not in points or scores.get(gid, 0.0) >= points[gid]:
             continue
         for output in cell.get("outputs", []):
