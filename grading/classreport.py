@@ -233,13 +233,21 @@ def write_csvs(summary: ClassSummary, folder: Path) -> None:
             w.writerow([p.a, p.b, p.exercise, f"{p.score:.3f}", p.shared])
 
 
-def draw_pictures(summary: ClassSummary, folder: Path) -> None:
-    """class_scores.png (histogram of totals) and class_pass_rates.png (a bar per test by exercise)."""
+def import_matplotlib():
+    """matplotlib's pyplot, drawing to files (Agg); grade.py imports it early, beside other work."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def draw_pictures(summary: ClassSummary, folder: Path) -> None:
+    """class_scores.png (histogram of totals) and class_pass_rates.png (a bar per test by exercise)."""
     from matplotlib.ticker import MaxNLocator
+
+    plt = import_matplotlib()
 
     bins = histogram_bins(summary.max_score)
     edges = [lo for lo, _ in bins] + [bins[-1][1]]

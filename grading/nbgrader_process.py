@@ -30,6 +30,7 @@ import os
 import re
 import resource
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -137,7 +138,9 @@ def serve(address: str) -> None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-            return
+            # Its folder goes with it (a caller killed outright, a Ray worker say, cannot remove it).
+            shutil.rmtree(os.path.dirname(address), ignore_errors=True)
+            os._exit(0)  # nothing to tear down: the caller should not wait for nbgrader's modules
         if listener in readable:
             client, _ = listener.accept()
             pid = os.fork()
@@ -152,6 +155,7 @@ class _Server:
     """The caller's handle on its server: started once, stopped when the caller exits."""
 
     def __init__(self) -> None:
+        self.stopped = False
         self.folder = tempfile.mkdtemp(prefix="shardbook-nbgrader-")  # 0700: this user alone connects
         self.address = os.path.join(self.folder, "socket")
         package_root = str(Path(__file__).resolve().parents[1])  # where this `grading` was imported from
@@ -172,6 +176,9 @@ class _Server:
         atexit.register(self.stop)
 
     def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
         if self.process.stdin:
             self.process.stdin.close()  # the server's signal to stop
         try:
@@ -181,13 +188,20 @@ class _Server:
             self.process.wait()
         if self.process.stdout:
             self.process.stdout.close()
-        for name in ("socket",):
-            Path(self.folder, name).unlink(missing_ok=True)
-        os.rmdir(self.folder)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _lock = threading.Lock()
 _server: _Server | None = None
+
+
+def stop() -> None:
+    """Stops this process's server if it runs (it is also stopped when this process exits)."""
+    global _server
+    with _lock:
+        if _server is not None:
+            _server.stop()
+            _server = None
 
 
 def start() -> None:
