@@ -251,3 +251,20 @@ def test_system_packages_stop_in_seconds_naming_what_to_install(tmp_path):
     )
     assert run.returncode == 1
     assert "sudo apt-get install chromium bubblewrap" in run.stderr
+
+
+def test_code_wider_than_the_page_is_found():
+    # A code line over 88 columns is cut at the page's right edge; markdown may be any width.
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("x" * 200),
+        nbformat.v4.new_code_cell("a = 1\n" + "b = " + "1" * 85 + "\nc = " + "1" * 84),
+    ]
+    assert nbtools.wide_code_lines(nb) == ["cell 1, line 2: 89 columns"]
+    assert nbtools.wide_code_lines(nb, width=100) == []
+
+
+def test_every_source_fits_the_page():
+    # The rule holds for the sources as committed (hygiene fails otherwise).
+    for source in nbtools.notebook_sources():
+        assert nbtools.wide_code_lines(nbtools._read_source(source)) == [], source
