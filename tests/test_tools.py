@@ -268,3 +268,23 @@ def test_every_source_fits_the_page():
     # The rule holds for the sources as committed (hygiene fails otherwise).
     for source in nbtools.notebook_sources():
         assert nbtools.wide_code_lines(nbtools._read_source(source)) == [], source
+
+
+def test_chapter_map_is_drawn_from_the_sources_and_the_intro_agrees():
+    # The landing page's picture is what tools/chapter_map.py draws now, and the minutes in the
+    # intro's table are the picture's (both estimated from the chapters' sources).
+    import re
+
+    from tools import chapter_map
+
+    for kind, text in (("wide", chapter_map.draw()), ("phone", chapter_map.draw_phone())):
+        assert chapter_map.TARGETS[kind].read_text() == text, "run python tools/chapter_map.py"
+    intro = (ROOT / "book" / "intro.md").read_text()
+    stated = dict(re.findall(r"^\| \[[^\]]+\]\(([0-9a-z_]+)\.ipynb\) \| (\d+) min \|", intro, re.M))
+    assert {stem for _, stem, _, _ in chapter_map.CHAPTERS.values()} <= set(stated)
+    for stem, minutes in stated.items():
+        assert int(minutes) == chapter_map.minutes(stem), stem
+    # Every chapter of the book is in the picture, and every arrow joins two of them.
+    drawn = {stem for _, stem, _, _ in chapter_map.CHAPTERS.values()}
+    assert drawn == {p.stem for p in nbtools.chapter_sources() if p.stem[:2].isdigit()}
+    assert all(a in chapter_map.CHAPTERS and b in chapter_map.CHAPTERS for a, b in chapter_map.NEEDS)
