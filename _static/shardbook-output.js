@@ -84,7 +84,23 @@
     });
   }
 
+  // A table with class sb-stacked (a MyST list-table's :class:) becomes, on a phone, one block per row:
+  // each cell under its column's name (shardbook.css), so no column hides past the screen's edge.
+  function labelStackedTables() {
+    document.querySelectorAll("table.sb-stacked").forEach(function (table) {
+      var names = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) {
+        return th.textContent.trim();
+      });
+      table.querySelectorAll("tbody tr").forEach(function (row) {
+        Array.prototype.forEach.call(row.children, function (cell, i) {
+          if (names[i]) cell.setAttribute("data-label", names[i]);
+        });
+      });
+    });
+  }
+
   function setup() {
+    labelStackedTables();
     markOutputs();
     boxFigures();
     markScrollables();
