@@ -14,6 +14,26 @@ PNG = bytes.fromhex(  # a 1x1 PNG
 )
 
 
+# The tests that open pages in Chromium: skipped where the system has no browser or playwright.
+NEEDS_BROWSER = pytest.mark.skipif(
+    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
+    reason="no Chromium or playwright here (CI installs both)",
+)
+
+
+def _check_pages(tmp_path, bodies: dict[str, str], head: str = "") -> dict[tuple[str, str], list[str]]:
+    """Writes each body as book/<name>.html of a small site, checks them in Chromium; the problems
+    found, by (name, viewport)."""
+    html, _ = _site(tmp_path, GOOD)
+    for name, body in bodies.items():
+        (html / "book" / f"{name}.html").write_text(_page(body).replace("<head>", "<head>" + head))
+    pages = [html / "book" / f"{name}.html" for name in bodies]
+    results = site_check.browser_check(
+        html, pages, {}, site_check.find_browser(), None, set(), lambda text, secrets: [], False
+    )
+    return {(r.page.removeprefix("book/").removesuffix(".html"), r.viewport): r for r in results}
+
+
 def _page(body: str, title: str = "page") -> str:
     return f"<!DOCTYPE html><html><head><title>{title}</title></head><body>{body}</body></html>"
 
@@ -109,10 +129,7 @@ def test_no_browser_fails_in_ci_and_by_default(monkeypatch, capsys):
     assert "NO BROWSER" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(
-    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
-    reason="no Chromium or playwright here (CI installs both)",
-)
+@NEEDS_BROWSER
 def test_the_browser_sees_a_broken_image_and_a_script_error(tmp_path):
     html, executed = _site(tmp_path, GOOD)
     (html / "book" / "broken.html").write_text(
@@ -180,26 +197,11 @@ PHONE_PAGES = {
 }
 
 
-@pytest.mark.skipif(
-    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
-    reason="no Chromium or playwright here (CI installs both)",
-)
+@NEEDS_BROWSER
 def test_the_browser_sees_what_breaks_a_phone_layout(tmp_path):
-    html, _ = _site(tmp_path, GOOD)
-    for name, body in PHONE_PAGES.items():
-        (html / "book" / f"{name}.html").write_text(
-            _page(body).replace("<head>", "<head><meta name='viewport' content='width=device-width'>")
-        )
-    pages = [html / "book" / f"{name}.html" for name in PHONE_PAGES]
-    results = site_check.browser_check(
-        html, pages, {}, site_check.find_browser(), None, set(), lambda text, secrets: [], False
-    )
-    phone = {
-        r.page.removeprefix("book/").removesuffix(".html"): r.problems
-        for r in results
-        if r.viewport == "phone"
-    }
-    desktop = [p for r in results if r.viewport == "desktop" for p in r.problems]
+    found = _check_pages(tmp_path, PHONE_PAGES, head="<meta name='viewport' content='width=device-width'>")
+    phone = {name: r.problems for (name, viewport), r in found.items() if viewport == "phone"}
+    desktop = [p for (_, viewport), r in found.items() if viewport == "desktop" for p in r.problems]
     assert not any("sideways" in p or "alt text" in p for p in desktop)  # layout checks: phone only
     assert any(p.startswith("the page scrolls sideways") and "code.literal" in p for p in phone["sideways"])
     assert phone["column"] == ['runs past the text column: span.wide "x"'], phone["column"]
@@ -211,10 +213,7 @@ def test_the_browser_sees_what_breaks_a_phone_layout(tmp_path):
     assert phone["fine"] == [], phone["fine"]
 
 
-@pytest.mark.skipif(
-    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
-    reason="no Chromium or playwright here (CI installs both)",
-)
+@NEEDS_BROWSER
 def test_the_site_css_keeps_a_phone_page_in_its_column(tmp_path):
     # The book's own _static files on a page with what broke the phone layout: long inline code in a
     # paragraph and a heading, a table wider than the column, a figure drawn 900 px wide, and
@@ -312,21 +311,10 @@ DESKTOP_PAGES = {
 }
 
 
-@pytest.mark.skipif(
-    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
-    reason="no Chromium or playwright here (CI installs both)",
-)
+@NEEDS_BROWSER
 def test_the_browser_sees_wide_code_wide_outputs_and_outside_requests(tmp_path):
-    html, _ = _site(tmp_path, GOOD)
-    for name, body in DESKTOP_PAGES.items():
-        (html / "book" / f"{name}.html").write_text(_page(body))
-    pages = [html / "book" / f"{name}.html" for name in DESKTOP_PAGES]
-    results = site_check.browser_check(
-        html, pages, {}, site_check.find_browser(), None, set(), lambda text, secrets: [], False
-    )
-    desktop = {
-        r.page.removeprefix("book/").removesuffix(".html"): r for r in results if r.viewport == "desktop"
-    }
+    found = _check_pages(tmp_path, DESKTOP_PAGES)
+    desktop = {name: r for (name, viewport), r in found.items() if viewport == "desktop"}
     wide = desktop["wide"].problems
     assert any(p.startswith("code cell wider than its box at 1280 px: 'long_name = x") for p in wide), wide
     assert any(p.startswith("output wider than its box at 1280 px") for p in wide), wide
