@@ -428,7 +428,7 @@ def _check_navigation(page, viewport: str, require: bool) -> list[str]:
     if toggle is None:
         return ["no visible ☰ (.primary-toggle) button"] if require else []
     if viewport == "phone":
-        toggle.click()
+        toggle.tap()
         try:
             page.wait_for_selector(
                 "#pst-primary-sidebar-modal[open] .bd-docs-nav, dialog[open] nav", timeout=2000
@@ -441,16 +441,20 @@ def _check_navigation(page, viewport: str, require: bool) -> list[str]:
         if secondary is not None and page.query_selector(
             "#pst-page-navigation-heading-2, .page-toc, nav.bd-toc-nav"
         ):
-            secondary.click()
+            secondary.tap()  # a finger, as on a phone: a tap also leaves the button's tooltip behind
             try:
                 page.wait_for_selector("#pst-secondary-sidebar-modal[open]", timeout=2000)
             except Exception:
                 problems.append('"On this page" did not open the contents')
             page.keyboard.press("Escape")
             page.wait_for_selector("dialog[open]", state="detached", timeout=2000)
-            page.wait_for_timeout(200)
-            if _visible(page, ".tooltip") is not None:
-                problems.append('a tooltip stays up after "On this page" closes (it takes the next tap)')
+            page.wait_for_timeout(700)  # past Bootstrap's delay before a tooltip shows
+            tip = _visible(page, ".tooltip")
+            if tip is not None:
+                problems.append(
+                    f'the tooltip "{tip.inner_text().strip()}" stays up after "On this page" closes'
+                    " (it takes the next tap)"
+                )
     else:
         sidebar = page.query_selector("#pst-primary-sidebar")
         if sidebar is None or not sidebar.evaluate(VISIBLE):
