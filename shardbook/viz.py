@@ -1542,14 +1542,14 @@ def draw_precision_tradeoff(
                 (cost, float(error[0])),
                 xytext=(-4 if leftwards else 4, 5 if above else -5),
                 textcoords="offset points",
-                fontsize=7.5,
+                fontsize=6.5,
                 ha="right" if leftwards else "left",
                 va="bottom" if above else "top",
             )
-        # Room above the highest point and below the lowest for their names (a factor of 10 on the log
-        # axis is about two lines of label): a name is never cut off by the frame.
+        # Room above the highest point and below the lowest for their names: a name is never cut off
+        # by the frame (the axis otherwise ends just past the points).
         all_errors = np.concatenate(errors)
-        ax.set_ylim(float(all_errors.min()) / 10, float(all_errors.max()) * 10)
+        ax.set_ylim(float(all_errors.min()) / 3, float(all_errors.max()) * 3)
     else:
         ticks = sorted(set(costs))
         names = {c: "\n".join(n for n in order if float(points[n][0]) == c) for c in ticks}
