@@ -13,7 +13,8 @@ temporary file), also inside treescope's compressed outputs.
 In Chromium (Playwright for Python, driving the system browser), for every page at 1280x800 and 390x844:
 the images of cell outputs loaded (naturalWidth > 0) and are as many as the notebook's figures; no
 JavaScript error comes from the site's own files; no local request fails; the navigation works (phone:
-☰ opens the sidebar, "On this page" opens the contents; desktop: ☰ collapses the sidebar); nothing that
+☰ opens the sidebar, "On this page" opens the contents, tapped as a finger does, and leaves
+no tooltip up when it closes; desktop: ☰ collapses the sidebar); nothing that
 scrolls sideways lacks the scroll cue of _static/shardbook-output.js; the text shown holds no solution
 or hidden-test line (tools/notebooks.py's leak logic); the page asks no outside host for anything but
 Colab's badge and MathJax (ALLOWED_EXTERNAL). At desktop size also: no code cell and no output box is
