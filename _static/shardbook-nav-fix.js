@@ -7,7 +7,9 @@
 // dialog never opens, on a desktop ☰ never collapses the sidebar.
 // The shim forwards a click on any other toggle to the first one, so the themes' own handlers run
 // (open the dialog on narrow screens, collapse the sidebar on wide ones). Remove it when the pinned
-// themes bind every toggle; tools/site_check.py checks that the buttons work either way.
+// themes bind every toggle; tools/site_check.py checks that the buttons work either way. On a touch
+// screen a tap leaves the toggle's tooltip up once its dialog closes, over the page, where it takes the
+// next tap: shardbook.css hides tooltips where nothing can hover, and the site check taps to see.
 (function () {
   function forwardClicks(selector) {
     var buttons = document.querySelectorAll(selector);

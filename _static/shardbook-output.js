@@ -75,6 +75,8 @@
       // A tap switches between the whole figure in the column and the figure at the size it was drawn
       // (legible labels; the box then scrolls sideways). Only on a phone does the second differ.
       img.addEventListener("click", function () {
+        remember("sb-tapped");
+        document.querySelectorAll(".sb-tap-hint").forEach(function (hint) { hint.remove(); });
         box.classList.toggle("sb-zoomed");
         if (PHONE.matches) img.title = box.classList.contains("sb-zoomed") ? "Tap to fit" : "Tap for full size";
         box.scrollLeft = 0;
@@ -82,9 +84,40 @@
       });
       if (PHONE.matches) img.title = "Tap for full size";
     });
+    // Said once, under a page's first figure, on a phone, until the reader has tapped a figure.
+    var first = document.querySelector(".cell_output .sb-figure-scroll");
+    if (first && PHONE.matches && !recalled("sb-tapped") && !document.querySelector(".sb-tap-hint")) {
+      var hint = document.createElement("p");
+      hint.className = "sb-tap-hint";
+      hint.textContent = "Tap a figure to see it at full size; tap again to fit it.";
+      first.parentNode.insertBefore(hint, first.nextSibling);
+    }
+  }
+
+  function remember(key) {
+    try { window.localStorage.setItem(key, "1"); } catch (e) { /* private mode: say it again */ }
+  }
+  function recalled(key) {
+    try { return window.localStorage.getItem(key) === "1"; } catch (e) { return false; }
+  }
+
+  // A table with class sb-stacked (a MyST list-table's :class:) becomes, on a phone, one block per row:
+  // each cell under its column's name (shardbook.css), so no column hides past the screen's edge.
+  function labelStackedTables() {
+    document.querySelectorAll("table.sb-stacked").forEach(function (table) {
+      var names = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) {
+        return th.textContent.trim();
+      });
+      table.querySelectorAll("tbody tr").forEach(function (row) {
+        Array.prototype.forEach.call(row.children, function (cell, i) {
+          if (names[i]) cell.setAttribute("data-label", names[i]);
+        });
+      });
+    });
   }
 
   function setup() {
+    labelStackedTables();
     markOutputs();
     boxFigures();
     markScrollables();

@@ -519,7 +519,45 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
         if summary.simulated and kind != "cpu" and devices == "auto":
             print(_one_chip_note(kind, count))
     _explain_errors_in_notebook()
+    if getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)() is not None:
+        _short_source_paths()  # where a page is drawn: a notebook
     return summary
+
+
+def short_source_path(filepath: str) -> str:
+    """The part of a source file's path that reads the same on every machine: from the package on.
+
+    Example:
+      >>> short_source_path("/home/me/.venv/lib/python3.12/site-packages/flax/nnx/nn/dtypes.py")
+      'flax/nnx/nn/dtypes.py'
+      >>> short_source_path("/tmp/ipykernel_41/2870.py")
+      '2870.py'
+    """
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in filepath:
+            return filepath.rsplit(marker, 1)[1]
+    return filepath.rsplit("/", 1)[-1]
+
+
+def _short_source_paths() -> None:
+    """treescope, which draws ``nnx.display``'s tree, notes where each function was defined with the
+    full path of this machine's Python installation; a page built here would show it to every reader.
+    The path from the package on says the same and nothing about the machine."""
+    try:
+        from treescope._internal.handlers import (  # type: ignore[import-untyped]
+            function_reflection_handlers as handlers,
+        )
+    except ImportError:  # no treescope (or another layout of it): nothing shows a path
+        return
+    original = getattr(handlers, "format_source_location", None)
+    if original is None or getattr(original, "shardbook_short", False):
+        return
+
+    def format_source_location(filepath: str, lineno: int):
+        return original(short_source_path(filepath), lineno)
+
+    format_source_location.shardbook_short = True  # type: ignore[attr-defined]
+    handlers.format_source_location = format_source_location
 
 
 def _explain_errors_in_notebook() -> None:

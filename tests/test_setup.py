@@ -165,7 +165,8 @@ SETUP_CELL = next(
 
 def test_setup_cell_names_the_pinned_jax_and_the_repository():
     assert f"installing JAX {shardbook.PINNED_JAX} and the book's helper, about a minute…" in SETUP_CELL
-    assert f'os.environ.get("{devices_setup.INSTALL_URL_ENV}", "git+{shardbook.REPOSITORY}")' in SETUP_CELL
+    flat = " ".join(SETUP_CELL.split())  # the cell as laid out at 88 columns, on one line
+    assert f'os.environ.get( "{devices_setup.INSTALL_URL_ENV}", "git+{shardbook.REPOSITORY}" )' in flat
     # The cell installs the helper alone; JAX comes through setup(), where its output is kept quiet.
     assert '"--no-deps"' in SETUP_CELL and "shardbook.setup()" in SETUP_CELL
 

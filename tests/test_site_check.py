@@ -14,6 +14,26 @@ PNG = bytes.fromhex(  # a 1x1 PNG
 )
 
 
+# The tests that open pages in Chromium: skipped where the system has no browser or playwright.
+NEEDS_BROWSER = pytest.mark.skipif(
+    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
+    reason="no Chromium or playwright here (CI installs both)",
+)
+
+
+def _check_pages(tmp_path, bodies: dict[str, str], head: str = "") -> dict[tuple[str, str], list[str]]:
+    """Writes each body as book/<name>.html of a small site, checks them in Chromium; the problems
+    found, by (name, viewport)."""
+    html, _ = _site(tmp_path, GOOD)
+    for name, body in bodies.items():
+        (html / "book" / f"{name}.html").write_text(_page(body).replace("<head>", "<head>" + head))
+    pages = [html / "book" / f"{name}.html" for name in bodies]
+    results = site_check.browser_check(
+        html, pages, {}, site_check.find_browser(), None, set(), lambda text, secrets: [], False
+    )
+    return {(r.page.removeprefix("book/").removesuffix(".html"), r.viewport): r for r in results}
+
+
 def _page(body: str, title: str = "page") -> str:
     return f"<!DOCTYPE html><html><head><title>{title}</title></head><body>{body}</body></html>"
 
@@ -109,10 +129,7 @@ def test_no_browser_fails_in_ci_and_by_default(monkeypatch, capsys):
     assert "NO BROWSER" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(
-    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
-    reason="no Chromium or playwright here (CI installs both)",
-)
+@NEEDS_BROWSER
 def test_the_browser_sees_a_broken_image_and_a_script_error(tmp_path):
     html, executed = _site(tmp_path, GOOD)
     (html / "book" / "broken.html").write_text(
@@ -180,26 +197,11 @@ PHONE_PAGES = {
 }
 
 
-@pytest.mark.skipif(
-    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
-    reason="no Chromium or playwright here (CI installs both)",
-)
+@NEEDS_BROWSER
 def test_the_browser_sees_what_breaks_a_phone_layout(tmp_path):
-    html, _ = _site(tmp_path, GOOD)
-    for name, body in PHONE_PAGES.items():
-        (html / "book" / f"{name}.html").write_text(
-            _page(body).replace("<head>", "<head><meta name='viewport' content='width=device-width'>")
-        )
-    pages = [html / "book" / f"{name}.html" for name in PHONE_PAGES]
-    results = site_check.browser_check(
-        html, pages, {}, site_check.find_browser(), None, set(), lambda text, secrets: [], False
-    )
-    phone = {
-        r.page.removeprefix("book/").removesuffix(".html"): r.problems
-        for r in results
-        if r.viewport == "phone"
-    }
-    desktop = [p for r in results if r.viewport == "desktop" for p in r.problems]
+    found = _check_pages(tmp_path, PHONE_PAGES, head="<meta name='viewport' content='width=device-width'>")
+    phone = {name: r.problems for (name, viewport), r in found.items() if viewport == "phone"}
+    desktop = [p for (_, viewport), r in found.items() if viewport == "desktop" for p in r.problems]
     assert not any("sideways" in p or "alt text" in p for p in desktop)  # layout checks: phone only
     assert any(p.startswith("the page scrolls sideways") and "code.literal" in p for p in phone["sideways"])
     assert phone["column"] == ['runs past the text column: span.wide "x"'], phone["column"]
@@ -211,10 +213,7 @@ def test_the_browser_sees_what_breaks_a_phone_layout(tmp_path):
     assert phone["fine"] == [], phone["fine"]
 
 
-@pytest.mark.skipif(
-    site_check.find_browser() is None or importlib.util.find_spec("playwright") is None,
-    reason="no Chromium or playwright here (CI installs both)",
-)
+@NEEDS_BROWSER
 def test_the_site_css_keeps_a_phone_page_in_its_column(tmp_path):
     # The book's own _static files on a page with what broke the phone layout: long inline code in a
     # paragraph and a heading, a table wider than the column, a figure drawn 900 px wide, and
@@ -234,7 +233,11 @@ def test_the_site_css_keeps_a_phone_page_in_its_column(tmp_path):
     fig, ax = plt.subplots(figsize=(9, 3), dpi=100)
     ax.set_title("a wide figure")
     fig.savefig(html / "_images" / "wide.png")
-    animation = FuncAnimation(fig, lambda i: ax.set_title(f"frame {i}"), frames=2).to_jshtml()
+    # As a chapter shows it: shardbook's wrapper (alt text, no stylesheet from a CDN).
+    from shardbook.viz import animation_html
+
+    frames = FuncAnimation(fig, lambda i: ax.set_title(f"frame {i}"), frames=2)
+    animation = animation_html(frames, alt="a title that changes").data
     plt.close(fig)
     path = "xla/service/gpu/transforms/reduce_scatter_creator.cc"
     code = f"<code class='docutils literal'><span class='pre'>{path}</span></code>"
@@ -264,5 +267,59 @@ def test_the_site_css_keeps_a_phone_page_in_its_column(tmp_path):
         False,
     )
     phone = next(r for r in results if r.viewport == "phone")
-    # The animation's frame has no alt here (matplotlib writes none); everything else is in place.
-    assert [p for p in phone.problems if "alt text" not in p] == [], phone.problems
+    assert phone.problems == [], phone.problems
+
+
+def test_paths_of_the_build_machine_are_found_also_in_compressed_outputs(tmp_path):
+    # A path of the checkout or of a virtual environment tells a reader nothing and names the machine;
+    # treescope keeps its tree compressed in the page, so the check looks inside that too.
+    import base64
+    import zlib
+
+    hidden = "# Defined at line 54 of /srv/me/.venv/lib/python3.12/site-packages/flax/nnx/nn/dtypes.py"
+    payload = base64.b64encode(zlib.compress((hidden + " " * 400).encode())).decode()
+    assert len(payload) >= 100
+    compressed = base64.b64encode(zlib.compress((hidden + "x" * 2000).encode(), level=0)).decode()
+    assert site_check.machine_paths(f"<script>decode('{compressed}')</script>") == [
+        "/srv/me/.venv/lib/python3.12/site-packages/"
+    ]
+    assert site_check.machine_paths(f"<pre>{ROOT}/book/x.py</pre>") == [str(ROOT)]
+    assert site_check.machine_paths("<pre>/home/someone/notes.txt</pre>") == ["/home/someone/"]
+    # What shardbook.setup() leaves: the module path from the package on.
+    assert site_check.machine_paths("# Defined at line 54 of flax/nnx/nn/dtypes.py") == []
+    html, executed = _site(tmp_path, GOOD + f"<pre>{ROOT}/book/ch.md</pre>")
+    problems, _ = site_check.static_problems(html, executed)
+    assert problems == [f"book/ch.html: shows paths of the machine that built it: {ROOT}"]
+
+
+DESKTOP_PAGES = {
+    # A code cell and a printed table wider than the column: both are findings at 1280 px.
+    "wide": "<div class='cell'><div class='cell_input'><div class='highlight'><pre style='width:600px'>"
+    + "long_name = "
+    + "x" * 200
+    + "</pre></div></div><div class='cell_output'><div class='output stream'>"
+    "<pre style='width:600px'>" + "column   " * 40 + "</pre></div></div></div>",
+    # Fine: a cell tagged wide-output whose output scrolls with the cue; Colab's badge.
+    "tagged": "<div class='cell tag_wide-output'><div class='cell_output'><div class='sb-scroll-frame "
+    "sb-more-right'><pre class='sb-scrollable' style='width:600px;overflow-x:auto'>"
+    + "column   "
+    * 40
+    + "</pre></div></div></div>"
+    "<img src='https://colab.research.google.com/assets/colab-badge.svg' alt='Open in Colab'>",
+    # A stylesheet from a CDN: an outside host.
+    "cdn": "<link rel='stylesheet' href='https://maxcdn.example.com/font-awesome.min.css'><p>x</p>",
+}
+
+
+@NEEDS_BROWSER
+def test_the_browser_sees_wide_code_wide_outputs_and_outside_requests(tmp_path):
+    found = _check_pages(tmp_path, DESKTOP_PAGES)
+    desktop = {name: r for (name, viewport), r in found.items() if viewport == "desktop"}
+    wide = desktop["wide"].problems
+    assert any(p.startswith("code cell wider than its box at 1280 px: 'long_name = x") for p in wide), wide
+    assert any(p.startswith("output wider than its box at 1280 px") for p in wide), wide
+    assert [p for p in desktop["tagged"].problems if "wider" in p or "outside" in p] == []
+    assert desktop["tagged"].wide_outputs == 1
+    assert any(
+        p.startswith("asks an outside host for https://maxcdn.example.com") for p in desktop["cdn"].problems
+    ), desktop["cdn"].problems

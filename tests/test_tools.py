@@ -251,3 +251,40 @@ def test_system_packages_stop_in_seconds_naming_what_to_install(tmp_path):
     )
     assert run.returncode == 1
     assert "sudo apt-get install chromium bubblewrap" in run.stderr
+
+
+def test_code_wider_than_the_page_is_found():
+    # A code line over 88 columns is cut at the page's right edge; markdown may be any width.
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("x" * 200),
+        nbformat.v4.new_code_cell("a = 1\n" + "b = " + "1" * 85 + "\nc = " + "1" * 84),
+    ]
+    assert nbtools.wide_code_lines(nb) == ["cell 1, line 2: 89 columns"]
+    assert nbtools.wide_code_lines(nb, width=100) == []
+
+
+def test_every_source_fits_the_page():
+    # The rule holds for the sources as committed (hygiene fails otherwise).
+    for source in nbtools.notebook_sources():
+        assert nbtools.wide_code_lines(nbtools._read_source(source)) == [], source
+
+
+def test_chapter_map_is_drawn_from_the_sources_and_the_intro_agrees():
+    # The landing page's picture is what tools/chapter_map.py draws now, and the minutes in the
+    # intro's table are the picture's (both estimated from the chapters' sources).
+    import re
+
+    from tools import chapter_map
+
+    for kind, text in (("wide", chapter_map.draw()), ("phone", chapter_map.draw_phone())):
+        assert chapter_map.TARGETS[kind].read_text() == text, "run python tools/chapter_map.py"
+    intro = (ROOT / "book" / "intro.md").read_text()
+    stated = dict(re.findall(r"^\| \[[^\]]+\]\(([0-9a-z_]+)\.ipynb\) \| (\d+) min \|", intro, re.M))
+    assert {stem for _, stem, _, _ in chapter_map.CHAPTERS.values()} <= set(stated)
+    for stem, minutes in stated.items():
+        assert int(minutes) == chapter_map.minutes(stem), stem
+    # Every chapter of the book is in the picture, and every arrow joins two of them.
+    drawn = {stem for _, stem, _, _ in chapter_map.CHAPTERS.values()}
+    assert drawn == {p.stem for p in nbtools.chapter_sources() if p.stem[:2].isdigit()}
+    assert all(a in chapter_map.CHAPTERS and b in chapter_map.CHAPTERS for a, b in chapter_map.NEEDS)

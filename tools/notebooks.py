@@ -6,7 +6,8 @@ python tools/notebooks.py sources     write each generated .ipynb (what Colab an
                                       the .md source of a notebook written as .ipynb (a new assignment)
 python tools/notebooks.py run         execute book/ and solutions/ notebooks with papermill, timing each;
                                       the chapters' outputs go into the book build's execution cache
-python tools/notebooks.py hygiene     no outputs, plain metadata, the same setup cell everywhere
+python tools/notebooks.py hygiene     no outputs, plain metadata, the same setup cell everywhere, and
+                                      no code line of a source wider than 88 columns (the page's)
 python tools/notebooks.py exercises   exercises/ equals a fresh generation from solutions/, and
                                       each exercise notebook fails only with NotImplementedError,
                                       only in answer and test cells
@@ -35,7 +36,7 @@ if str(ROOT) not in sys.path:  # run as a script: tools/ is a package of the rep
 from grading import assignment  # noqa: E402
 from tools import execution_cache  # noqa: E402
 
-SETUP_MARK = "# Setup: on Colab this installs the book's helper package; everywhere it picks the devices."
+SETUP_MARK = "# Setup: on Colab this installs the book's helper; everywhere it picks the devices."
 # Lines too generic to count as a leak when they appear elsewhere, judged by content: a bare keyword,
 # a closing bracket, an empty container or constant, or anything short. A `return` is judged by what it
 # returns, so a one-line solution (`return jnp.matmul(x, w, out_sharding=P("X", "Y"))`) counts.
@@ -48,6 +49,9 @@ TRAILING_COMMENT = re.compile(r"\s+#\s[^\"']*$")
 
 
 SOURCE_FORMAT = "md:myst"
+# The widest code line the page shows whole: the code box of a chapter at 1280 px shows 88 columns
+# (_static/shardbook.css); ruff lays cells out at this width (`ruff format --line-length 88`).
+CODE_WIDTH = 88
 # A cell id nbformat accepts; a grade_id that is not one gives way to the position-based id.
 CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 OPTIONS_GAP = re.compile(r"^(```\{code-cell\}\n(?::\w+: .*\n)+)\n", re.M)  # the sources keep none
@@ -428,6 +432,18 @@ def _read_source(path: Path) -> nbformat.NotebookNode:
     return nb
 
 
+def wide_code_lines(nb, width: int = CODE_WIDTH) -> list[str]:
+    """'cell N, line L: C columns' for each line of a code cell longer than `width` columns."""
+    found = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        for number, line in enumerate(cell.source.splitlines(), 1):
+            if len(line) > width:
+                found.append(f"cell {index}, line {number}: {len(line)} columns")
+    return found
+
+
 def cmd_hygiene(args) -> None:
     """Committed notebooks carry no outputs, only plain metadata, and the one shared setup cell."""
     problems = []
@@ -457,6 +473,14 @@ def cmd_hygiene(args) -> None:
             reference = (rel, setup)
         elif setup != reference[1]:
             problems.append(f"{rel}: its setup cell differs from {reference[0]}'s")
+        if path.suffix == ".md":  # the sources authors write; exercises/ are generated from them
+            wide = wide_code_lines(nb)
+            if wide:
+                problems.append(
+                    f"{rel}: code wider than the page's {CODE_WIDTH} columns ({'; '.join(wide[:5])}"
+                    f"{f'; {len(wide) - 5} more' if len(wide) > 5 else ''}): run `ruff format"
+                    f" --line-length {CODE_WIDTH}` on the cell, split long strings and comments"
+                )
     if problems:
         fail("\n  " + "\n  ".join(problems))
     print("notebook hygiene: ok")

@@ -6,14 +6,20 @@ python tools/site_check.py --allow-no-browser   outside CI, only warn when no br
 Without a browser (read from the files): every internal link and anchor resolves, every local file a
 page loads exists, a cell's printed text is one box (merged streams), every figure a cell produced
 (counted in the executed notebooks, _build/jupyter_execute) is an image on its page, and no page shows
-matplotlib's "<Figure size ...>" text instead of a picture.
+matplotlib's "<Figure size ...>" text instead of a picture, and no page shows a path of the machine
+that built it (its checkout, a virtual environment's site-packages, a home folder, a kernel's
+temporary file), also inside treescope's compressed outputs.
 
 In Chromium (Playwright for Python, driving the system browser), for every page at 1280x800 and 390x844:
 the images of cell outputs loaded (naturalWidth > 0) and are as many as the notebook's figures; no
 JavaScript error comes from the site's own files; no local request fails; the navigation works (phone:
-☰ opens the sidebar, "On this page" opens the contents; desktop: ☰ collapses the sidebar); nothing that
+☰ opens the sidebar, "On this page" opens the contents, tapped as a finger does, and leaves
+no tooltip up when it closes; desktop: ☰ collapses the sidebar); nothing that
 scrolls sideways lacks the scroll cue of _static/shardbook-output.js; the text shown holds no solution
-or hidden-test line (tools/notebooks.py's leak logic). At phone size also: the page itself does not
+or hidden-test line (tools/notebooks.py's leak logic); the page asks no outside host for anything but
+Colab's badge and MathJax (ALLOWED_EXTERNAL). At desktop size also: no code cell and no output box is
+wider than its box (an output of a cell tagged `wide-output` may be, with its scroll cue: counted and
+reported as deliberately wide). At phone size also: the page itself does not
 scroll sideways (the element sticking out is named), no heading is cut off, no box of the text clips
 its content without scrolling with the cue (animation controls, tables), and every <img> has alt text.
 Screenshots go to _build/screenshots/.
@@ -50,6 +56,23 @@ VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
 EXTERNAL = re.compile(r"^([a-z][a-z0-9+.-]*:|//)", re.I)  # http:, mailto:, data:, javascript:, //host
 FIGURE_TEXT = "<Figure size"
 IMAGE_MIME = re.compile(r"^image/")
+# What a page of the book may fetch from another host: Colab's badge image and MathJax.
+ALLOWED_EXTERNAL = (
+    re.compile(r"^https://colab\.research\.google\.com/assets/colab-badge\.svg$"),
+    re.compile(r"^https://cdn\.jsdelivr\.net/npm/mathjax@"),
+)
+# A cell tagged like this may print wider than the column (myst-nb writes tags as classes tag_<tag>).
+WIDE_OUTPUT_TAG = "wide-output"
+# Paths of the machine that built the site: its checkout, an environment's packages, a home folder, a
+# kernel's temporary files. A reader needs none of them, and they say where and by whom a page was built.
+MACHINE_PATH = re.compile(
+    r"(?:/[\w.+-]+)*/(?:site|dist)-packages/|/(?:home|Users)/[\w.-]+/|/tmp/ipykernel_\d+|/\.venv/"
+    + "|"
+    + re.escape(str(ROOT))
+    + r"(?=[/\s\"'<]|$)"
+)
+# treescope (nnx.display) stores its tree compressed, as base64 of zlib/deflate data, unfolded in the page.
+COMPRESSED = re.compile(r"[A-Za-z0-9+/]{400,}={0,2}")
 
 
 REDIRECT = re.compile(r"""<meta http-equiv=["']?refresh["']?[^>]*url=([^"'>]+)""", re.I)
@@ -151,6 +174,37 @@ class _PageParser(HTMLParser):
                 self.split_outputs += self._stream_boxes.pop() > 1
 
 
+def _decompressed(text: str) -> list[str]:
+    """The text inside the compressed payloads of a page (treescope's outputs), as far as it decodes."""
+    import base64
+    import binascii
+    import zlib
+
+    found = []
+    for blob in COMPRESSED.findall(text):
+        try:
+            raw = base64.b64decode(blob + "=" * (-len(blob) % 4))
+        except (binascii.Error, ValueError):
+            continue
+        for wbits in (-15, 15, 31):
+            try:
+                found.append(zlib.decompress(raw, wbits).decode("utf-8", "replace"))
+                break
+            except zlib.error:
+                continue
+    return found
+
+
+def machine_paths(text: str) -> list[str]:
+    """The build machine's paths in a page's HTML, in the order found, each once (also compressed ones)."""
+    found: list[str] = []
+    for part in [text, *_decompressed(text)]:
+        for match in MACHINE_PATH.finditer(part):
+            if match.group(0) not in found:
+                found.append(match.group(0))
+    return found
+
+
 def _parse(path: Path) -> _PageParser:
     parser = _PageParser()
     parser.feed(path.read_text(errors="replace"))
@@ -193,6 +247,9 @@ def static_problems(html_root: Path, executed_root: Path | None) -> tuple[list[s
         text = html.unescape(re.sub(r"<[^>]+>", "", raw))
         if FIGURE_TEXT in text:
             problems.append(f"{rel}: shows {FIGURE_TEXT!r} text where a figure should be")
+        paths = machine_paths(raw)
+        if paths:
+            problems.append(f"{rel}: shows paths of the machine that built it: {', '.join(paths[:3])}")
         if parser.split_outputs:
             problems.append(
                 f"{rel}: {parser.split_outputs} cells show their printed text in several boxes"
@@ -223,7 +280,7 @@ def static_problems(html_root: Path, executed_root: Path | None) -> tuple[list[s
 # ------------------------------------------------------------------------------------------------
 # The browser part.
 
-PAGE_FACTS = """() => {
+PAGE_FACTS = """(WIDE_TAG) => {
   const images = Array.from(document.querySelectorAll('.cell_output img'));
   // Only the site's own images: an external one (Colab's badge) is not fetched by the check.
   const broken = Array.from(document.images)
@@ -234,7 +291,20 @@ PAGE_FACTS = """() => {
                  && getComputedStyle(e).whiteSpace !== 'pre-wrap'
                  && !(e.classList.contains('sb-scrollable')
                       && e.parentElement.matches('.sb-more-right, .sb-more-left')));
+  // At desktop size: code cells and output boxes wider than their box. An output of a cell tagged
+  // wide-output may be (deliberately wide), if it shows the scroll cue.
+  const overflows = e => e.offsetParent !== null && e.scrollWidth - e.clientWidth > 1;
+  const cued = e => e.classList.contains('sb-scrollable')
+    && e.parentElement.matches('.sb-more-right, .sb-more-left');
+  const firstLine = e => (e.innerText || '').trim().split('\\n')[0].slice(0, 60);
+  const code = Array.from(document.querySelectorAll('.cell_input div.highlight pre')).filter(overflows);
+  const outputs = Array.from(document.querySelectorAll(
+      '.cell_output pre, .cell_output .output.text_html')).filter(overflows);
+  const deliberate = e => e.closest('.tag_' + WIDE_TAG) !== null && cued(e);
   return {
+    codeOverflow: code.map(firstLine),
+    outputOverflow: outputs.filter(e => !deliberate(e)).map(firstLine),
+    wideOutputs: outputs.filter(deliberate).length,
     outputImages: images.length,
     loadedOutputImages: images.filter(i => i.complete && i.naturalWidth > 0).length,
     broken: broken.map(i => i.getAttribute('src')),
@@ -320,6 +390,7 @@ class PageResult:
     loaded: int = 0
     problems: list[str] = field(default_factory=list)
     screenshot: str = ""
+    wide_outputs: int = 0  # outputs of cells tagged wide-output that scroll in their box (desktop)
 
 
 def find_browser() -> str | None:
@@ -358,7 +429,7 @@ def _check_navigation(page, viewport: str, require: bool) -> list[str]:
     if toggle is None:
         return ["no visible ☰ (.primary-toggle) button"] if require else []
     if viewport == "phone":
-        toggle.click()
+        toggle.tap()
         try:
             page.wait_for_selector(
                 "#pst-primary-sidebar-modal[open] .bd-docs-nav, dialog[open] nav", timeout=2000
@@ -371,13 +442,20 @@ def _check_navigation(page, viewport: str, require: bool) -> list[str]:
         if secondary is not None and page.query_selector(
             "#pst-page-navigation-heading-2, .page-toc, nav.bd-toc-nav"
         ):
-            secondary.click()
+            secondary.tap()  # a finger, as on a phone: a tap also leaves the button's tooltip behind
             try:
                 page.wait_for_selector("#pst-secondary-sidebar-modal[open]", timeout=2000)
             except Exception:
                 problems.append('"On this page" did not open the contents')
             page.keyboard.press("Escape")
             page.wait_for_selector("dialog[open]", state="detached", timeout=2000)
+            page.wait_for_timeout(700)  # past Bootstrap's delay before a tooltip shows
+            tip = _visible(page, ".tooltip")
+            if tip is not None:
+                problems.append(
+                    f'the tooltip "{tip.inner_text().strip()}" stays up after "On this page" closes'
+                    " (it takes the next tap)"
+                )
     else:
         sidebar = page.query_selector("#pst-primary-sidebar")
         if sidebar is None or not sidebar.evaluate(VISIBLE):
@@ -417,6 +495,14 @@ def _listen(page, base: str) -> list[str]:
         if response.url.startswith(base) and response.status >= 400:
             events.append(f"HTTP {response.status} for {response.url}")
 
+    def on_request(request):
+        url = request.url
+        if url.startswith(base) or not re.match(r"^(https?:)?//", url):
+            return  # the site itself, or data:, blob:, about:
+        if not any(allowed.match(url) for allowed in ALLOWED_EXTERNAL):
+            events.append(f"asks an outside host for {url[:120]}")
+
+    page.on("request", on_request)
     page.on("pageerror", lambda error: events.append(f"JavaScript error: {error}"))
     page.on("console", on_console)
     page.on("requestfailed", on_failed)
@@ -473,7 +559,7 @@ def browser_check(
                         )
                     except Exception:
                         result.problems.append("images still loading after 5 s")
-                    facts = page.evaluate(PAGE_FACTS)
+                    facts = page.evaluate(PAGE_FACTS, WIDE_OUTPUT_TAG)
                     result.images, result.loaded = facts["outputImages"], facts["loadedOutputImages"]
                     if result.loaded != result.expected or result.images != result.expected:
                         result.problems.append(
@@ -488,6 +574,17 @@ def browser_check(
                             f"{facts['uncued']} blocks scroll sideways with no visible cue"
                         )
                     result.problems += [f"shows {what}" for what in leaks_in(facts["text"], secrets)]
+                    if not phone:
+                        result.problems += [
+                            f"code cell wider than its box at {width} px: {line!r}"
+                            for line in facts["codeOverflow"]
+                        ]
+                        result.problems += [
+                            f"output wider than its box at {width} px (tag the cell {WIDE_OUTPUT_TAG!r}"
+                            f" if meant): {line!r}"
+                            for line in facts["outputOverflow"]
+                        ]
+                        result.wide_outputs = facts["wideOutputs"]
                     if phone:
                         result.problems += layout_problems(page.evaluate(LAYOUT_FACTS))
                     if shots is not None:
@@ -594,6 +691,13 @@ def main(argv: list[str] | None = None) -> int:
         figures = d.expected if d else p.expected if p else "-"
         print(f"{page:<{width}} {figures:>7} {d.loaded if d else '-':>8} {p.loaded if p else '-':>6}")
     failed = [f"{r.page} ({r.viewport}): {problem}" for r in results for problem in r.problems]
+    desktop = [r for r in results if r.viewport == "desktop"]
+    code_wide = sum(p.startswith("code cell wider") for r in desktop for p in r.problems)
+    output_wide = sum(p.startswith("output wider") for r in desktop for p in r.problems)
+    print(
+        f"at {VIEWPORTS['desktop'][0]} px: {code_wide} code cells and {output_wide} output boxes wider than"
+        f" their box; {sum(r.wide_outputs for r in desktop)} outputs deliberately wide ({WIDE_OUTPUT_TAG!r})"
+    )
     seconds = time.monotonic() - start
     if failed:
         print("FAILED (in Chromium):\n  " + "\n  ".join(failed), file=sys.stderr)

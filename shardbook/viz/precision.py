@@ -101,6 +101,10 @@ def draw_precision_tradeoff(
                 ha="right" if leftwards else "left",
                 va="bottom" if above else "top",
             )
+        # Room above the highest point and below the lowest for their names: a name is never cut off
+        # by the frame (the axis otherwise ends just past the points).
+        all_errors = np.concatenate(errors)
+        ax.set_ylim(float(all_errors.min()) / 3, float(all_errors.max()) * 3)
     else:
         ticks = sorted(set(costs))
         names = {c: "\n".join(n for n in order if float(points[n][0]) == c) for c in ticks}

@@ -139,6 +139,21 @@ def animate_ring_steps(
     return FuncAnimation(fig, show, frames=len(columns), interval=interval_ms, blit=False)
 
 
+_CDN_STYLESHEET = re.compile(r'<link rel="stylesheet"\s+href="https?://[^"]*font-awesome[^"]*">\n?')
+_ICON = re.compile(r'<i class="fa (fa-[a-z-]+(?: fa-flip-horizontal)?)"></i>')
+_GLYPHS = {
+    "fa-minus": "−",
+    "fa-plus": "+",
+    "fa-fast-backward": "⏮",
+    "fa-step-backward": "◀︎|",
+    "fa-play fa-flip-horizontal": "◀︎",
+    "fa-pause": "⏸︎",
+    "fa-play": "▶︎",
+    "fa-step-forward": "|▶︎",
+    "fa-fast-forward": "⏭",
+}
+
+
 def animation_html(animation: Any, alt: str | None = None) -> Any:
     """Wraps ``animation.to_jshtml()`` for a notebook or a static web page, its frames shrunk to fit
     a narrow screen (a phone) instead of running off its edge. ``alt`` becomes the frame image's
@@ -152,10 +167,16 @@ def animation_html(animation: Any, alt: str | None = None) -> Any:
       >>> html = animation_html(animate_ring_steps(jax.make_mesh((4, 2), ('X', 'Y')), 'Y'), alt="A ring.")
       >>> html.data.startswith('<div class="shardbook-animation">'), '<img alt="A ring." ' in html.data
       (True, True)
+      >>> "://" in html.data  # no stylesheet or font from another host
+      False
     """
     from IPython.display import HTML
 
     html = animation.to_jshtml()
+    # matplotlib's buttons draw Font Awesome icons from a stylesheet on a CDN: the page would ask an
+    # outside host for it. Plain characters need no stylesheet, on the book's pages and in Colab.
+    html = _CDN_STYLESHEET.sub("", html)
+    html = _ICON.sub(lambda m: f'<span aria-hidden="true">{_GLYPHS.get(m.group(1), "")}</span>', html)
     if alt is not None:  # the frame is one <img>: give it a text alternative for screen readers
         html = re.sub(r"<img (?![^>]*\balt=)", f'<img alt="{_html_escape(alt, quote=True)}" ', html, count=1)
     style = "<style>.shardbook-animation img { max-width: 100%; height: auto; }</style>"
