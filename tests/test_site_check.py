@@ -144,7 +144,7 @@ def test_the_browser_sees_a_broken_image_and_a_script_error(tmp_path):
     secrets = {"return the_secret_answer(x, y)"}
     (html / "book" / "ch.html").write_text(_page(GOOD + "<pre>return the_secret_answer(x, y)</pre>"))
     results = site_check.browser_check(
-        html, pages, expected, site_check.find_browser(), None, secrets, site_check.nbtools.leaks_in, False
+        html, pages, expected, site_check.find_browser(), None, secrets, site_check.leaks.leaks_in, False
     )
     by_page = {(r.page, r.viewport): r for r in results}
     assert set(by_page) == {(p, v) for p in expected for v in site_check.VIEWPORTS}

@@ -8,11 +8,12 @@ import nbformat
 import pytest
 
 from tests.notebooks import ROOT, assignment_notebook
+from tools import leaks
 from tools import notebooks as nbtools
 
 
 def test_secret_lines_hold_solution_and_hidden_test_code():
-    lines = nbtools.secret_lines()
+    lines = leaks.secret_lines()
     assert "return tuple(block)" not in lines  # too generic to count
     assert any("graders.check_per_device_shape(per_device_shape)" in line for line in lines)
     assert any("sums[position] = np.asarray(shard.data).sum()" in line for line in lines)
@@ -28,9 +29,9 @@ def test_leak_check_fails_on_a_planted_solution_line(tmp_path, monkeypatch):
     nbformat.write(nb, leaked)
     monkeypatch.setattr(nbtools, "ROOT", tmp_path)
     with pytest.raises(SystemExit):
-        nbtools.cmd_leaks(types.SimpleNamespace(require_html=False))
+        leaks.cmd_leaks(types.SimpleNamespace(require_html=False))
     nbformat.write(nbformat.read(ROOT / "exercises" / "01_meshes" / "01_meshes.ipynb", as_version=4), leaked)
-    nbtools.cmd_leaks(types.SimpleNamespace(require_html=False))  # the clean copy passes
+    leaks.cmd_leaks(types.SimpleNamespace(require_html=False))  # the clean copy passes
 
 
 def test_quoted_figures_are_found_in_prose():
@@ -64,12 +65,12 @@ def test_quoted_figures_match_whole_numbers_only():
 
 def test_a_return_line_is_judged_by_what_it_returns():
     # A bare name is generic; a one-line solution is a secret, with or without its trailing comment.
-    assert nbtools.secret_texts("    return out") == []
-    assert nbtools.secret_texts("return None") == []
-    assert nbtools.secret_texts("pass") == []
+    assert leaks.secret_texts("    return out") == []
+    assert leaks.secret_texts("return None") == []
+    assert leaks.secret_texts("pass") == []
     one_liner = 'return jnp.matmul(x, w, out_sharding=P("X", "Y"))'
-    assert nbtools.secret_texts("    " + one_liner) == [one_liner]
-    assert nbtools.secret_texts(one_liner + "  # all-reduce over Y") == [
+    assert leaks.secret_texts("    " + one_liner) == [one_liner]
+    assert leaks.secret_texts(one_liner + "  # all-reduce over Y") == [
         one_liner + "  # all-reduce over Y",
         one_liner,
     ]
@@ -77,8 +78,8 @@ def test_a_return_line_is_judged_by_what_it_returns():
 
 def test_secret_lines_leave_out_code_the_exercise_shows():
     # Exercise 3.2 hands out the code to repair; its unchanged lines are public, not leaks.
-    assert "h = jax.nn.relu(x @ w_in)" not in nbtools.secret_lines()
-    assert 'return jnp.matmul(x, w, out_sharding=P("X", "Y"))' in nbtools.secret_lines()
+    assert "h = jax.nn.relu(x @ w_in)" not in leaks.secret_lines()
+    assert 'return jnp.matmul(x, w, out_sharding=P("X", "Y"))' in leaks.secret_lines()
 
 
 def test_leak_check_catches_a_one_line_solution(tmp_path, monkeypatch):
@@ -92,14 +93,14 @@ def test_leak_check_catches_a_one_line_solution(tmp_path, monkeypatch):
     nbformat.write(nb, leaked)
     monkeypatch.setattr(nbtools, "ROOT", tmp_path)
     with pytest.raises(SystemExit):
-        nbtools.cmd_leaks(types.SimpleNamespace(require_html=False))
+        leaks.cmd_leaks(types.SimpleNamespace(require_html=False))
 
 
 def test_leaks_in_reads_rendered_text():
     secrets = {'return jnp.matmul(x, w, out_sharding=P("X", "Y"))'}
-    assert nbtools.leaks_in("nothing here", secrets) == []
+    assert leaks.leaks_in("nothing here", secrets) == []
     # A browser may collapse runs of spaces; the marker is found too.
-    found = nbtools.leaks_in(
+    found = leaks.leaks_in(
         'return  jnp.matmul(x, w, out_sharding=P("X", "Y"))\n### BEGIN SOLUTION', secrets
     )
     assert len(found) == 2

@@ -50,7 +50,7 @@ from urllib.parse import unquote, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: tools/ is a package of the repository root
     sys.path.insert(0, str(ROOT))
-from tools import notebooks as nbtools  # noqa: E402  (its leak logic: one for the notebooks and the site)
+from tools import leaks  # noqa: E402  (the leak logic: one for the notebooks and the site)
 
 VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
 EXTERNAL = re.compile(r"^([a-z][a-z0-9+.-]*:|//)", re.I)  # http:, mailto:, data:, javascript:, //host
@@ -679,7 +679,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(args.screenshots, ignore_errors=True)
         args.screenshots.mkdir(parents=True, exist_ok=True)
     results = browser_check(
-        args.html, pages, expected, browser, args.screenshots, nbtools.secret_lines(), nbtools.leaks_in
+        args.html, pages, expected, browser, args.screenshots, leaks.secret_lines(), leaks.leaks_in
     )
     by_page: dict[str, dict[str, PageResult]] = {}
     for r in results:
