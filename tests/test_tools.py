@@ -100,9 +100,7 @@ def test_leaks_in_reads_rendered_text():
     secrets = {'return jnp.matmul(x, w, out_sharding=P("X", "Y"))'}
     assert leaks.leaks_in("nothing here", secrets) == []
     # A browser may collapse runs of spaces; the marker is found too.
-    found = leaks.leaks_in(
-        'return  jnp.matmul(x, w, out_sharding=P("X", "Y"))\n### BEGIN SOLUTION', secrets
-    )
+    found = leaks.leaks_in('return  jnp.matmul(x, w, out_sharding=P("X", "Y"))\n### BEGIN SOLUTION', secrets)
     assert len(found) == 2
 
 
