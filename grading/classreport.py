@@ -71,18 +71,18 @@ def failing_messages(
 
 
 def kept_details(
-    files: dict[str, bytes], scores: dict[str, float], cells: list[tuple[str, float]]
+    files: dict[str, bytes], scores: dict[str, float], cells: list[tuple[str, float]], notebook_name: str
 ) -> dict[str, dict[str, str]]:
     """What learners/<learner>.json keeps for the class report, from a worker's autograded files:
-    ``messages`` (grade_id -> first line of the error) and ``answers`` (answer grade_id -> source)."""
-    for name, data in sorted(files.items()):
-        if name.endswith(".ipynb"):
-            notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
-            return {
-                "messages": failing_messages(notebook, scores, cells),
-                "answers": Assignment(notebook).answers(),
-            }
-    return {"messages": {}, "answers": {}}
+    ``messages`` (grade_id -> first line of the error) and ``answers`` (answer grade_id -> source).
+
+    Only the graded notebook, ``notebook_name``, is read: the folder also holds whatever files the
+    learner's code wrote beside it, a notebook of its own making included."""
+    data = files.get(notebook_name)
+    if data is None:
+        return {"messages": {}, "answers": {}}
+    notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
+    return {"messages": failing_messages(notebook, scores, cells), "answers": Assignment(notebook).answers()}
 
 
 def exercise_of(grade_id: str, exercises: list[str]) -> str:

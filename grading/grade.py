@@ -356,23 +356,25 @@ def _error_notes(root: Path, assignment: str, learner: str, cell_timeout: int, m
     folder = root / "grading" / "autograded" / learner / assignment
     notes = []
     tampered = None
-    for path in folder.glob("*.ipynb"):
-        for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
-            # a cell of the learner's own has no grade_id: its place in the notebook as graded
-            gid = grade_id(cell) or f"cell {index + 1}"
-            for output in cell.get("outputs", []):
-                text = output.get("text", "")
-                if output.get("output_type") == "stream" and text.startswith(preprocessors.CUT_PREFIX):
-                    notes.append(f"{gid}: {text[1:].strip().rstrip(']')}")
-                if output.get("output_type") != "error":
-                    continue
-                name, value = output.get("ename"), output.get("evalue", "")
-                if name == "CellTimeoutError":
-                    notes.append(f"{gid} ran past the {cell_timeout} s cell limit and was interrupted.")
-                elif name == "MemoryError":
-                    notes.append(f"{gid} ran out of memory (the cap is {memory_gb:g} GiB per notebook).")
-                elif "replaced tools the tests rely on" in value and tampered is None:
-                    tampered = value.split(": ", 1)[-1].split(". Tests cannot pass")[0]
+    # The graded notebook only: its folder also holds what the learner's code wrote there.
+    path = folder / release_notebook(assignment, root).name
+    graded = nbformat.read(path, as_version=4).cells if path.exists() else []
+    for index, cell in enumerate(graded):
+        # a cell of the learner's own has no grade_id: its place in the notebook as graded
+        gid = grade_id(cell) or f"cell {index}"  # numbered as the note on a dead kernel numbers it
+        for output in cell.get("outputs", []):
+            text = output.get("text", "")
+            if output.get("output_type") == "stream" and text.startswith(preprocessors.CUT_PREFIX):
+                notes.append(f"{gid}: {text[1:].strip().rstrip(']')}")
+            if output.get("output_type") != "error":
+                continue
+            name, value = output.get("ename"), output.get("evalue", "")
+            if name == "CellTimeoutError":
+                notes.append(f"{gid} ran past the {cell_timeout} s cell limit and was interrupted.")
+            elif name == "MemoryError":
+                notes.append(f"{gid} ran out of memory (the cap is {memory_gb:g} GiB per notebook).")
+            elif "replaced tools the tests rely on" in value and tampered is None:
+                tampered = value.split(": ", 1)[-1].split(". Tests cannot pass")[0]
     if tampered:
         notes.append(f"the notebook replaced checking tools ({tampered}); every test after that failed.")
     return notes
@@ -504,6 +506,7 @@ def write_reports(
     (the total after the late penalty). Returns the report folder.
     """
     cells = graded_cells(assignment, root)
+    notebook_name = release_notebook(assignment, root).name
     folder = root / "grading" / "reports" / assignment
     (folder / "feedback").mkdir(parents=True, exist_ok=True)
     (folder / "learners").mkdir(parents=True, exist_ok=True)
@@ -518,7 +521,7 @@ def write_reports(
             "notes": o.notes,
             "seconds": round(o.seconds, 1),
             "phases": {name: round(seconds, 2) for name, seconds in o.phases.items()},
-            **classreport.kept_details(o.files.get("autograded", {}), o.scores, cells),
+            **classreport.kept_details(o.files.get("autograded", {}), o.scores, cells, notebook_name),
             "submitted": when or before.get("submitted"),
             "submitted_from": times_from if when else before.get("submitted_from"),
         }

@@ -13,6 +13,7 @@ import random
 import re
 import time
 
+import nbformat
 import pytest
 
 from grading import classreport, grade
@@ -219,13 +220,14 @@ def generated_class(n: int, cells: list[tuple[str, float]], seed: int = 0) -> li
 
 
 def test_300_learners_in_reasonable_time_and_readable(tmp_path):
-    # The scale the issue asks for: 300 learners' kept results to a class report, timed.
+    # The scale the issue asks for: 300 learners' kept results to a class report. Its CPU time is
+    # bounded, not its wall time (which a busy machine stretches); it is all in this process.
     cells = grade.graded_cells(ASSIGNMENT)
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time()
     folder = _write(tmp_path, generated_class(300, cells))
-    seconds = time.monotonic() - start
-    print(f"class report of 300 learners: {seconds:.1f} s")
-    assert seconds < 60
+    seconds, cpu = time.monotonic() - start, time.process_time() - cpu
+    print(f"class report of 300 learners: {seconds:.1f} s, {cpu:.1f} s of CPU")
+    assert cpu < 60
     check_against_scores_csv(folder, cells)
     page = (folder / "class.html").read_text()
     assert len(page) < 2_000_000  # learner lists fold away, pairs beyond SHOWN_PAIRS stay in the CSV
@@ -292,3 +294,17 @@ def test_make_grade_writes_the_class_report(tmp_path):
     assert "the LMS's submission times (times.csv)" in page
     kept = json.loads((folder / "learners" / "wrong_axis_order.json").read_text())
     assert kept["submitted"] == "2026-10-03T08:00:00+00:00" and kept["answers"]["sharding_for_layout"]
+
+
+def test_only_the_graded_notebook_feeds_the_class_report():
+    # The autograded folder also holds what the learner's code wrote beside the notebook: a notebook of
+    # its own making, named to sort first, must not stand in for the graded one.
+    def notebook(message: str) -> bytes:
+        test = nbformat.v4.new_code_cell("check()")
+        test.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "test_x", "points": 1}
+        test.outputs = [nbformat.v4.new_output("error", ename="CheckFailed", evalue=message, traceback=[])]
+        return nbformat.writes(nbformat.v4.new_notebook(cells=[test])).encode()
+
+    files = {"00_planted.ipynb": notebook("all fine"), "a.ipynb": notebook("expected 3, got 4")}
+    kept = classreport.kept_details(files, {"test_x": 0.0}, [("test_x", 1.0)], "a.ipynb")
+    assert kept["messages"] == {"test_x": "CheckFailed: expected 3, got 4"}
