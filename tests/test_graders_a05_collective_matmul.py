@@ -11,6 +11,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from grading.assignment import grade_id
 from grading.graders import a05_collective_matmul as graders
 from shardbook.checks import CheckFailed
 from shardbook.comms import analyze
@@ -141,11 +142,11 @@ def test_graders_compare_estimates_only_through_the_shared_margin():
         assert "estimate(" not in source and "TOLERANCE" not in source, path.name
 
 
-def _markdown(grade_id):
+def _markdown(gid):
     nb = nbformat.read(
         ROOT / "solutions" / "05_collective_matmul" / "05_collective_matmul.ipynb", as_version=4
     )
-    return next(c.source for c in nb.cells if grade_id(c) == grade_id)
+    return next(c.source for c in nb.cells if grade_id(c) == gid)
 
 
 def test_ring_targets_are_the_one_directional_solutions_estimates():
@@ -196,10 +197,10 @@ def test_prompts_state_the_targets_the_graders_use():
         "ex_matmul_reducescatter_bidir": round(graders.RING_REDUCESCATTER_US, 1),
         "ex_transformer_mlp": us(graders.plain_jit(mesh, P("X", "Y")), mlp),
     }
-    for grade_id, base in baselines.items():
-        text = " ".join(_markdown(grade_id).split())
-        assert f"models at {base} µs" in text, (grade_id, base)
-        assert f"at most {base * (1 + MODEL_MARGIN):.1f} µs" in text, (grade_id, base)
+    for gid, base in baselines.items():
+        text = " ".join(_markdown(gid).split())
+        assert f"models at {base} µs" in text, (gid, base)
+        assert f"at most {base * (1 + MODEL_MARGIN):.1f} µs" in text, (gid, base)
     ring_ag, ring_rs = baselines["ex_matmul_allgather_bidir"], baselines["ex_matmul_reducescatter_bidir"]
     assert f"yours, {ring_ag}, what=" in " ".join(_markdown("test_matmul_allgather_bidir_visible").split())
     assert f"yours, {ring_rs}, what=" in " ".join(

@@ -164,8 +164,8 @@ STRENGTHENED = {
         "matmul_allreduce/constant/d5f7a751a1",  # 0 chunks when F % 4 != 0: a case with F = 9
         "matmul_reducescatter_bidir/operator/f4afa7d392",  # me - rightward: a ring of 3 devices
     ],
-    "06_moe": ["moe_topk/keyword_dropped/53013fe02b"],  # shard_map without in_specs: a mesh of Auto axes
-    "09_precision": ["bf16x3_matmul/dtype/fb6684d9bf"],  # float16 remainder: operands scaled by 2**18
+    "06_moe": ["moe_topk/keyword_dropped/60f18af5c7"],  # shard_map without in_specs: a mesh of Auto axes
+    "09_precision": ["bf16x3_matmul/dtype/d873dd7c83"],  # float16 remainder: operands scaled by 2**18
 }
 
 
