@@ -253,13 +253,15 @@ def test_system_packages_stop_in_seconds_naming_what_to_install(tmp_path):
 
 
 def test_code_wider_than_the_page_is_found():
-    # A code line over 88 columns is cut at the page's right edge; markdown may be any width.
+    # A code line over 88 columns is cut at the page's right edge, in a code cell or in a code block
+    # fenced in prose; the prose itself (and a directive such as a list-table) may be any width.
     nb = nbformat.v4.new_notebook()
     nb.cells = [
-        nbformat.v4.new_markdown_cell("x" * 200),
+        nbformat.v4.new_markdown_cell("x" * 200 + "\n```{list-table}\n" + "y" * 100 + "\n```"),
         nbformat.v4.new_code_cell("a = 1\n" + "b = " + "1" * 85 + "\nc = " + "1" * 84),
+        nbformat.v4.new_markdown_cell("z" * 100 + "\n```python\nshort\n" + "w" * 90 + "\n```\n" + "v" * 100),
     ]
-    assert nbtools.wide_code_lines(nb) == ["cell 1, line 2: 89 columns"]
+    assert nbtools.wide_code_lines(nb) == ["cell 1, line 2: 89 columns", "cell 2, line 4: 90 columns"]
     assert nbtools.wide_code_lines(nb, width=100) == []
 
 

@@ -43,6 +43,7 @@ SOURCE_FORMAT = "md:myst"
 # The widest code line the page shows whole: the code box of a chapter at 1280 px shows 88 columns
 # (_static/shardbook.css); ruff lays cells out at this width (`ruff format --line-length 88`).
 CODE_WIDTH = 88
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")  # a fenced block in prose: ```python, or ```{directive}
 # A cell id nbformat accepts; a grade_id that is not one gives way to the position-based id.
 CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 OPTIONS_GAP = re.compile(r"^(```\{code-cell\}\n(?::\w+: .*\n)+)\n", re.M)  # the sources keep none
@@ -424,13 +425,20 @@ def _read_source(path: Path) -> nbformat.NotebookNode:
 
 
 def wide_code_lines(nb, width: int = CODE_WIDTH) -> list[str]:
-    """'cell N, line L: C columns' for each line of a code cell longer than `width` columns."""
+    """'cell N, line L: C columns' for each line longer than `width` columns of a code cell, or of a
+    code block fenced in prose (shown in the same box)."""
     found = []
     for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
+        fence, code = None, cell.cell_type == "code"  # in prose: the open fence, and if it is code
         for number, line in enumerate(cell.source.splitlines(), 1):
-            if len(line) > width:
+            opened = FENCE.match(line) if cell.cell_type == "markdown" else None
+            if opened and fence is None:
+                fence, code = opened[1], not opened[2].startswith("{")  # ```{directive} is not code
+                continue
+            if fence is not None and line.strip() == fence:
+                fence, code = None, False
+                continue
+            if code and len(line) > width:
                 found.append(f"cell {index}, line {number}: {len(line)} columns")
     return found
 
