@@ -166,7 +166,7 @@ def _env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     # Under pytest, ipykernel stops capturing what C++ code writes to stderr (it checks this variable):
     # tests must grade as an instructor's run does.
     env.pop("PYTEST_CURRENT_TEST", None)
-    bin_dir = str(Path(sys.executable).parent)  # nbgrader shells out to alembic, which lives here
+    bin_dir = str(Path(sys.executable).parent)  # the venv's commands (alembic, should nbgrader ask it)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     env["SHARDBOOK_COURSE_ROOT"] = str(root)
