@@ -2,7 +2,7 @@
 #   make book       build and execute the book into _build/html (creates .venv on first use)
 #   make sources    regenerate each .ipynb from its MyST source: book/*.md, solutions/*/*.md
 #   make test       everything CI checks, then a table of where the time went
-#   make site-check the built site in Chromium at desktop and phone sizes (screenshots: _build/screenshots)
+#   make site-check the built site in Chromium at desktop and phone sizes (failures' screenshots: _build/screenshots)
 #   make learner-path a Colab learner's path, setup cell to grade, in a Colab-like runtime
 #   make exercises  regenerate solutions/*/*.ipynb from their .md, then exercises/ from them
 #   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads [JOBS=2] [ENGINE=ray] [UNSANDBOXED=1]
@@ -90,7 +90,7 @@ check-exercises: venv
 leaks: venv
 	$(PY) tools/notebooks.py leaks --require-html
 
-# A fresh Colab-like runtime (cached in _build/learner-path/) runs assignment 1's setup cell and answers;
+# A fresh Colab-like runtime (built once per machine: ~/.cache/shardbook/) runs assignment 1's setup cell and answers;
 # its Colab-shaped download must get full marks. Needs PyPI only.
 learner-path: venv
 	$(PY) tools/learner_path.py --python "$(PYTHON)"

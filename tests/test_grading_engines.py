@@ -28,8 +28,9 @@ from tests.notebooks import ROOT
 pytestmark = pytest.mark.xdist_group("grading")
 
 ASSIGNMENT = GRADED_ASSIGNMENT
-# broken_infinite_loop: a Ray worker blocks SIGINT, so without grade.py's reset the kernel was never
-# interrupted at the cell limit and the whole notebook scored 0 on Ray (11 locally).
+# broken_infinite_loop (its hidden test of devices_holding never returns): a Ray worker blocks SIGINT, so
+# without grade.py's reset the kernel was never interrupted at the cell limit and the whole notebook
+# scored 0 on Ray, against the points of every other cell locally.
 BATCH = [
     "wrong_axis_order",
     "broken_kills_kernel",
@@ -187,7 +188,7 @@ def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(ray_c
         line.strip() for line in after_header[: len(after_header) - 4]
     ]  # then scores:, feedback:, notes:, class report:
     assert changed == [
-        "broken_infinite_loop: lost 3, 11 -> 8 (test_shard_sums_hidden 3 -> 0)",
+        "broken_infinite_loop: lost 3, 12 -> 9 (test_shard_sums_hidden 3 -> 0)",
         "reference_solution: lost 3, 14 -> 11 (test_shard_sums_hidden 3 -> 0)",
         "tamper_patch_grader: lost 3, 11 -> 8 (test_shard_sums_hidden 3 -> 0)",
         "wrong_axis_order: lost 3, 10 -> 7 (test_shard_sums_hidden 3 -> 0)",

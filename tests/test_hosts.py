@@ -331,32 +331,6 @@ def test_draw_process_shards_colours_blocks_by_process():
         hosts.draw_process_shards(rows, (2, 2, 2))
 
 
-def test_the_many_hosts_chapter_leaves_no_process_or_folder_behind(tmp_path, monkeypatch):
-    # Property: the chapter (which kills a worker on purpose) runs to the end, and afterwards no
-    # worker process and no launcher folder is left. About a minute on 2 cores. The kernel and its
-    # workers get a temporary folder of their own: `make test` executes the same chapter beside this
-    # test, and its folders, in the system's temporary folder until it ends, are not this run's.
-    import nbformat
-    from nbclient import NotebookClient
-
-    from tests.notebooks import ROOT
-
-    ours = ("shardbook-hosts-", "many-hosts-")  # the launcher's folders, the chapter's checkpoints
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    monkeypatch.setenv("TMPDIR", str(scratch))
-    nb = nbformat.read(ROOT / "book" / "12_many_hosts.ipynb", as_version=4)
-    NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
-    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
-    assert "process 1 died (killed by SIGKILL)" in printed
-    assert "resumed run equals the uninterrupted one: True" in printed
-    assert "checkpoint folder removed: True" in printed
-    assert _workers_alive(str(scratch)) == []
-    assert [p for p in os.listdir(scratch) if p.startswith(ours)] == []
-
-
 def _not_written_yet() -> None:
     raise NotImplementedError("write global_batch")
 

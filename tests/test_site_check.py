@@ -323,3 +323,24 @@ def test_the_browser_sees_wide_code_wide_outputs_and_outside_requests(tmp_path):
     assert any(
         p.startswith("asks an outside host for https://maxcdn.example.com") for p in desktop["cdn"].problems
     ), desktop["cdn"].problems
+
+
+@NEEDS_BROWSER
+def test_only_a_page_with_a_problem_leaves_a_screenshot_unless_all_are_asked(tmp_path):
+    # Property: a full-page screenshot costs seconds on a long chapter, so `make test` takes those of the
+    # pages that failed (what a maintainer opens), and --all-screenshots every page at both sizes.
+    html, _ = _site(tmp_path, GOOD)
+    (html / "book" / "bad.html").write_text(_page(GOOD + "<script>undefinedFunction()</script>"))
+    pages = [html / "book" / "ch.html", html / "book" / "bad.html"]
+    for all_shots in (False, True):
+        shots = tmp_path / f"shots-{all_shots}"
+        shots.mkdir()
+        results = site_check.browser_check(
+            html, pages, {"book/ch.html": 1}, site_check.find_browser(), shots, set(),
+            lambda text, secrets: [], False, all_shots=all_shots,
+        )  # fmt: skip
+        failing = {r.page for r in results if r.problems}
+        assert failing == {"book/bad.html"}
+        taken = sorted(p.name for p in shots.glob("*.jpg"))
+        pages_shot = ["ch", "bad"] if all_shots else ["bad"]
+        assert taken == sorted(f"book__{p}--{v}.jpg" for p in pages_shot for v in site_check.VIEWPORTS)

@@ -1,6 +1,7 @@
 """Every committed wrong answer, graded in-process (tests/submissions): exactly the intended test cells
-lose their points and their output says the intended thing; every reference solution runs without an
-error and scores full marks, each hidden test well inside the cell time limit. (tests/test_grading.py
+lose their points, each with the grader's sentence (expected, got, hint), and their output says the
+intended thing; every reference solution runs without an error and scores full marks (so passes every
+grader and self-check), each hidden test well inside the cell time limit. (tests/test_grading.py
 shows, on assignment 1, that this in-process grading and `make grade` agree.)
 
 Also the answer-only file format, the notebooks built from it, and the converter from wrong_*.ipynb.
@@ -49,6 +50,16 @@ def test_each_wrong_answer_loses_exactly_the_intended_points_and_says_why(assign
         for text in sub.expected.get("feedback", []):
             if text not in printed:
                 problems.append(f"{name}: its test cells never say {text!r}; they said:\n{printed}")
+        # A mistake is told in words, by the self-check as by the hidden test: the grader's one sentence
+        # (expected, got, a hint), never a bare traceback; and every mistake costs hidden points.
+        for gid in sorted(lost):
+            said = got["output"][gid]
+            if not all(word in said for word in ("CheckFailed: ", "expected", "got", "Hint:")):
+                problems.append(
+                    f"{name}: {gid} fails without the grader's sentence; it said:\n{said[-1500:]}"
+                )
+        if name.startswith("wrong_") and not any(gid.endswith("_hidden") for gid in lost):
+            problems.append(f"{name} loses no hidden test: a mistake the hidden tests miss is untested")
     assert not problems, "\n".join(problems)
 
 

@@ -289,3 +289,26 @@ def test_chapter_map_is_drawn_from_the_sources_and_the_intro_agrees():
     drawn = {stem for _, stem, _, _ in chapter_map.CHAPTERS.values()}
     assert drawn == {p.stem for p in nbtools.chapter_sources() if p.stem[:2].isdigit()}
     assert all(a in chapter_map.CHAPTERS and b in chapter_map.CHAPTERS for a, b in chapter_map.NEEDS)
+
+
+def test_a_notebook_run_that_leaves_a_process_or_a_file_behind_is_named(tmp_path):
+    # Property: what `notebooks.py run` checks after each notebook: a process started from the run (its
+    # environment names the run's TMPDIR) still alive, and any file left in that folder, are named;
+    # once the process ended and the file went, nothing is.
+    import subprocess
+    import sys
+
+    scratch = tmp_path / "run"
+    scratch.mkdir()
+    (scratch / "shardbook-hosts-x").mkdir()
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], env=dict(os.environ, TMPDIR=str(scratch))
+    )
+    try:
+        left = nbtools.left_behind(scratch, settle=0.5)
+        assert left == [f"process {child.pid} still running", "shardbook-hosts-x in its temporary folder"]
+    finally:
+        child.kill()
+        child.wait()
+    (scratch / "shardbook-hosts-x").rmdir()
+    assert nbtools.left_behind(scratch, settle=0.5) == []

@@ -3,9 +3,10 @@
     python tools/learner_path.py [--assignment 01_meshes] [--keep]
 
 What it does, as a Colab learner would, on this machine and with nothing but PyPI:
-  1. builds (once, cached under _build/learner-path/ and keyed on its requirements) a virtual
-     environment that stands in for a fresh Colab runtime: Python 3.12 with an older JAX and NumPy
-     preinstalled, plus IPython's kernel;
+  1. builds (once per machine, cached in the user's cache folder and keyed on its requirements and
+     Python version: $SHARDBOOK_CACHE, else $XDG_CACHE_HOME/shardbook or ~/.cache/shardbook, so a
+     fresh clone reuses it) a virtual environment that stands in for a fresh Colab runtime: Python 3.12
+     with an older JAX and NumPy preinstalled, plus IPython's kernel;
   2. copies it, so each run starts from that fresh state, and serves the working tree as a git
      repository in a scratch folder, the stand-in for the book's GitHub URL (the setup cell reads
      $SHARDBOOK_URL instead of its default);
@@ -164,6 +165,15 @@ def _say(message: str) -> None:
     print(f"learner-path: {message}", flush=True)
 
 
+def runtime_cache() -> Path:
+    """Where the Colab-like runtimes are kept: outside the checkout, so that a fresh clone (CI) does not
+    build again what this machine built before."""
+    if os.environ.get("SHARDBOOK_CACHE"):
+        return Path(os.environ["SHARDBOOK_CACHE"]) / "learner-path"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "shardbook" / "learner-path"
+
+
 def runtime_venv(python: str, cache: Path) -> tuple[Path, float, bool]:
     """The cached stand-in for a fresh Colab runtime, built once per requirements and Python version.
 
@@ -185,6 +195,7 @@ def runtime_venv(python: str, cache: Path) -> tuple[Path, float, bool]:
     for stale in [*cache.glob("runtime-*"), *cache.glob("building-*")]:  # other requirements: 0.8 GB each
         shutil.rmtree(stale, ignore_errors=True)
     building = cache / f"building-{key}"
+    cache.mkdir(parents=True, exist_ok=True)
     _say(f"building the Colab-like runtime (Python {version}; {' '.join(RUNTIME_REQUIREMENTS)})…")
     subprocess.run([python, "-m", "venv", str(building)], check=True)
     subprocess.run(
@@ -295,8 +306,8 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.pop("PYTHONPATH", None)  # the runtime must not see this checkout: it installs the helper
     os.environ.pop("SHARDBOOK_DEVICES", None)
-    cache = ROOT / "_build" / "learner-path"
-    run = cache / "run"
+    cache = runtime_cache()
+    run = ROOT / "_build" / "learner-path" / "run"
     shutil.rmtree(run, ignore_errors=True)
     run.mkdir(parents=True)
     times: list[tuple[str, float]] = []

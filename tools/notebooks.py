@@ -5,7 +5,8 @@ python tools/notebooks.py sources     write each generated .ipynb (what Colab an
                                       --check: fail where they disagree; --from-ipynb NOTEBOOK: write
                                       the .md source of a notebook written as .ipynb (a new assignment)
 python tools/notebooks.py run         execute book/ and solutions/ notebooks with papermill, timing each;
-                                      the chapters' outputs go into the book build's execution cache
+                                      the chapters' outputs go into the book build's execution cache;
+                                      a notebook that leaves a process or a temporary file behind fails
 python tools/notebooks.py hygiene     no outputs, plain metadata, the same setup cell everywhere, and
                                       no code line of a source wider than 88 columns (the page's)
 python tools/notebooks.py exercises   exercises/ equals a fresh generation from solutions/, and
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -228,6 +230,11 @@ def _executed_path(out_dir: Path, path: Path) -> Path:
 def cmd_run(args) -> None:
     """Executes every book and solution notebook; fails on the first error, prints each one's time.
 
+    Each notebook runs with a temporary folder of its own (TMPDIR, inherited by its kernel and every
+    process that starts): when the kernel has ended, no process started from it may be left, and the
+    folder must be empty (chapter 12 starts worker processes, kills one on purpose and writes
+    checkpoints; :func:`left_behind`).
+
     A chapter's executed outputs go into the book build's execution cache (tools/execution_cache.py),
     so `make book` shows them without executing the chapter again. A chapter the cache already holds,
     with the same code cells and helper package, is not executed again (unless --force): its executed
@@ -243,6 +250,7 @@ def cmd_run(args) -> None:
     sources = {p.with_suffix(".ipynb"): p for p in notebook_sources()}
     cache = execution_cache.open_cache()
     _use_env()
+    tmpdir = os.environ.get("TMPDIR", tempfile.gettempdir())
     total, from_cache = 0.0, 0
     for path in paths:
         start = time.monotonic()
@@ -257,6 +265,8 @@ def cmd_run(args) -> None:
             print(f"{'cached':>9}  {path.relative_to(ROOT)}", flush=True)
             from_cache += 1
             continue
+        scratch = Path(tempfile.mkdtemp(prefix="shardbook-run-"))
+        os.environ["TMPDIR"] = str(scratch)  # the kernel's, and every process it starts
         try:
             papermill.execute_notebook(
                 str(path),
@@ -272,6 +282,12 @@ def cmd_run(args) -> None:
             )
         except papermill.PapermillExecutionError as e:
             fail(f"{path.relative_to(ROOT)}: cell {e.exec_count} raised {e.ename}: {e.evalue}")
+        finally:
+            os.environ["TMPDIR"] = tmpdir
+        left = left_behind(scratch)
+        if left:
+            fail(f"{path.relative_to(ROOT)} left behind, after its kernel ended: {'; '.join(left)}")
+        shutil.rmtree(scratch, ignore_errors=True)
         seconds = time.monotonic() - start
         if source is not None:
             _cache_chapter(cache, chapters[path], source, nbformat.read(executed, as_version=4), seconds)
@@ -279,6 +295,28 @@ def cmd_run(args) -> None:
         print(f"{seconds:7.1f} s  {path.relative_to(ROOT)}", flush=True)
     cached = f", {from_cache} outputs from the cache" if from_cache else ""
     print(f"{total:7.1f} s  in all ({len(paths)} notebooks{cached})")
+
+
+def left_behind(scratch: Path, settle: float = 5.0) -> list[str]:
+    """What a notebook's run left after its kernel ended: processes started from it (their command line
+    or environment names ``scratch``, the TMPDIR it ran with) still alive ``settle`` seconds later, and
+    files in ``scratch`` (worker folders, checkpoints, launcher scripts)."""
+    mark = str(scratch).encode()
+    deadline = time.monotonic() + settle
+    while True:
+        alive = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f, open(f"/proc/{pid}/environ", "rb") as g:
+                    if mark in f.read() or mark in g.read():
+                        alive.append(pid)
+            except OSError:  # ended meanwhile, or not ours to read
+                continue
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    found = [f"process {pid} still running" for pid in alive]
+    return found + [f"{p.relative_to(scratch)} in its temporary folder" for p in sorted(scratch.iterdir())]
 
 
 def _cache_chapter(cache, md: Path, source, executed, seconds: float) -> None:

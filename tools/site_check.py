@@ -22,7 +22,7 @@ wider than its box (an output of a cell tagged `wide-output` may be, with its sc
 reported as deliberately wide). At phone size also: the page itself does not
 scroll sideways (the element sticking out is named), no heading is cut off, no box of the text clips
 its content without scrolling with the cue (animation controls, tables), and every <img> has alt text.
-Screenshots go to _build/screenshots/.
+Screenshots of the pages with a problem go to _build/screenshots/ (--all-screenshots: of every page).
 
 No browser: says so loudly and exits 2 (CI=true always fails; --allow-no-browser lets a local run pass).
 """
@@ -515,6 +515,13 @@ def _local_only(base: str):
     return lambda route: route.continue_() if route.request.url.startswith(base) else route.abort()
 
 
+def _screenshot(page, shots: Path, name: str, phone: bool) -> str:
+    """The whole page, as JPEG to keep a long chapter small; returns its path."""
+    shot = shots / f"{name}.jpg"
+    page.screenshot(path=str(shot), full_page=True, quality=60 if phone else 70)
+    return str(shot)
+
+
 def browser_check(
     html_root: Path,
     pages: list[Path],
@@ -524,8 +531,11 @@ def browser_check(
     secrets: set[str],
     leaks_in,
     require_nav: bool = True,
+    all_shots: bool = False,
 ) -> list[PageResult]:
-    """Opens every page at every viewport in Chromium; one PageResult per (page, viewport)."""
+    """Opens every page at every viewport in Chromium; one PageResult per (page, viewport). Screenshots
+    go to ``shots``: of each page with a problem, or (``all_shots``) of every page, with the first figure
+    and the open navigation on a phone besides."""
     from playwright.sync_api import sync_playwright
 
     html_root = html_root.resolve()
@@ -587,13 +597,10 @@ def browser_check(
                         result.wide_outputs = facts["wideOutputs"]
                     if phone:
                         result.problems += layout_problems(page.evaluate(LAYOUT_FACTS))
-                    if shots is not None:
-                        # The whole page, as JPEG to keep a long chapter small.
-                        name = f"{rel.replace('/', '__').removesuffix('.html')}--{viewport}"
-                        shot = shots / f"{name}.jpg"
-                        page.screenshot(path=str(shot), full_page=True, quality=60 if phone else 70)
-                        result.screenshot = str(shot)
-                    if shots is not None and phone and result.images:
+                    name = f"{rel.replace('/', '__').removesuffix('.html')}--{viewport}"
+                    if shots is not None and all_shots:
+                        result.screenshot = _screenshot(page, shots, name, phone)
+                    if shots is not None and all_shots and phone and result.images:
                         # On a phone, also the first figure as a reader scrolls to it.
                         first = page.query_selector(".cell_output img")
                         if first is not None:
@@ -601,7 +608,7 @@ def browser_check(
                         page.screenshot(path=str(shots / f"{name}--first-figure.png"))
                         page.evaluate("window.scrollTo(0, 0)")
                     result.problems += _check_navigation(page, viewport, require_nav)
-                    if shots is not None and phone and path == pages[0]:
+                    if shots is not None and all_shots and phone and path == pages[0]:
                         toggle = _visible(page, ".primary-toggle")
                         if toggle is not None:
                             toggle.click()
@@ -609,6 +616,8 @@ def browser_check(
                             page.screenshot(path=str(shots / "navigation-open--phone.png"))
                             page.keyboard.press("Escape")
                     result.problems += events
+                    if shots is not None and not all_shots and result.problems:
+                        result.screenshot = _screenshot(page, shots, name, phone)  # the page that failed
                     results.append(result)
                 context.close()
             browser.close()
@@ -646,6 +655,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--executed", type=Path, default=ROOT / "_build" / "jupyter_execute")
     parser.add_argument("--screenshots", type=Path, default=ROOT / "_build" / "screenshots")
     parser.add_argument(
+        "--all-screenshots",
+        action="store_true",
+        help="a screenshot of every page at both sizes (else only of the pages with a problem)",
+    )
+    parser.add_argument(
         "--allow-no-browser", action="store_true", help="outside CI, only warn without a browser"
     )
     parser.add_argument(
@@ -679,7 +693,14 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(args.screenshots, ignore_errors=True)
         args.screenshots.mkdir(parents=True, exist_ok=True)
     results = browser_check(
-        args.html, pages, expected, browser, args.screenshots, leaks.secret_lines(), leaks.leaks_in
+        args.html,
+        pages,
+        expected,
+        browser,
+        args.screenshots,
+        leaks.secret_lines(),
+        leaks.leaks_in,
+        all_shots=args.all_screenshots,
     )
     by_page: dict[str, dict[str, PageResult]] = {}
     for r in results:
