@@ -109,3 +109,42 @@ def test_solution_pipeline_compiles_nothing_when_called_again():
     with graders.CompileLog() as log:
         solution(ws, x, 2)
     assert log.programs == []
+
+
+def test_checkpoint_cases_give_no_activation_the_shape_of_a_weight_and_cover_every_extreme():
+    # The weight rule applies to 8.4 too; every runs from 1 (a checkpoint per layer) to L (one segment).
+    for h, n, n_layers, every in graders.CHECKPOINT_CASES:
+        assert n != h and n_layers % every == 0
+    assert {1} <= {every for *_, every in graders.CHECKPOINT_CASES}
+    assert any(every == n_layers for _, _, n_layers, every in graders.CHECKPOINT_CASES)
+
+
+def test_checkpoint_peak_is_what_the_solution_measures_and_less_than_keeping_every_state():
+    # The peak oracle (from shapes only) equals the solution's measured peak, and for every < L it is
+    # below what keeping every layer's light state would hold.
+    solution = _solution("checkpointed_grads")
+    for h, n, n_layers, every in graders.CHECKPOINT_CASES:
+        ws, x = graders.make_weights(2, n_layers, h), graders.make_input(2, n, h)
+        grads, peak = solution(ws, x, every)
+        assert peak == graders.checkpoint_peak(n, h, n_layers, every)
+        if every < n_layers:
+            assert peak < n_layers * graders.light_state_bytes(n, h)
+        for a, b in zip(grads, graders.grads_ref(ws, x, 1), strict=True):
+            np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+
+
+def test_checkpoint_hint_fits_what_came_back():
+    # Each way of getting 8.4's peak wrong gets the hint about that way (H=8, 6 rows, L=4, every=2).
+    inputs, state = 2 * 6 * 8 * 4, graders.light_state_bytes(6, 8)
+    hint = graders._checkpoint_hint
+    assert "every layer's VJP object" in hint(inputs + 4 * state, 6, 8, 4, 2)
+    assert "every layer's VJP object" in hint(4 * state, 6, 8, 4, 2)
+    assert "counts the weights" in hint(inputs + 2 * state + 2 * 8 * 8 * 4, 6, 8, 4, 2)
+    assert "count both" in hint(inputs, 6, 8, 4, 2)
+    assert "measure after each layer" in hint(7, 6, 8, 4, 2)
+
+
+def test_checkpointed_submission_keeping_every_state_fails_with_its_hint():
+    kept = _submitted("wrong_checkpointed_keeps_every_state", "checkpointed_grads")
+    with pytest.raises(CheckFailed, match="every layer's VJP object at once"):
+        graders.check_checkpointed_grads(kept)

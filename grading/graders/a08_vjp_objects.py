@@ -4,9 +4,9 @@
 product, a dict of weights, a function that never needs ``w``) and checks that the saved state holds
 no copy of ``w`` and, once ``w`` is put back, gives ``jax.vjp``'s cotangents. ``check_pipeline_grads``
 compares with ``jax.grad`` and watches every XLA compilation (see :class:`CompileLog`).
-``check_one_f_one_b`` compares gradients with ``jax.grad`` and the reported peak of saved bytes with
-what the schedule must hold. The first wrong answer raises :class:`shardbook.checks.CheckFailed` with
-the call, what was expected, what came back, and a hint.
+``check_one_f_one_b`` and ``check_checkpointed_grads`` compare gradients with ``jax.grad`` and the
+reported peak of saved bytes with what the schedule must hold. The first wrong answer raises
+:class:`shardbook.checks.CheckFailed` with the call, what was expected, what came back, and a hint.
 """
 
 from __future__ import annotations
@@ -312,4 +312,85 @@ def check_one_f_one_b(fn: Callable) -> None:
                 f"{call}: expected peak_bytes = {expected} (in_flight={in_flight} microbatches × "
                 f"L={n_layers} layers × {per_state} bytes of light saved state each), got {peak!r}. "
                 f"Hint: {why}."
+            )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 8.4 — checkpointed_grads.
+# ----------------------------------------------------------------------------------------------
+
+CHECKPOINT_CASES = [  # (H, N, L, every): no batch has H rows, so only weights are shaped [H, H]
+    (16, 4, 6, 3),
+    (8, 10, 6, 1),
+    (16, 8, 3, 3),
+    (8, 12, 6, 2),
+]
+
+
+def checkpoint_peak(n_rows: int, h: int, n_layers: int, every: int) -> int:
+    """The bytes checkpointed_grads must hold at its peak: every segment input and one segment's states.
+
+    The peak comes while the last segment's VJP objects are rebuilt: all L / every segment inputs are
+    still kept, f32[n_rows, h] each, and the segment's ``every`` light states are held.
+    """
+    return (n_layers // every) * n_rows * h * 4 + every * light_state_bytes(n_rows, h)
+
+
+def _checkpoint_hint(peak: Any, n_rows: int, h: int, n_layers: int, every: int) -> str:
+    """The hint that fits the peak a learner's checkpointed_grads reported."""
+    inputs = (n_layers // every) * n_rows * h * 4
+    state = light_state_bytes(n_rows, h)
+    expected = inputs + every * state
+    if peak in (n_layers * state, inputs + n_layers * state):
+        return (
+            "that is every layer's VJP object at once: in the first pass keep only each segment's input, "
+            "and build a segment's VJP objects again just before its backward"
+        )
+    if peak == expected + every * h * h * 4:
+        return "that counts the weights too — keep them out of the saved state with saveable_args"
+    if peak in (inputs, every * state):
+        return "count both the segment inputs you keep and the VJP objects you hold"
+    return (
+        "measure after each layer's forward, in both passes: the peak comes while the last segment's "
+        "states are rebuilt and every segment input is still kept"
+    )
+
+
+def check_checkpointed_grads(fn: Callable) -> None:
+    for h, n, n_layers, every in CHECKPOINT_CASES:
+        ws = make_weights(11 * h + n_layers, n_layers, h)
+        x = make_input(5 * h + every, n, h)
+        call = f"checkpointed_grads(ws (L={n_layers} of f32[{h},{h}]), x f32[{n},{h}], every={every})"
+        with CompileLog() as log:
+            got = call_learner(fn, "checkpointed_grads", ws, x, every, where=call)
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise CheckFailed(
+                f"{call}: expected a pair (grads, peak_bytes), got {type(got).__name__}. "
+                "Hint: return the list of gradients and the largest number of bytes you held."
+            )
+        grads, peak = got
+        _expect_grads(
+            grads,
+            ws,
+            x,
+            1,
+            call,
+            "rebuild each segment's VJP objects from its input, then run them in reverse, passing the "
+            "cotangent on to the segment before.",
+        )
+        for name, avals in log.programs:
+            weights_in = weight_inputs(avals, h)
+            if weights_in > MAX_WEIGHT_INPUTS:
+                raise CheckFailed(
+                    f"{call}: expected every compiled program to take at most one layer's weights "
+                    f"(at most {MAX_WEIGHT_INPUTS} inputs shaped like a weight, f32[{h},{h}]), got "
+                    f"{name} taking {weights_in}. Hint: run the layers one by one with a jitted "
+                    "forward and backward of one layer."
+                )
+        expected = checkpoint_peak(n, h, n_layers, every)
+        if not isinstance(peak, (int, np.integer)) or int(peak) != expected:
+            raise CheckFailed(
+                f"{call}: expected peak_bytes = {expected} ({n_layers // every} segment inputs × "
+                f"{n * h * 4} bytes + {every} layers × {light_state_bytes(n, h)} bytes of light saved "
+                f"state), got {peak!r}. Hint: {_checkpoint_hint(peak, n, h, n_layers, every)}."
             )
