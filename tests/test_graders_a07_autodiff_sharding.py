@@ -39,14 +39,14 @@ def test_oracle_agrees_with_numpy_backprop():
 
 def test_cases_cover_one_and_two_dimensional_meshes():
     # Each grader sees a shuffled 1-D mesh and a 2-D mesh; between them, 'X' has sizes 8, 4 and 2.
-    for which in (graders.GRAD_MESHES, graders.STEP_MESHES):
+    for which in (graders.GRAD_MESHES, graders.STEP_MESHES, graders.SHARDED_MESHES):
         meshes = [mesh for mesh, _, _ in graders.cases(which)]
         assert any(len(m.axis_names) == 2 for m in meshes)
         assert any([d.id for d in m.devices.flat] != sorted(d.id for d in m.devices.flat) for m in meshes)
         assert all(m.size == 8 and m.axis_types[0] == jax.sharding.AxisType.Explicit for m in meshes)
     sizes = {
         m.shape["X"]
-        for which in (graders.GRAD_MESHES, graders.STEP_MESHES)
+        for which in (graders.GRAD_MESHES, graders.STEP_MESHES, graders.SHARDED_MESHES)
         for m, _, _ in graders.cases(which)
     }
     assert sizes == {8, 4, 2}
@@ -71,3 +71,45 @@ def test_replicated_accumulation_all_reduces_once_per_layer_per_microbatch():
     assert graders.runs_of(report) == [("all-reduce", 1)]
     (c,) = report.collectives
     assert c.result_shapes == ((layers, width, width),) and c.axes == ("X",)
+
+
+def test_sharded_cases_split_the_weights_evenly_over_x():
+    # 7.3's weights are split by rows over 'X': every width divides by every size of 'X' the cases use.
+    for _, n_x, k in graders.cases(graders.SHARDED_MESHES):
+        _, width, _, _ = graders.SHARDED_SHAPES[k % len(graders.SHARDED_SHAPES)]
+        assert width % n_x == 0
+
+
+def test_split_weights_gather_and_reduce_scatter_in_every_layer_unless_gathered_once():
+    # The structural target of 7.3 is real: gradients taken with respect to the split weights run an
+    # all-gather and a reduce-scatter L * M times; the solution runs each once, over 'X' only, also on a
+    # 2-D mesh, and its result keeps the layout of ws.
+    layers, width, micro, rows = 2, 16, 3, 2
+    for sizes, names in (((8,), ("X",)), ((4, 2), ("X", "Y"))):
+        mesh = graders.make_mesh(sizes, names)
+        n_x = mesh.shape["X"]
+        ws = graders.place(np.ones((layers, width, width), np.float32) / 8, mesh, P(None, "X", None))
+        xs = graders.place(np.ones((micro, rows * n_x, width), np.float32), mesh, P(None, "X", None))
+
+        def as_they_come(ws, xs):
+            def add(g, x):
+                return g + jax.grad(graders.microbatch_loss)(ws, x), None
+
+            return ws - 0.1 * jax.lax.scan(add, jax.numpy.zeros_like(ws), xs)[0]
+
+        with jax.set_mesh(mesh):
+            naive = graders.runs_of(analyze(as_they_come, ws, xs))
+            report = analyze(SOLUTION.sgd_step_sharded, ws, xs, 0.1)
+            result = SOLUTION.sgd_step_sharded(ws, xs, 0.1)
+        assert naive and all(executions == layers * micro for _, executions in naive)
+        assert sorted(graders.runs_of(report)) == [("all-gather", 1), ("reduce-scatter", 1)]
+        assert all(c.axes == ("X",) for c in report.collectives)
+        assert graders.type_text(result) == f"float32[{layers},{width}@X,{width}]"
+
+
+def test_sharded_hint_fits_what_came_back():
+    # Each way of getting 7.3's collectives wrong gets the hint about that way.
+    assert "all-reduces its gradient" in graders._sharded_hint([("all-gather", 1), ("all-reduce", 6)])
+    assert "split weights gather them" in graders._sharded_hint([("all-gather", 6), ("reduce-scatter", 6)])
+    assert "twice the bytes" in graders._sharded_hint([("all-gather", 1), ("all-reduce", 1)])
+    assert "gathered once" in graders._sharded_hint([("reduce-scatter", 1)])

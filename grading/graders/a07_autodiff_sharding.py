@@ -35,6 +35,8 @@ MESHES: list[tuple[tuple[int, ...], tuple[str, ...], bool]] = [
 GRAD_SHAPES: list[tuple[int, int, int]] = [(2, 8, 2), (3, 16, 1), (1, 4, 3), (4, 8, 2)]
 # (L, H, M, N per 'X' device): M microbatches.
 STEP_SHAPES: list[tuple[int, int, int, int]] = [(3, 8, 4, 2), (2, 16, 3, 1), (1, 8, 1, 2), (4, 4, 5, 1)]
+# (L, H, M, N per 'X' device) for the split weights of 7.3: H divides by every size of 'X' (8, 4, 2).
+SHARDED_SHAPES: list[tuple[int, int, int, int]] = [(2, 16, 3, 2), (3, 8, 2, 1), (1, 16, 4, 2), (2, 8, 3, 3)]
 LEARNING_RATES = [0.05, 0.1, 0.01, 0.2]
 RTOL, ATOL = 1e-4, 2e-5
 
@@ -81,6 +83,7 @@ def oracle_step(ws_host: np.ndarray, xs_host: np.ndarray, lr: float) -> np.ndarr
 # Which layouts of MESHES each grader uses (three each, to keep a hidden-test cell short).
 GRAD_MESHES = (1, 2, 3)
 STEP_MESHES = (0, 1, 3)
+SHARDED_MESHES = (1, 2, 3)
 
 
 def cases(which: tuple[int, ...]) -> Iterator[tuple[Mesh, int, int]]:
@@ -221,4 +224,87 @@ def check_sgd_step_accumulated(fn: Callable) -> None:
                 "to P() inside the microbatch loop all-reduces once per microbatch. Take gradients with "
                 "respect to weights reduced over 'X', add up the unreduced sums in the loop, and reshard "
                 "the sum to P() once, after it."
+            )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 7.3 — sgd_step_sharded
+# ----------------------------------------------------------------------------------------------
+
+
+def _sharded_hint(runs: list[tuple[str, int]]) -> str:
+    """The hint that fits the collectives a learner's sgd_step_sharded ran."""
+    kinds = {kind for kind, _ in runs}
+    if "all-reduce" in kinds and any(executions > 1 for _, executions in runs):
+        return (
+            "with weights replicated for the computation, every layer of every microbatch all-reduces "
+            "its gradient (a collective inside a loop runs once per iteration). Gather the weights once, "
+            "before the loop, into a type whose gradient comes back unreduced over 'X', add up the "
+            "unreduced gradients in the loop, and reduce the sum once, after it, into the layout of ws."
+        )
+    if any(executions > 1 for _, executions in runs):
+        return (
+            "a collective inside a loop runs once per iteration: gradients taken with respect to the "
+            "split weights gather them and reduce-scatter their gradient in every layer of every "
+            "microbatch. Gather the weights once, before the loop, into a type whose gradient comes back "
+            "unreduced over 'X', add up the unreduced gradients in the loop, and reduce the sum once, "
+            "after it."
+        )
+    if "all-reduce" in kinds:
+        return (
+            "an all-reduce leaves the whole gradient on every device, twice the bytes of a reduce-scatter; "
+            "reshard the unreduced sum straight to the layout of ws, P(None, 'X', None)."
+        )
+    if "all-gather" not in kinds:
+        return "the split weights must be gathered once to compute each layer; gather them before the loop."
+    return "gather the weights once before the loop, and reduce-scatter the summed gradient once after it."
+
+
+def check_sgd_step_sharded(fn: Callable) -> None:
+    """ws - lr * sum_m grad_m, split like ws; one all-gather and one reduce-scatter, each run once."""
+    rng = np.random.default_rng(73)
+    for mesh, n_x, k in cases(SHARDED_MESHES):
+        layers, width, micro, rows = SHARDED_SHAPES[k % len(SHARDED_SHAPES)]
+        lr = LEARNING_RATES[k % len(LEARNING_RATES)]
+        ws_host = (rng.normal(size=(layers, width, width)) / np.sqrt(width)).astype(np.float32)
+        xs_host = rng.normal(size=(micro, rows * n_x, width)).astype(np.float32)
+        ws = place(ws_host, mesh, P(None, "X", None))
+        xs = place(xs_host, mesh, P(None, "X", None))
+        where = f"sgd_step_sharded({type_text(ws)}, {type_text(xs)}, {lr}) on {show(mesh)}"
+        got = call_learner(
+            fn,
+            "sgd_step_sharded",
+            ws,
+            xs,
+            lr,
+            mesh=mesh,
+            where=where,
+            hint="loop over the microbatches with jax.lax.scan, summing gradients left unreduced over 'X', "
+            "and reshard the sum to the layout of ws once at the end.",
+        )
+        expect_allclose(
+            got,
+            oracle_step(ws_host, xs_host, lr),
+            where,
+            rtol=RTOL,
+            atol=ATOL,
+            hint="g is the SUM (not the mean) over microbatches of jax.grad(microbatch_loss)(ws, xs[m]); "
+            "the result is ws - lr * g.",
+        )
+        split = f"float32[{layers},{width}@X,{width}]"
+        if type_text(got) != split:
+            raise CheckFailed(
+                f"{where}: expected the new weights laid out like ws, {split}, got {type_text(got)}. Hint: "
+                "reshard the summed gradient to P(None, 'X', None) before the update, so that each device "
+                "updates its own rows."
+            )
+        with jax.set_mesh(mesh):
+            report = analyze_for_check(fn, (ws, xs, lr), f"the compiled program of {where}")
+        runs = sorted(runs_of(report))
+        if runs != [("all-gather", 1), ("reduce-scatter", 1)]:
+            executions = sum(e for _, e in runs)
+            raise CheckFailed(
+                f"the compiled program of {where}: expected one all-gather and one reduce-scatter, each "
+                f"executed once per call, got {len(runs)} collective(s) executed {executions} time(s) in "
+                f"all: {_describe_runs(report)}. Hint: {_sharded_hint(runs)}"
             )

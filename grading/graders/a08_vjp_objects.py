@@ -4,9 +4,9 @@
 product, a dict of weights, a function that never needs ``w``) and checks that the saved state holds
 no copy of ``w`` and, once ``w`` is put back, gives ``jax.vjp``'s cotangents. ``check_pipeline_grads``
 compares with ``jax.grad`` and watches every XLA compilation (see :class:`CompileLog`).
-``check_one_f_one_b`` compares gradients with ``jax.grad`` and the reported peak of saved bytes with
-what the schedule must hold. The first wrong answer raises :class:`shardbook.checks.CheckFailed` with
-the call, what was expected, what came back, and a hint.
+``check_one_f_one_b`` and ``check_checkpointed_grads`` compare gradients with ``jax.grad`` and the
+reported peak of saved bytes with what the schedule must hold. The first wrong answer raises
+:class:`shardbook.checks.CheckFailed` with the call, what was expected, what came back, and a hint.
 """
 
 from __future__ import annotations
@@ -78,13 +78,15 @@ def make_input(seed: int, n: int, h: int) -> jax.Array:
     return _normal(seed + 1000, (n, h))
 
 
-def _elements(aval: Any) -> int:
-    return int(np.prod(getattr(aval, "shape", ())))
+def weight_inputs(avals: tuple, h: int) -> int:
+    """How many of a program's inputs are shaped like one weight matrix, [H, H].
 
-
-def weight_elements(avals: tuple, h: int) -> int:
-    """Elements in a program's inputs that are as large as one weight matrix (H·H) or larger."""
-    return sum(n for n in map(_elements, avals) if n >= h * h)
+    Only weights have that shape in the cases the grader runs (no microbatch has H rows and x does
+    not either), so activations and cotangents, however large, are not counted: a correct answer's
+    backward, which receives a VJP object holding x_m and 1 - y² besides w, stays within the rule
+    whatever the microbatch size.
+    """
+    return sum(1 for aval in avals if tuple(getattr(aval, "shape", ())) == (h, h))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -203,8 +205,13 @@ def check_light_vjp(fn: Callable) -> None:
 # ----------------------------------------------------------------------------------------------
 
 # (H, N, n_micro, layer counts): the first shape is called twice, L=2 then L=6, to count compilations.
-PIPELINE_CASES = [(24, 12, 2, (2, 6)), (40, 16, 4, (3,))]
+# The last has microbatches of more than H rows and x of more than 2H rows (sizes where counting every
+# large input, activations included, failed a correct answer); no case has H rows in a microbatch or x.
+PIPELINE_CASES = [(24, 12, 2, (2, 6)), (40, 16, 4, (3,)), (16, 96, 2, (3,))]
 MAX_RECOMPILES = 2
+# At most this many inputs shaped like a weight matrix in one compiled program: one layer's w, which a
+# backward may receive twice (inside a VJP object and beside it).
+MAX_WEIGHT_INPUTS = 2
 
 
 def _expect_grads(got: Any, ws: list[jax.Array], x: jax.Array, n_micro: int, call: str, hint: str) -> None:
@@ -218,9 +225,11 @@ def _expect_grads(got: Any, ws: list[jax.Array], x: jax.Array, n_micro: int, cal
         expect_allclose(g, e, f"{call}: gradient of ws[{i}]", rtol=2e-4, atol=2e-5, hint=hint)
 
 
-def check_pipeline_grads(fn: Callable) -> None:
+def check_pipeline_grads(
+    fn: Callable, cases: list[tuple[int, int, int, tuple[int, ...]]] = PIPELINE_CASES
+) -> None:
     hint = "run the layers forward keeping each layer's VJP object, then apply them in reverse order."
-    for h, n, n_micro, layer_counts in PIPELINE_CASES:
+    for h, n, n_micro, layer_counts in cases:
         x = make_input(h, n, h)
         for n_layers in layer_counts:
             ws = make_weights(h + n_layers, n_layers, h)
@@ -228,12 +237,12 @@ def check_pipeline_grads(fn: Callable) -> None:
             with CompileLog() as log:
                 got = call_learner(fn, "pipeline_grads", ws, x, n_micro, where=call)
             for name, avals in log.programs:
-                big = weight_elements(avals, h)
-                if big > 2 * h * h:
+                weights_in = weight_inputs(avals, h)
+                if weights_in > MAX_WEIGHT_INPUTS:
                     raise CheckFailed(
                         f"{call}: expected every compiled program to take at most one layer's weights "
-                        f"(inputs of H·H = {h * h} elements or more totalling at most {2 * h * h}), got "
-                        f"{name} taking {big} such elements. Hint: compile one layer's forward and one "
+                        f"(at most {MAX_WEIGHT_INPUTS} inputs shaped like a weight, f32[{h},{h}]), got "
+                        f"{name} taking {weights_in}. Hint: compile one layer's forward and one "
                         "layer's backward, and call them once per layer and microbatch."
                     )
             if n_layers == 6 and len(log.programs) > MAX_RECOMPILES:
@@ -303,4 +312,85 @@ def check_one_f_one_b(fn: Callable) -> None:
                 f"{call}: expected peak_bytes = {expected} (in_flight={in_flight} microbatches × "
                 f"L={n_layers} layers × {per_state} bytes of light saved state each), got {peak!r}. "
                 f"Hint: {why}."
+            )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 8.4 — checkpointed_grads.
+# ----------------------------------------------------------------------------------------------
+
+CHECKPOINT_CASES = [  # (H, N, L, every): no batch has H rows, so only weights are shaped [H, H]
+    (16, 4, 6, 3),
+    (8, 10, 6, 1),
+    (16, 8, 3, 3),
+    (8, 12, 6, 2),
+]
+
+
+def checkpoint_peak(n_rows: int, h: int, n_layers: int, every: int) -> int:
+    """The bytes checkpointed_grads must hold at its peak: every segment input and one segment's states.
+
+    The peak comes while the last segment's VJP objects are rebuilt: all L / every segment inputs are
+    still kept, f32[n_rows, h] each, and the segment's ``every`` light states are held.
+    """
+    return (n_layers // every) * n_rows * h * 4 + every * light_state_bytes(n_rows, h)
+
+
+def _checkpoint_hint(peak: Any, n_rows: int, h: int, n_layers: int, every: int) -> str:
+    """The hint that fits the peak a learner's checkpointed_grads reported."""
+    inputs = (n_layers // every) * n_rows * h * 4
+    state = light_state_bytes(n_rows, h)
+    expected = inputs + every * state
+    if peak in (n_layers * state, inputs + n_layers * state):
+        return (
+            "that is every layer's VJP object at once: in the first pass keep only each segment's input, "
+            "and build a segment's VJP objects again just before its backward"
+        )
+    if peak == expected + every * h * h * 4:
+        return "that counts the weights too — keep them out of the saved state with saveable_args"
+    if peak in (inputs, every * state):
+        return "count both the segment inputs you keep and the VJP objects you hold"
+    return (
+        "measure after each layer's forward, in both passes: the peak comes while the last segment's "
+        "states are rebuilt and every segment input is still kept"
+    )
+
+
+def check_checkpointed_grads(fn: Callable) -> None:
+    for h, n, n_layers, every in CHECKPOINT_CASES:
+        ws = make_weights(11 * h + n_layers, n_layers, h)
+        x = make_input(5 * h + every, n, h)
+        call = f"checkpointed_grads(ws (L={n_layers} of f32[{h},{h}]), x f32[{n},{h}], every={every})"
+        with CompileLog() as log:
+            got = call_learner(fn, "checkpointed_grads", ws, x, every, where=call)
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise CheckFailed(
+                f"{call}: expected a pair (grads, peak_bytes), got {type(got).__name__}. "
+                "Hint: return the list of gradients and the largest number of bytes you held."
+            )
+        grads, peak = got
+        _expect_grads(
+            grads,
+            ws,
+            x,
+            1,
+            call,
+            "rebuild each segment's VJP objects from its input, then run them in reverse, passing the "
+            "cotangent on to the segment before.",
+        )
+        for name, avals in log.programs:
+            weights_in = weight_inputs(avals, h)
+            if weights_in > MAX_WEIGHT_INPUTS:
+                raise CheckFailed(
+                    f"{call}: expected every compiled program to take at most one layer's weights "
+                    f"(at most {MAX_WEIGHT_INPUTS} inputs shaped like a weight, f32[{h},{h}]), got "
+                    f"{name} taking {weights_in}. Hint: run the layers one by one with a jitted "
+                    "forward and backward of one layer."
+                )
+        expected = checkpoint_peak(n, h, n_layers, every)
+        if not isinstance(peak, (int, np.integer)) or int(peak) != expected:
+            raise CheckFailed(
+                f"{call}: expected peak_bytes = {expected} ({n_layers // every} segment inputs × "
+                f"{n * h * 4} bytes + {every} layers × {light_state_bytes(n, h)} bytes of light saved "
+                f"state), got {peak!r}. Hint: {_checkpoint_hint(peak, n, h, n_layers, every)}."
             )
