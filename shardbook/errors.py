@@ -117,6 +117,9 @@ PROCESS_ERRORS: list[_Entry] = [
     ),
 ]
 
+#: How a hint about a peer that left begins; a launcher that knows what the others did says it instead.
+READ_THE_OTHER = "read what the other process reported; "
+
 #: Errors that follow from what another process did: it never joined a collective, it left, it died.
 PEER_ERRORS: list[_Entry] = [
     (
@@ -135,13 +138,13 @@ PEER_ERRORS: list[_Entry] = [
         ("Gloo", "Connection closed by peer"),
         "another process left while this one waited for it in a collective: it failed, finished, or "
         "skipped that collective",
-        "read what the other process reported; " + _SAME_COLLECTIVES,
+        READ_THE_OTHER + _SAME_COLLECTIVES,
     ),
     (
         ("Gloo", "Connection reset by peer"),
         "another process left while this one waited for it in a collective: it failed, finished, or "
         "skipped that collective",
-        "read what the other process reported; " + _SAME_COLLECTIVES,
+        READ_THE_OTHER + _SAME_COLLECTIVES,
     ),
     (
         ("DEADLINE_EXCEEDED",),

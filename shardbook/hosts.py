@@ -571,7 +571,7 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
 
 def _check_message(results: list[WorkerResult], what: str, kwargs: dict[str, Any]) -> str | None:
     """The one message of a failed check run (None: the function raised NotImplementedError)."""
-    from shardbook.errors import describe_text, is_peer_error
+    from shardbook.errors import READ_THE_OTHER, describe_text, is_peer_error
 
     n = len(results)
     raised = [r for r in results if r.error]
@@ -611,7 +611,12 @@ def _check_message(results: list[WorkerResult], what: str, kwargs: dict[str, Any
             f"died ({_exit_words(r.returncode)}). Hint: does your code end or kill a process?"
         )
     if peer:
-        return told(min(peer, key=lambda r: (r.error is not None and r.error[0] != "CheckFailed", r.seconds)))
+        r = min(peer, key=lambda r: (r.error is not None and r.error[0] != "CheckFailed", r.seconds))
+        finished = [o.process_id for o in results if o.ok]
+        if finished:  # what the others did is known: they returned without joining
+            who = " and ".join(f"process {p}" for p in finished)
+            return told(r).replace(READ_THE_OTHER, f"{who} of {n} returned without running that collective; ")
+        return told(r)
     if _never_joined(results):
         return (
             f"{what}: the {n} worker processes did not start and join within "
