@@ -271,7 +271,7 @@ def test_a_notebook_shows_a_common_mistake_in_words_and_still_fails(capsys):
         shown = capsys.readouterr().out
         assert not result.success and result.error_in_exec is not None
         assert "out_specs say the result is the same on every device" in shown and "Hint:" in shown
-        assert "cell line 4: f(x)" in shown
+        assert ", line 4: f(x)" in shown  # the cell line, named by its cell
         assert "_rem_singleton" not in shown and "check_vma=False" not in shown.split("Hint:")[0]
         result = shell.run_cell("{}['missing']")
         shown = capsys.readouterr().out
