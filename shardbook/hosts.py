@@ -596,7 +596,9 @@ def _check_message(results: list[WorkerResult], what: str, kwargs: dict[str, Any
     if any(r.error and r.error[0] == "NotImplementedError" for r in raised):
         return None
     if own:
-        return told(min(own, key=lambda r: (r.error is not None and r.error[0] != "CheckFailed", r.seconds)))
+        return told(
+            min(own, key=lambda r: (r.error is not None and r.error[0] != "CheckFailed", r.process_id))
+        )
     if mismatched:
         words, hint = describe_text("Gloo", "Received data size doesn't match expected size")
         return (
@@ -611,7 +613,7 @@ def _check_message(results: list[WorkerResult], what: str, kwargs: dict[str, Any
             f"died ({_exit_words(r.returncode)}). Hint: does your code end or kill a process?"
         )
     if peer:
-        r = min(peer, key=lambda r: (r.error is not None and r.error[0] != "CheckFailed", r.seconds))
+        r = min(peer, key=lambda r: (r.error is not None and r.error[0] != "CheckFailed", r.process_id))
         finished = [o.process_id for o in results if o.ok]
         if finished:  # what the others did is known: they returned without joining
             who = " and ".join(f"process {p}" for p in finished)
