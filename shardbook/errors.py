@@ -260,7 +260,9 @@ def _cell_label(filename: str, shell: Any) -> str | None:
 def notebook_lines(error: BaseException, shell: Any = None) -> list[str]:
     """The frames of an error that are notebook cells, outermost first, each as
     ``'  Cell In[7], line 3, in f: <source>'``; those of the error it was raised from follow (a check
-    that caught the learner's error). At most :data:`MAX_CELL_LINES`."""
+    that caught the learner's error), then, for a check run in several processes
+    (``shardbook.hosts.run_check``), the lines of the function sent that led to it there
+    (``'  process 0 of 2, in global_batch: <source>'``). At most :data:`MAX_CELL_LINES`."""
     chain: list[BaseException] = []
     seen: BaseException | None = error
     while seen is not None and seen not in chain:
@@ -278,6 +280,7 @@ def notebook_lines(error: BaseException, shell: Any = None) -> list[str]:
             line = f"  {where}: {linecache.getline(filename, lineno).strip()}"
             if line not in lines:
                 lines.append(line)
+    lines += [line for line in getattr(error, "worker_lines", []) if line not in lines]  # shardbook.hosts
     if len(lines) > MAX_CELL_LINES:
         lines = [lines[0], "  …", *lines[-(MAX_CELL_LINES - 1) :]]
     return lines

@@ -114,8 +114,16 @@ with open(orders["args"], "rb") as f:
 try:
     value = namespace["__entry__"](*args)
 except BaseException as error:  # noted for the launcher (a check's message), then shown as usual
+    source, lines, seen = orders["source"].splitlines(), [], error
+    while seen is not None:  # the lines of the function sent that led to it, the error it came from too
+        for frame in traceback.extract_tb(seen.__traceback__):
+            if frame.filename == "<function sent to the workers>" and 0 < (frame.lineno or 0) <= len(source):
+                lines.append((frame.name, source[frame.lineno - 1].strip()))
+        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
     with open(orders["value"] + ".error", "wb") as f:
         pickle.dump((type(error).__name__, str(error)), f)
+    with open(orders["value"] + ".lines", "wb") as f:
+        pickle.dump(lines, f)
     traceback.print_exc()
     sys.stdout.flush(); sys.stderr.flush()
     os._exit(1)
@@ -145,6 +153,8 @@ class WorkerResult:
     stopped_by_launcher: str | None = None  # why the launcher killed it ("timeout", "process 1 died")
     coordinator: str = ""  # host:port of the coordinator the processes joined
     error: tuple[str, str] | None = None  # (exception type, message) when the function raised
+    #: (function, source line) of each frame of the function sent that led to the error, outermost first
+    error_lines: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -464,6 +474,9 @@ def run_workers(
             if os.path.exists(value_path + ".error"):
                 with open(value_path + ".error", "rb") as f:
                     r.error = pickle.load(f)
+            if os.path.exists(value_path + ".lines"):
+                with open(value_path + ".lines", "rb") as f:
+                    r.error_lines = pickle.load(f)
     finally:
         _kill(procs)
         for log in logs:
@@ -562,15 +575,24 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
         raise CheckFailed(f"{what}: {e}.") from None
     if all(r.ok for r in results):
         return results
-    message = _check_message(results, what, kwargs)
+    message, source = _check_message(results, what, kwargs)
     if message is None:  # the exercise is not attempted yet: say so as the function itself did
         error = next(r.error for r in results if r.error and r.error[0] == "NotImplementedError")
         raise NotImplementedError(error[1])
-    raise CheckFailed(message)
+    failed = CheckFailed(message)
+    if source is not None and source.error_lines:  # shown under the message in a notebook
+        failed.worker_lines = [  # type: ignore[attr-defined]
+            f"  process {source.process_id} of {len(results)}, in {name}: {line}"
+            for name, line in source.error_lines
+        ]
+    raise failed
 
 
-def _check_message(results: list[WorkerResult], what: str, kwargs: dict[str, Any]) -> str | None:
-    """The one message of a failed check run (None: the function raised NotImplementedError)."""
+def _check_message(
+    results: list[WorkerResult], what: str, kwargs: dict[str, Any]
+) -> tuple[str | None, WorkerResult | None]:
+    """The one message of a failed check run (None: the function raised NotImplementedError), and the
+    worker whose error it tells, if one raised it."""
     from shardbook.errors import READ_THE_OTHER, describe_text, is_peer_error
 
     n = len(results)
@@ -593,49 +615,46 @@ def _check_message(results: list[WorkerResult], what: str, kwargs: dict[str, Any
             f"Hint: {hint}"
         )
 
+    def first(rs: list[WorkerResult]) -> WorkerResult:  # a check's own message first, then process order
+        return min(rs, key=lambda r: (r.error is not None and r.error[0] != "CheckFailed", r.process_id))
+
     if any(r.error and r.error[0] == "NotImplementedError" for r in raised):
-        return None
+        return None, None
     if own:
-        return told(
-            min(own, key=lambda r: (r.error is not None and r.error[0] != "CheckFailed", r.process_id))
-        )
+        return told(first(own)), first(own)
     if mismatched:
         words, hint = describe_text("Gloo", "Received data size doesn't match expected size")
         return (
             f"{what}: expected all {n} processes to finish, got: {words.removeprefix('Gloo: ')} (Gloo "
             f"ended process {mismatched[0].process_id} of {n}). Hint: {hint}"
-        )
-    if died:
-        r = min(died, key=lambda r: r.seconds)
+        ), None
+    if died or (dead and not peer):
+        r = min(died or dead, key=lambda r: r.seconds)
         # No seconds in the message: it reaches feedback pages, which must not depend on the machine.
         return (
             f"{what}: expected all {n} worker processes to finish, got: worker process {r.process_id} of {n} "
             f"died ({_exit_words(r.returncode)}). Hint: does your code end or kill a process?"
-        )
+        ), None
     if peer:
-        r = min(peer, key=lambda r: (r.error is not None and r.error[0] != "CheckFailed", r.process_id))
+        r = first(peer)
         finished = [o.process_id for o in results if o.ok]
         if finished:  # what the others did is known: they returned without joining
             who = " and ".join(f"process {p}" for p in finished)
-            return told(r).replace(READ_THE_OTHER, f"{who} of {n} returned without running that collective; ")
-        return told(r)
+            return told(r).replace(
+                READ_THE_OTHER, f"{who} of {n} returned without running that collective; "
+            ), r
+        return told(r), r
     if _never_joined(results):
         return (
             f"{what}: the {n} worker processes did not start and join within "
             f"{kwargs.get('start_timeout', 300.0):g} s, so nothing of yours ran; the machine is busy. "
             "Run the cell again."
-        )
-    if dead:
-        r = min(dead, key=lambda r: r.seconds)
-        return (
-            f"{what}: expected all {n} worker processes to finish, got: worker process {r.process_id} of {n} "
-            f"died ({_exit_words(r.returncode)}). Hint: does your code end or kill a process?"
-        )
+        ), None
     return (
         f"{what}: expected the {n} worker processes to finish within {kwargs.get('timeout', 60.0):g} s, got "
         "them still running; they were stopped. Hint: look for a loop that never ends, or a collective that "
         "only some processes call."
-    )
+    ), None
 
 
 def _ended_by_jax(output: str) -> bool:

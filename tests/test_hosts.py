@@ -507,3 +507,52 @@ def test_free_port_skips_a_taken_port_and_stays_below_the_ephemeral_range():
         assert hosts.free_port(Draws([busy, spare])) == spare
     low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
     assert hosts.COORDINATOR_PORTS.stop <= low
+
+
+def test_a_failing_multi_process_self_check_in_a_notebook_is_a_few_lines_down_to_the_learners(capsys):
+    # Property: 11.1's self-check, run in a notebook with a wrong answer, shows its one-line message,
+    # the self-check's cell line, and the learner's own lines where it failed in the worker process,
+    # named by process and function; nothing of the helper's files (hosts.py run_check, checks.py _fail).
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from shardbook.checks import explain_common_errors
+
+    shell = InteractiveShell.instance()
+    explain_common_errors(shell)
+    cells = [
+        "import jax, numpy as np\n"
+        "from jax.experimental import multihost_utils\n"
+        "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+        "from shardbook.checks import call, expect_allclose\n"
+        "from shardbook.hosts import run_check\n",
+        "def global_batch(local_rows, mesh):\n"
+        "    sharding = NamedSharding(mesh, P('X', None))\n"
+        "    return jax.device_put(local_rows, sharding)\n",
+        "def self_check_global_batch():\n"
+        "    mesh = Mesh(np.array(jax.devices()[::-1]).reshape(2, 4), ('X', 'Y'))\n"
+        "    data = np.arange(8 * 3, dtype=np.float32).reshape(8, 3)\n"
+        "    me = jax.process_index()\n"
+        "    got = call(global_batch, data[4 * me : 4 * me + 4], mesh, what='global_batch')\n"
+        "    expect_allclose(multihost_utils.process_allgather(got, tiled=True), data, 'rows')\n"
+        "\n"
+        "run_check(self_check_global_batch, what='the self-check', timeout=60)\n",
+    ]
+    try:
+        for cell in cells:
+            capsys.readouterr()
+            result = shell.run_cell(cell, store_history=True)
+        shown = capsys.readouterr().out.strip().splitlines()
+    finally:
+        shell.set_custom_exc((), None)
+        InteractiveShell.clear_instance()
+    assert not result.success
+    assert len(shown) == 4, shown
+    assert shown[0].startswith(
+        "CheckFailed: global_batch: expected a result, got AssertionError: device_put got"
+    )
+    assert (
+        shown[1]
+        == "  Cell In[3], line 8: run_check(self_check_global_batch, what='the self-check', timeout=60)"
+    )
+    assert shown[3] == "  process 0 of 2, in global_batch: return jax.device_put(local_rows, sharding)"
+    assert _workers_alive() == []
