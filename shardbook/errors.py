@@ -23,7 +23,7 @@ import re
 import traceback
 from typing import Any
 
-from .setup import COMPANIONS_PIP
+from .setup import COMPANIONS_PIP, in_colab
 
 _Entry = tuple[tuple[str, ...], str, str]
 
@@ -192,9 +192,13 @@ def describe_text(ename: str, message: str) -> tuple[str, str | None]:
     text = message.strip()
     missing = _MISSING_MODULE.search(text)
     if ename == "ModuleNotFoundError" and missing and missing.group(1).split(".")[0] in COMPANION_MODULES:
+        why = (
+            "this Colab runtime does not have it"
+            if in_colab()
+            else "outside Colab the setup cell installs only JAX and the book's helper"
+        )
         return (
-            f"{ename}: No module named {missing.group(1)!r}: outside Colab the setup cell installs only JAX "
-            "and the book's helper",
+            f"{ename}: No module named {missing.group(1)!r}: {why}",
             f"install the versions this book runs with, `{COMPANIONS_PIP}`, then restart the kernel and "
             "run the notebook again.",
         )

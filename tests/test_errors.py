@@ -79,6 +79,9 @@ def test_a_missing_optax_or_orbax_says_what_to_install(monkeypatch):
         assert words.startswith("ModuleNotFoundError: No module named ") and "outside Colab" in words
         assert COMPANIONS_PIP in hint and "restart the kernel" in hint
     assert describe_error(ModuleNotFoundError("No module named 'nope'"))[1] is None
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab")  # on Colab the sentence says where it is
+    words, hint = describe_text("ModuleNotFoundError", "No module named 'flax'")
+    assert words.endswith("this Colab runtime does not have it") and COMPANIONS_PIP in hint
 
 
 def test_a_none_result_gets_the_return_hint_not_the_checks_own():
