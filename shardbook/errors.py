@@ -184,7 +184,7 @@ def first_line(text: str, limit: int = 300) -> str:
             opened.pop()
     if opened:
         line, cut = line[: opened[0]], True
-    return line.rstrip(" ,;") + " …" if cut else line
+    return (line.rstrip(" ,;") + " …").lstrip() if cut else line
 
 
 def describe_text(ename: str, message: str) -> tuple[str, str | None]:
