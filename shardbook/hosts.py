@@ -643,7 +643,7 @@ def _check_message(
             return told(r).replace(
                 READ_THE_OTHER, f"{who} of {n} returned without running that collective; "
             ), r
-        return told(r), r
+        return told(r).replace(READ_THE_OTHER, ""), r  # the others only failed in collectives too
     if _never_joined(results):
         return (
             f"{what}: the {n} worker processes did not start and join within "
