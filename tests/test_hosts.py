@@ -556,3 +556,21 @@ def test_a_failing_multi_process_self_check_in_a_notebook_is_a_few_lines_down_to
     )
     assert shown[3] == "  process 0 of 2, in global_batch: return jax.device_put(local_rows, sharding)"
     assert _workers_alive() == []
+
+
+def test_a_peers_closed_connection_says_what_the_other_processes_did():
+    # Property: the hint under "another process left" names the processes that returned without the
+    # collective when some did, and drops "read what the other process reported" when every other
+    # process only failed in a collective too (the learner sees one message, not theirs).
+    from shardbook.errors import describe_text
+
+    words, hint = describe_text("JaxRuntimeError", "Gloo AllGather failed: Connection closed by peer")
+    left = ("CheckFailed", f"f(x): expected a result, got {words}. Hint: {hint}")
+    returned = [hosts.WorkerResult(0, 1, "", error=left), hosts.WorkerResult(1, 0, "")]
+    message, source = hosts._check_message(returned, "f", {})
+    assert message is not None and source is returned[0]
+    assert "Hint: process 1 of 2 returned without running that collective; every process must run" in message
+    also_left = [hosts.WorkerResult(0, 1, "", error=left), hosts.WorkerResult(1, 1, "", error=left)]
+    message, _ = hosts._check_message(also_left, "f", {})
+    assert message is not None and message.endswith("(in process 0 of 2)")
+    assert "read what the other process reported" not in message and "Hint: every process must run" in message
