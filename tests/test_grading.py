@@ -13,6 +13,7 @@ covers the pipeline's paths, which are the same for every assignment.
 """
 
 import contextlib
+import csv
 import html as htmllib
 import io
 import json
@@ -194,8 +195,9 @@ def _colab_shows(nb) -> dict[str, list[str]]:
 
 
 def test_a_colab_download_is_graded_quietly_and_its_feedback_says_what_colab_said(tmp_path):
-    # Property: a Colab download of format 4.5 whose cells lost their ids (Colab strips cell metadata) is
-    # graded without nbformat's MissingIDFieldWarning on the instructor's terminal; its feedback page
+    # Property: Colab downloads, of format 4.5 whose cells lost their ids (Colab strips cell metadata) or
+    # of format 4.0 with a cell of the learner's own, are graded without nbformat's
+    # MissingIDFieldWarning on the instructor's terminal; a wrong answer's feedback page
     # heads each score row with the test's name (nbgrader writes "Test cell" on every row), and under a
     # failing self-check's name shows the very line that self-check showed when run as on Colab.
     sub = submissions.load(GRADED_ASSIGNMENT)["wrong_axis_order"]
@@ -205,12 +207,20 @@ def test_a_colab_download_is_graded_quietly_and_its_feedback_says_what_colab_sai
     folder = tmp_path / "downloads"
     folder.mkdir()
     (folder / "ada.ipynb").write_text(json.dumps(download))
+    # and the usual Colab download, format 4.0, with a cell of the learner's own (no id either)
+    helped = json.loads(submissions.colab_bytes(None, GRADED_ASSIGNMENT))
+    helper = {"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": [], "execution_count": 3}
+    helped["cells"].insert(len(helped["cells"]) - 1, helper)
+    (folder / "bob.ipynb").write_text(json.dumps(helped))
     course = grade.copy_course(tmp_path)
     args = [GRADED_ASSIGNMENT, str(folder), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert grade.main(args) == 0
     assert not [w for w in caught if "MissingIDField" in type(w.message).__name__], caught
+    with open(course / "grading" / "reports" / GRADED_ASSIGNMENT / "scores.csv") as f:
+        rows = {row["learner"]: row for row in csv.DictReader(f)}
+    assert float(rows["bob"]["total"]) == float(rows["bob"]["max"]) > float(rows["ada"]["total"])
     html = (course / "grading" / "reports" / GRADED_ASSIGNMENT / "feedback" / "ada.html").read_text()
     assert "Test cell" not in html
     for gid, _ in grade.graded_cells(GRADED_ASSIGNMENT, course):
