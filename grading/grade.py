@@ -60,7 +60,7 @@ from pathlib import Path
 import nbformat
 
 from grading import classreport, nbgrader_process, sandbox
-from grading.assignment import Assignment, grade_id
+from grading.assignment import Assignment, grade_id, reads_download
 from grading.course import DEFAULT_COURSE_FILE, Course, late, read_course, submission_times
 from grading.repair import repair
 
@@ -205,7 +205,7 @@ def prepare_gradebook(assignment: str, root: Path) -> None:
 
 def _read_submission(data: bytes) -> tuple[nbformat.NotebookNode | None, str | None]:
     try:
-        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+        nb = reads_download(data.decode("utf-8"))
     except Exception as e:
         return None, f"the file is not a readable notebook ({type(e).__name__}: {str(e)[:200]})"
     return nb, None

@@ -100,7 +100,17 @@ c.Autograde.autograde_preprocessors = [
     CheckCellMetadata,
 ]
 
-# Feedback never shows hidden-test source, nor tracebacks that would quote it.
+# Feedback pages: nbgrader's, with each test's score row headed by its name (grading/templates/).
+import nbgrader  # noqa: E402
+
+c.HTMLExporter.template_name = "named_feedback"
+c.HTMLExporter.extra_template_basedirs = [  # ours first; nbgrader sets its own only when this is unset
+    os.path.join(_root, "grading", "templates"),
+    os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"),
+]
+
+# Feedback never shows hidden-test source, nor tracebacks that would quote it; an error is shown as the
+# learner saw it on Colab (its sentence and hint).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     HideHiddenTests,

@@ -4,8 +4,9 @@ a cell that kills its kernel.
 HideHiddenTests (feedback). nbgrader's autograded notebook holds the full source of every test
 cell, hidden tests included, and tracebacks that quote it. Before feedback HTML is written, this preprocessor
   * replaces each hidden-test block of a test cell with one comment line, and
-  * shortens the error output of every test cell to ``ErrorName: message`` — the message is what our
-    checks write for learners (expected, got, hint); the traceback would only show grader code.
+  * shortens the error output of every test cell to what the learner saw on Colab without its cell
+    lines (:func:`feedback_lines`): a check's ``CheckFailed: message`` (expected, got, hint), a known
+    mistake's sentence and hint; the traceback would only show grader code.
 """
 
 from __future__ import annotations
@@ -39,9 +40,20 @@ class HideHiddenTests(Preprocessor):
             cell.source = hide_hidden_tests(PROLOGUE_BLOCK.sub("", cell.source))
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
-                    message = _ANSI.sub("", f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
-                    output["traceback"] = [message]
+                    output["traceback"] = feedback_lines(
+                        output.get("ename", "Error"), output.get("evalue", "")
+                    )
         return cell, resources
+
+
+def feedback_lines(ename: str, evalue: str) -> list[str]:
+    """What a feedback page shows of a test cell's error: the lines the learner saw on Colab (a failed
+    check's message; a known mistake's sentence and hint, ``shardbook.errors.error_lines``) without the
+    notebook lines, else ``ErrorName: message``."""
+    from shardbook.errors import error_lines
+
+    ename, evalue = _ANSI.sub("", str(ename)), _ANSI.sub("", str(evalue))
+    return error_lines(ename, evalue) or [f"{ename}: {evalue}"]
 
 
 #: Environment variables through which grading/grade.py talks to the preprocessors below.

@@ -182,8 +182,11 @@ def repair(submitted: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
     if extras:
         repairs.append(f"{extras} extra code cell(s) were kept where they were; they run but are not graded.")
 
-    notebook = nbformat.v4.new_notebook(cells=out_cells, metadata=copy.deepcopy(release.metadata))
-    for k, cell in enumerate(notebook.cells):  # fresh ids: copied cells may share one
+    # The cells join after new_notebook, which validates what it is given: cells kept from a Colab download
+    # (a learner's own) have no id yet, and nbformat would print a MissingIDFieldWarning for each batch.
+    notebook = nbformat.v4.new_notebook(metadata=copy.deepcopy(release.metadata))
+    notebook.cells = out_cells
+    for k, cell in enumerate(notebook.cells):  # fresh ids: copied cells may share one, or have none
         cell["id"] = f"cell-{k:03d}"
         if cell.cell_type == "code":
             cell.setdefault("outputs", [])

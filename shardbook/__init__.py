@@ -12,6 +12,8 @@ chapters). The modules are where a maintainer reads them:
              communication (what a program moves), ring, routing, backward (gradient reductions,
              saved state), precision (error against cost).
   checks  -- comparisons for self-checks and graders, with messages written for learners.
+  errors  -- errors in words (describe_error): one sentence and one hint per mistake, in a notebook
+             cell, in every process of a job, and on the feedback page.
   comms   -- the communication analyzer (collectives and bytes of a compiled program), a package by
              concern: report, queries, cpu (the simulator's differences), compiling, analysis,
              memory (footprint: a compiled program's peak memory per device).

@@ -114,8 +114,16 @@ with open(orders["args"], "rb") as f:
 try:
     value = namespace["__entry__"](*args)
 except BaseException as error:  # noted for the launcher (a check's message), then shown as usual
+    source, lines, seen = orders["source"].splitlines(), [], error
+    while seen is not None:  # the lines of the function sent that led to it, the error it came from too
+        for frame in traceback.extract_tb(seen.__traceback__):
+            if frame.filename == "<function sent to the workers>" and 0 < (frame.lineno or 0) <= len(source):
+                lines.append((frame.name, source[frame.lineno - 1].strip()))
+        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
     with open(orders["value"] + ".error", "wb") as f:
         pickle.dump((type(error).__name__, str(error)), f)
+    with open(orders["value"] + ".lines", "wb") as f:
+        pickle.dump(lines, f)
     traceback.print_exc()
     sys.stdout.flush(); sys.stderr.flush()
     os._exit(1)
@@ -145,6 +153,8 @@ class WorkerResult:
     stopped_by_launcher: str | None = None  # why the launcher killed it ("timeout", "process 1 died")
     coordinator: str = ""  # host:port of the coordinator the processes joined
     error: tuple[str, str] | None = None  # (exception type, message) when the function raised
+    #: (function, source line) of each frame of the function sent that led to the error, outermost first
+    error_lines: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -464,6 +474,9 @@ def run_workers(
             if os.path.exists(value_path + ".error"):
                 with open(value_path + ".error", "rb") as f:
                     r.error = pickle.load(f)
+            if os.path.exists(value_path + ".lines"):
+                with open(value_path + ".lines", "rb") as f:
+                    r.error_lines = pickle.load(f)
     finally:
         _kill(procs)
         for log in logs:
@@ -545,11 +558,14 @@ def _failure_message(results: list[WorkerResult], timeout: float, start_timeout:
 def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[WorkerResult]:
     """:func:`run_workers` for a check: any failure becomes one :class:`shardbook.checks.CheckFailed`.
 
-    ``fn`` runs in every worker and raises CheckFailed when a case is wrong; the first such message
-    comes back, with the process it came from. A worker that died or a run past its timeout is named
-    (without its output, which may hold a grader's traceback); a NotImplementedError (an exercise not
-    written yet) is raised again as itself. ``what`` names the check in messages; ``kwargs`` go to
-    :func:`run_workers`.
+    ``fn`` runs in every worker and raises CheckFailed when a case is wrong. What comes back is the
+    failure that caused the others: a process's own mistake (a check's message, another exception put
+    in words by :func:`shardbook.errors.describe_error`, arrays of different shapes in one collective,
+    a process that died) before what only follows from it in the other processes (a peer that left, a
+    collective the others never joined: :func:`shardbook.errors.is_peer_error`), with the process it
+    came from. A worker's output is never shown (it may hold a grader's traceback); a
+    NotImplementedError (an exercise not written yet) is raised again as itself. ``what`` names the
+    check in messages; ``kwargs`` go to :func:`run_workers`.
     """
     from shardbook.checks import CheckFailed
 
@@ -559,40 +575,98 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
         raise CheckFailed(f"{what}: {e}.") from None
     if all(r.ok for r in results):
         return results
-    raised = [r for r in results if r.error]
-    failed = [r for r in raised if r.error and r.error[0] == "CheckFailed"]
+    message, source = _check_message(results, what, kwargs)
+    if message is None:  # the exercise is not attempted yet: say so as the function itself did
+        error = next(r.error for r in results if r.error and r.error[0] == "NotImplementedError")
+        raise NotImplementedError(error[1])
+    failed = CheckFailed(message)
+    if source is not None and source.error_lines:  # shown under the message in a notebook
+        failed.worker_lines = [  # type: ignore[attr-defined]
+            f"  process {source.process_id} of {len(results)}, in {name}: {line}"
+            for name, line in source.error_lines
+        ]
+    raise failed
+
+
+def _check_message(
+    results: list[WorkerResult], what: str, kwargs: dict[str, Any]
+) -> tuple[str | None, WorkerResult | None]:
+    """The one message of a failed check run (None: the function raised NotImplementedError), and the
+    worker whose error it tells, if one raised it."""
+    from shardbook.errors import READ_THE_OTHER, describe_text, is_peer_error
+
     n = len(results)
-    if failed:
-        r = failed[0]
+    raised = [r for r in results if r.error]
+    own = [r for r in raised if r.error and not is_peer_error(r.error[1])]
+    peer = [r for r in raised if r.error and is_peer_error(r.error[1])]
+    dead = [r for r in results if r.stopped_by_launcher is None and r.returncode != 0 and not r.error]
+    mismatched = [r for r in dead if "Received data size doesn't match expected size" in r.output]
+    died = [r for r in dead if not _ended_by_jax(r.output)]
+
+    def told(r: WorkerResult) -> str:
         assert r.error is not None
-        raise CheckFailed(f"{r.error[1]} (in process {r.process_id} of {n})")
-    unwritten = [r for r in raised if r.error and r.error[0] == "NotImplementedError"]
-    if unwritten:  # the exercise is not attempted yet: say so as the function itself did
-        assert unwritten[0].error is not None
-        raise NotImplementedError(unwritten[0].error[1])
-    if raised:
-        r = raised[0]
-        assert r.error is not None
-        first_line = (r.error[1].strip().splitlines() or [""])[0]
-        raise CheckFailed(f"{what}: process {r.process_id} of {n} raised {r.error[0]}: {first_line}")
-    dead = [r for r in results if r.stopped_by_launcher is None and r.returncode != 0]
-    if not dead and _never_joined(results):
-        raise CheckFailed(
+        name, text = r.error
+        if name == "CheckFailed":
+            return f"{text} (in process {r.process_id} of {n})"
+        words, hint = describe_text(name, text)
+        hint = hint or "read the error from its first line."
+        return (
+            f"{what}: expected all {n} processes to finish, got: process {r.process_id} raised {words}. "
+            f"Hint: {hint}"
+        )
+
+    def first(rs: list[WorkerResult]) -> WorkerResult:  # a check's own message first, then process order
+        return min(rs, key=lambda r: (r.error is not None and r.error[0] != "CheckFailed", r.process_id))
+
+    if any(r.error and r.error[0] == "NotImplementedError" for r in raised):
+        return None, None
+    if own:
+        return told(first(own)), first(own)
+    if mismatched:
+        words, hint = describe_text("Gloo", "Received data size doesn't match expected size")
+        return (
+            f"{what}: expected all {n} processes to finish, got: {words.removeprefix('Gloo: ')} (Gloo "
+            f"ended process {mismatched[0].process_id} of {n}). Hint: {hint}"
+        ), None
+    if died or (dead and not peer):
+        r = min(died or dead, key=lambda r: r.seconds)
+        # No seconds in the message: it reaches feedback pages, which must not depend on the machine.
+        return (
+            f"{what}: expected all {n} worker processes to finish, got: worker process {r.process_id} of {n} "
+            f"died ({_exit_words(r.returncode)}). Hint: does your code end or kill a process?"
+        ), None
+    if peer:
+        r = first(peer)
+        finished = [o.process_id for o in results if o.ok]
+        if finished:  # what the others did is known: they returned without joining
+            who = " and ".join(f"process {p}" for p in finished)
+            return told(r).replace(
+                READ_THE_OTHER, f"{who} of {n} returned without running that collective; "
+            ), r
+        return told(r).replace(READ_THE_OTHER, ""), r  # the others only failed in collectives too
+    if _never_joined(results):
+        return (
             f"{what}: the {n} worker processes did not start and join within "
             f"{kwargs.get('start_timeout', 300.0):g} s, so nothing of yours ran; the machine is busy. "
             "Run the cell again."
-        )
-    if dead:
-        r = min(dead, key=lambda r: r.seconds)
-        # No seconds in the message: it reaches feedback pages, which must not depend on the machine.
-        raise CheckFailed(
-            f"{what}: expected all {n} worker processes to finish, got: worker process {r.process_id} of {n} "
-            f"died ({_exit_words(r.returncode)}). Hint: does your code end or kill a process?"
-        )
-    raise CheckFailed(
+        ), None
+    return (
         f"{what}: expected the {n} worker processes to finish within {kwargs.get('timeout', 60.0):g} s, got "
         "them still running; they were stopped. Hint: look for a loop that never ends, or a collective that "
         "only some processes call."
+    ), None
+
+
+def _ended_by_jax(output: str) -> bool:
+    """Whether a process was ended by JAX or Gloo because another one failed or left (not by itself)."""
+    return any(
+        marker in output
+        for marker in (
+            "detected fatal errors",
+            "Received data size doesn't match expected size",
+            "Connection closed by peer",
+            "Connection reset by peer",
+        )
     )
 
 

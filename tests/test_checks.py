@@ -84,6 +84,31 @@ def test_expect_sharding_accepts_equivalent_specs_and_names_the_wrong_one(mesh):
         expect_sharding(np.zeros((8, 4)), P("X"))
 
 
+def test_expect_sharding_names_both_meshes_when_only_the_mesh_differs(mesh):
+    # property: the same spec on another mesh (11.2's restore onto the mesh it was saved from) does not
+    # read "expected ... P('X', 'Y'), got ... P('X', 'Y')": both meshes are named
+    from jax.sharding import Mesh
+
+    given = Mesh(np.array(jax.devices()[4:]).reshape(2, 2), ("X", "Y"))
+    x = jax.device_put(np.zeros((8, 4), np.float32), NamedSharding(mesh, P("X", "Y")))
+    with pytest.raises(CheckFailed) as e:
+        expect_sharding(x, NamedSharding(given, P("X", "Y")), "restore_on(...)['w']", hint="keep it.")
+    assert str(e.value) == (
+        "restore_on(...)['w']: expected float32[8,4] sharded P('X', 'Y') on the mesh given, {'X': 2, 'Y': 2} "
+        "of devices [4, 5, 6, 7], got float32[8,4] sharded P('X', 'Y') on another mesh, {'X': 4, 'Y': 2} of "
+        "devices [0, 1, 2, 3, 4, 5, 6, 7]. Hint: keep it."
+    )
+
+
+def test_expect_allclose_gives_a_known_mistakes_hint_when_that_is_what_came_back():
+    # property: a value that equals what a known mistake computes gets that mistake's hint
+    expected, unsorted = np.arange(4.0), np.arange(4.0)[::-1]
+    with pytest.raises(CheckFailed, match=r"Hint: sort first\.$"):
+        expect_allclose(unsorted, expected, "f", hint="compare.", mistakes=[(unsorted, "sort first.")])
+    with pytest.raises(CheckFailed, match=r"Hint: compare\.$"):
+        expect_allclose(np.zeros(4), expected, "f", hint="compare.", mistakes=[(unsorted, "sort first.")])
+
+
 def test_expect_type():
     expect_type(3, int)
     with pytest.raises(CheckFailed, match="expected a NamedSharding, got the tuple"):
@@ -271,7 +296,7 @@ def test_a_notebook_shows_a_common_mistake_in_words_and_still_fails(capsys):
         shown = capsys.readouterr().out
         assert not result.success and result.error_in_exec is not None
         assert "out_specs say the result is the same on every device" in shown and "Hint:" in shown
-        assert "cell line 4: f(x)" in shown
+        assert ", line 4: f(x)" in shown  # the cell line, named by its cell
         assert "_rem_singleton" not in shown and "check_vma=False" not in shown.split("Hint:")[0]
         result = shell.run_cell("{}['missing']")
         shown = capsys.readouterr().out

@@ -12,9 +12,14 @@ Each assignment's own wrong answers and reference solution are graded in-process
 covers the pipeline's paths, which are the same for every assignment.
 """
 
+import contextlib
+import csv
 import html as htmllib
+import io
+import json
 import re
 import shutil
+import warnings
 
 import pytest
 
@@ -164,3 +169,65 @@ def test_kernel_env_silences_xla_warnings_unless_set_and_drops_pytest_marker(tmp
     assert env["TF_CPP_MIN_LOG_LEVEL"] == "2" and "PYTEST_CURRENT_TEST" not in env
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")  # an instructor who wants XLA's log keeps it
     assert grade._env(tmp_path)["TF_CPP_MIN_LOG_LEVEL"] == "0"
+
+
+def _colab_shows(nb) -> dict[str, list[str]]:
+    """What each failing test cell of ``nb`` shows when run cell by cell in an IPython shell, as on
+    Colab (the setup cell's shardbook.setup() installs the book's error handler): grade_id -> lines."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from grading.assignment import grade_id
+
+    shell = InteractiveShell.instance()
+    shown = {}
+    try:
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                result = shell.run_cell(cell.source, store_history=True)
+            if not result.success and grade_id(cell):
+                shown[grade_id(cell)] = out.getvalue().strip().splitlines()
+    finally:
+        shell.set_custom_exc((), None)
+        InteractiveShell.clear_instance()
+    return shown
+
+
+def test_a_colab_download_is_graded_quietly_and_its_feedback_says_what_colab_said(tmp_path):
+    # Property: Colab downloads, of format 4.5 whose cells lost their ids (Colab strips cell metadata) or
+    # of format 4.0 with a cell of the learner's own, are graded without nbformat's
+    # MissingIDFieldWarning on the instructor's terminal; a wrong answer's feedback page
+    # heads each score row with the test's name (nbgrader writes "Test cell" on every row), and under a
+    # failing self-check's name shows the very line that self-check showed when run as on Colab.
+    sub = submissions.load(GRADED_ASSIGNMENT)["wrong_axis_order"]
+    download = json.loads(submissions.colab_bytes(sub, GRADED_ASSIGNMENT))
+    download["nbformat_minor"] = 5
+    assert not any("id" in cell for cell in download["cells"])
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    (folder / "ada.ipynb").write_text(json.dumps(download))
+    # and the usual Colab download, format 4.0, with a cell of the learner's own (no id either)
+    helped = json.loads(submissions.colab_bytes(None, GRADED_ASSIGNMENT))
+    helper = {"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": [], "execution_count": 3}
+    helped["cells"].insert(len(helped["cells"]) - 1, helper)
+    (folder / "bob.ipynb").write_text(json.dumps(helped))
+    course = grade.copy_course(tmp_path)
+    args = [GRADED_ASSIGNMENT, str(folder), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert grade.main(args) == 0
+    assert not [w for w in caught if "MissingIDField" in type(w.message).__name__], caught
+    with open(course / "grading" / "reports" / GRADED_ASSIGNMENT / "scores.csv") as f:
+        rows = {row["learner"]: row for row in csv.DictReader(f)}
+    assert float(rows["bob"]["total"]) == float(rows["bob"]["max"]) > float(rows["ada"]["total"])
+    html = (course / "grading" / "reports" / GRADED_ASSIGNMENT / "feedback" / "ada.html").read_text()
+    assert "Test cell" not in html
+    for gid, _ in grade.graded_cells(GRADED_ASSIGNMENT, course):
+        assert f'<a href="#{gid}">{gid}</a> (Score: ' in html, gid
+    colab = _colab_shows(submissions.notebook(sub, GRADED_ASSIGNMENT))
+    failing = "test_sharding_for_layout_visible"
+    assert set(colab) == {failing} and colab[failing][0].startswith("CheckFailed: ")
+    assert len(colab[failing]) <= 4 and colab[failing][1].startswith("  Cell In[")  # short, named by cell
+    section = html.split(f'<a name="{failing}"></a>')[1].split('<a name="')[0]
+    assert colab[failing][0] in htmllib.unescape(re.sub(r"<[^>]+>", "", section))

@@ -302,8 +302,127 @@ def test_run_check_returns_the_first_check_message_with_its_process():
 def test_run_check_puts_another_exception_in_one_line():
     from shardbook.checks import CheckFailed
 
-    with pytest.raises(CheckFailed, match=r"^the check: process 0 of 2 raised ValueError: bad rows$"):
+    with pytest.raises(
+        CheckFailed,
+        match=r"^the check: expected all 2 processes to finish, got: process 0 raised ValueError: bad rows\. "
+        r"Hint: read the error from its first line\.$",
+    ):
         hosts.run_check(_raises_value_error, what="the check", timeout=60)
+
+
+# Mistakes of 11.1 (one batch from every process), run as its self-check runs them: the learner's
+# function called through shardbook.checks.call in both processes, then a collective of the check's own.
+
+
+def _checked(global_batch) -> None:
+    import jax
+    import numpy as np
+    from jax.experimental import multihost_utils
+    from jax.sharding import Mesh
+
+    from shardbook.checks import call, expect_allclose
+
+    mesh = Mesh(np.array(jax.devices()[::-1]).reshape(2, 4), ("X", "Y"))
+    data = np.arange(8 * 3, dtype=np.float32).reshape(8, 3)
+    me = jax.process_index()
+    got = call(global_batch, data[4 * me : 4 * me + 4], mesh, what=f"global_batch(process {me})")
+    expect_allclose(multihost_utils.process_allgather(got, tiled=True), data, "global_batch", hint="order.")
+
+
+def _device_put_of_local_rows() -> None:
+    import jax
+    from jax.experimental import multihost_utils
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    def global_batch(local_rows, mesh):  # process 0 gathers first; both device_put their own rows
+        if jax.process_index() == 0:
+            local_rows = multihost_utils.process_allgather(local_rows, tiled=True)[:4]
+        return jax.device_put(local_rows, NamedSharding(mesh, P("X", None)))
+
+    _checked(global_batch)
+
+
+def _returns_none() -> None:
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    def global_batch(local_rows, mesh):
+        jax.make_array_from_process_local_data(NamedSharding(mesh, P("X", None)), local_rows)
+
+    _checked(global_batch)
+
+
+def _shapes_differ() -> None:
+    import jax
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    def global_batch(local_rows, mesh):  # process 1 gathers half its rows: the shapes differ
+        rows = local_rows if jax.process_index() == 0 else local_rows[:2]
+        return multihost_utils.process_allgather(rows, tiled=True)
+
+    global_batch(np.ones((4, 3), np.float32), None)
+
+
+def test_run_check_says_each_multi_process_mistake_in_one_sentence_with_its_hint():
+    # Property: the learner-facing message of each mistake is its own sentence and hint, from the
+    # process where it happened, never JAX's text cut inside an array print nor what only followed from
+    # it in the other process (there, a Gloo connection closed under process 0's all-gather).
+    cases = [
+        (
+            _device_put_of_local_rows,
+            "global_batch(process 1): expected a result, got AssertionError: device_put got different data "
+            "in each process (each process's own rows?), but onto a mesh that spans processes it takes the "
+            "same whole array in every process. Hint: to make one global array of the rows each process "
+            "holds, use jax.make_array_from_process_local_data, then lay that out on the mesh. (in process "
+            "1 of 2)",
+        ),
+        (
+            _returns_none,
+            "global_batch: expected an array of shape (8, 3), got None (did the function forget to return?). "
+            "Hint: a Python function that ends without a return statement returns None: return the result. "
+            "(in process 0 of 2)",
+        ),
+        (
+            _shapes_differ,
+            "11.1: expected all 2 processes to finish, got: the processes gave one collective arrays of "
+            "different shapes (Gloo ended process 1 of 2). Hint: every process must give each collective "
+            "the same global shape: compute shapes from what all processes know (jax.process_count(), the "
+            "mesh), not from one process's own data.",
+        ),
+    ]
+    for fn, message in cases:
+        with pytest.raises(CheckFailed) as e:
+            hosts.run_check(fn, what="11.1", timeout=60)
+        assert str(e.value) == message, fn.__name__
+        assert "[[" not in str(e.value) and "\n" not in str(e.value)
+    assert _workers_alive() == []
+
+
+def test_a_collective_error_of_gloo_is_one_sentence_through_call():
+    # Property: JAX's error for an all-gather whose peer left (the message Gloo gives, raised as JAX
+    # raises it) reaches a self-check as one sentence with the hint, not as Gloo's source location.
+    import jax
+
+    from shardbook.checks import call
+
+    def global_batch():
+        raise jax.errors.JaxRuntimeError(
+            "UNKNOWN: Gloo AllGather failed: [external/xla++third_party_ext+gloo/gloo/transport/tcp/pair.cc:"
+            "547] Connection closed by peer [127.0.0.1]:23951"
+        )
+
+    with pytest.raises(CheckFailed) as e:
+        call(global_batch, what="global_batch(...)")
+    assert str(e.value) == (
+        "global_batch(...): expected a result, got JaxRuntimeError: another process left while this one "
+        "waited for it in a collective: it failed, finished, or skipped that collective. Hint: read what "
+        "the other process reported; every process must run the same collectives in the same order "
+        "(process_allgather, and any device_put or jit of arrays that span processes): none may sit "
+        "under `if jax.process_index() == 0`."
+    )
 
 
 def test_draw_process_shards_colours_blocks_by_process():
@@ -362,3 +481,70 @@ def test_free_port_skips_a_taken_port_and_stays_below_the_ephemeral_range():
         assert hosts.free_port(Draws([busy, spare])) == spare
     low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
     assert hosts.COORDINATOR_PORTS.stop <= low
+
+
+def test_a_failing_multi_process_self_check_in_a_notebook_is_a_few_lines_down_to_the_learners(capsys):
+    # Property: 11.1's self-check, run in a notebook with a wrong answer, shows its one-line message,
+    # the self-check's cell line, and the learner's own lines where it failed in the worker process,
+    # named by process and function; nothing of the helper's files (hosts.py run_check, checks.py _fail).
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from shardbook.checks import explain_common_errors
+
+    shell = InteractiveShell.instance()
+    explain_common_errors(shell)
+    cells = [
+        "import jax, numpy as np\n"
+        "from jax.experimental import multihost_utils\n"
+        "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+        "from shardbook.checks import call, expect_allclose\n"
+        "from shardbook.hosts import run_check\n",
+        "def global_batch(local_rows, mesh):\n"
+        "    sharding = NamedSharding(mesh, P('X', None))\n"
+        "    return jax.device_put(local_rows, sharding)\n",
+        "def self_check_global_batch():\n"
+        "    mesh = Mesh(np.array(jax.devices()[::-1]).reshape(2, 4), ('X', 'Y'))\n"
+        "    data = np.arange(8 * 3, dtype=np.float32).reshape(8, 3)\n"
+        "    me = jax.process_index()\n"
+        "    got = call(global_batch, data[4 * me : 4 * me + 4], mesh, what='global_batch')\n"
+        "    expect_allclose(multihost_utils.process_allgather(got, tiled=True), data, 'rows')\n"
+        "\n"
+        "run_check(self_check_global_batch, what='the self-check', timeout=60)\n",
+    ]
+    try:
+        for cell in cells:
+            capsys.readouterr()
+            result = shell.run_cell(cell, store_history=True)
+        shown = capsys.readouterr().out.strip().splitlines()
+    finally:
+        shell.set_custom_exc((), None)
+        InteractiveShell.clear_instance()
+    assert not result.success
+    assert len(shown) == 4, shown
+    assert shown[0].startswith(
+        "CheckFailed: global_batch: expected a result, got AssertionError: device_put got"
+    )
+    assert (
+        shown[1]
+        == "  Cell In[3], line 8: run_check(self_check_global_batch, what='the self-check', timeout=60)"
+    )
+    assert shown[3] == "  process 0 of 2, in global_batch: return jax.device_put(local_rows, sharding)"
+    assert _workers_alive() == []
+
+
+def test_a_peers_closed_connection_says_what_the_other_processes_did():
+    # Property: the hint under "another process left" names the processes that returned without the
+    # collective when some did, and drops "read what the other process reported" when every other
+    # process only failed in a collective too (the learner sees one message, not theirs).
+    from shardbook.errors import describe_text
+
+    words, hint = describe_text("JaxRuntimeError", "Gloo AllGather failed: Connection closed by peer")
+    left = ("CheckFailed", f"f(x): expected a result, got {words}. Hint: {hint}")
+    returned = [hosts.WorkerResult(0, 1, "", error=left), hosts.WorkerResult(1, 0, "")]
+    message, source = hosts._check_message(returned, "f", {})
+    assert message is not None and source is returned[0]
+    assert "Hint: process 1 of 2 returned without running that collective; every process must run" in message
+    also_left = [hosts.WorkerResult(0, 1, "", error=left), hosts.WorkerResult(1, 1, "", error=left)]
+    message, _ = hosts._check_message(also_left, "f", {})
+    assert message is not None and message.endswith("(in process 0 of 2)")
+    assert "read what the other process reported" not in message and "Hint: every process must run" in message

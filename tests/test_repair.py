@@ -2,6 +2,7 @@
 
 import copy
 import json
+import warnings
 
 import nbformat
 import pytest
@@ -144,7 +145,10 @@ def test_colab_download_keeps_every_helper_cell_where_it_was(assignment, placeme
     # so an extra cell after it was dropped (a NameError in grading) while the notes said it was kept.
     solved = learner_path.add_helper_cells(learner_path.solved_notebook(assignment), placement)
     release = release_of(assignment)
-    result = repair(colab_read(solved, tmp_path), release)
+    with warnings.catch_warnings(record=True) as caught:  # the learner's cells have no ids: no
+        warnings.simplefilter("always")  # MissingIDFieldWarning on the instructor's terminal
+        result = repair(colab_read(solved, tmp_path), release)
+    assert not caught, [f"{type(w.message).__name__}: {w.message}" for w in caught]
     helpers = len(learner_path.answer_names(solved))
     assert result.repairs == [
         f"{helpers} extra code cell(s) were kept where they were; they run but are not graded."

@@ -172,6 +172,21 @@ VALUES_HINT = (
     "left out (a zero row is a dropped token) and that each result goes back to its token's row."
 )
 
+#: jax.lax.ragged_dot reads its rows in order, group after group: the hint for tokens not grouped by
+#: expert (as the self-check gives it), and for results left in the grouped order.
+RAGGED_HINT = (
+    "jax.lax.ragged_dot takes the rows grouped by expert: sort the tokens by expert first, then put each "
+    "result back in its token's row."
+)
+
+
+def ragged_mistakes(w: np.ndarray, a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, str]]:
+    """What moe_local returns when ragged_dot gets the tokens in their own order (row i multiplied by
+    the expert of the i-th smallest id), or when the grouped results are not put back in token order."""
+    grouped = np.sort(b, kind="stable")
+    order = np.argsort(b, kind="stable")
+    return [(oracle_moe(w, a, grouped), RAGGED_HINT), (oracle_moe(w, a[order], grouped), RAGGED_HINT)]
+
 
 def _check_sharded_values(
     fn: Callable,
@@ -240,7 +255,15 @@ def check_moe_local(fn: Callable) -> None:
         args = (jnp.asarray(w_np), jnp.asarray(a_np), jnp.asarray(b_np))
         where = _call_text("moe_local", args, kind)
         got = call_learner(jax.jit(fn), "moe_local", *args, where=where, hint=CALL_HINT)
-        expect_allclose(got, oracle_moe(w_np, a_np, b_np), where, rtol=1e-6, atol=1e-6, hint=VALUES_HINT)
+        expect_allclose(
+            got,
+            oracle_moe(w_np, a_np, b_np),
+            where,
+            rtol=1e-6,
+            atol=1e-6,
+            hint=VALUES_HINT,
+            mistakes=ragged_mistakes(w_np, a_np, b_np),
+        )
     e, s, d, f = LOCAL_STRUCTURE_SIZE
     structs = (
         jax.ShapeDtypeStruct((e, d, f), jnp.float32),

@@ -28,7 +28,7 @@ from jax.sharding import PartitionSpec as P
 
 from grading.graders.common import call_learner, show
 from shardbook import hosts
-from shardbook.checks import CheckFailed, describe_array
+from shardbook.checks import NONE_HINT, CheckFailed, describe_array
 
 #: Seconds one 2-process run may take: well inside the 120 s limit per test cell (a start costs ~5 s).
 TIMEOUT = 75
@@ -115,9 +115,10 @@ def global_batch_cases(source: str) -> int:
         got = call_learner(fn, "global_batch", mine, mesh, where=where)
         expected_sharding = NamedSharding(mesh, P("X", None))
         if not isinstance(got, jax.Array) or got.shape != data.shape:
+            hint = NONE_HINT if got is None else "return the global array, not this process's rows."
             raise CheckFailed(
                 f"{where}: expected a jax.Array float32[{data.shape[0]},{cols}] (the whole dataset), got "
-                f"{describe_array(got)}. Hint: return the global array, not this process's rows."
+                f"{describe_array(got)}. Hint: {hint}"
             )
         if not got.sharding.is_equivalent_to(expected_sharding, 2):
             raise CheckFailed(
@@ -167,6 +168,22 @@ def save_state(path: str, mesh_shape: tuple[int, int] = (2, 4)) -> None:
     checkpointer.wait_until_finished()
 
 
+RESTORE_SPEC_HINT = (
+    "keep the spec each array was saved with: read it from the checkpoint's metadata (its sharding's "
+    "partition_spec) for each array, instead of one spec for all."
+)
+RESTORE_MESH_HINT = (
+    "keep the spec each array was saved with, on the mesh given (a restore without a target uses the "
+    "mesh it was saved from)."
+)
+
+
+def _same_mesh(a: Mesh, b: Mesh) -> bool:
+    """The same devices in the same places, under the same axis names."""
+    ids = [[d.id for d in m.devices.flat] for m in (a, b)]
+    return a.axis_names == b.axis_names and a.devices.shape == b.devices.shape and ids[0] == ids[1]
+
+
 def expect_restored(fn: Callable, mesh: Mesh, path: str) -> None:
     """Calls restore_on(mesh, path) and checks every array: saved values, saved spec, on ``mesh``."""
     where = f"restore_on({show(mesh)}, path of a checkpoint saved from 2 processes × 4 devices)"
@@ -176,9 +193,10 @@ def expect_restored(fn: Callable, mesh: Mesh, path: str) -> None:
     )
     got = call_learner(fn, "restore_on", mesh, path, where=where, hint=hint)
     if not isinstance(got, dict) or sorted(got) != sorted(name for name, *_ in STATE):
+        hint = NONE_HINT if got is None else "return the restored tree as Orbax gives it."
         raise CheckFailed(
             f"{where}: expected a dict with keys {sorted(n for n, *_ in STATE)}, got {describe_array(got)}. "
-            "Hint: return the restored tree as Orbax gives it."
+            f"Hint: {hint}"
         )
     for name, shape, dtype, spec in STATE:
         x = got[name]
@@ -186,11 +204,13 @@ def expect_restored(fn: Callable, mesh: Mesh, path: str) -> None:
         if not isinstance(x, jax.Array) or not x.sharding.is_equivalent_to(expected, len(shape)):
             on = getattr(getattr(x, "sharding", None), "mesh", None)
             on_text = show(on) if isinstance(on, Mesh) else "no mesh"
+            if isinstance(on, Mesh) and _same_mesh(on, mesh):  # the mesh is right, the spec is not
+                on_text, hint = "the mesh given", RESTORE_SPEC_HINT
+            else:
+                hint = RESTORE_MESH_HINT
             raise CheckFailed(
                 f"{where}: expected {name!r} as {np.dtype(dtype).name}[{','.join(map(str, shape))}] sharded "
-                f"{spec} on the mesh given, got {describe_array(x)} on {on_text}. Hint: keep the spec each "
-                "array was saved with, on the mesh given (a restore without a target uses the mesh it was "
-                "saved from)."
+                f"{spec} on the mesh given, got {describe_array(x)} on {on_text}. Hint: {hint}"
             )
         if x.dtype != dtype or not np.array_equal(_gathered(x), _state_value(name, shape, dtype)):
             raise CheckFailed(

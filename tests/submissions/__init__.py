@@ -227,8 +227,9 @@ def grade_in_process(
 
     Returns ``{"scores": {grade_id: points}, "output": {grade_id: text}, "seconds": {grade_id: s},
     "cpu_seconds": {grade_id: s}}`` for every test cell (its wall and CPU time in this process);
-    ``output`` is what the cell printed plus ``ErrorName: message`` if it raised (what the feedback
-    page shows of it); ``errors``: ``"cell N (grade_id)": message`` for every other cell that raised.
+    ``output`` is what the cell printed plus, if it raised, what the feedback page shows of the error
+    (``grading.preprocessors.feedback_lines``: the Colab sentence and hint, or ``ErrorName: message``);
+    ``errors``: ``"cell N (grade_id)": message`` for every other cell that raised.
     ``only``: run only these test cells (every other cell runs).
     """
     tests = graded_test_cells(assignment, root)
@@ -244,6 +245,8 @@ def grade_in_process(
 
 
 def _run_cells(nb, assignment: str, root: Path, only: set[str] | None, tests: dict) -> dict:
+    from grading.preprocessors import feedback_lines
+
     namespace: dict = {"__name__": "__main__"}
     result: dict = {"scores": {}, "output": {}, "seconds": {}, "cpu_seconds": {}, "errors": {}}
     for index, (gid, source) in enumerate(cells_to_run(nb, assignment, root)):
@@ -255,8 +258,8 @@ def _run_cells(nb, assignment: str, root: Path, only: set[str] | None, tests: di
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             try:
                 run_cell(source, f"<cell {index} {gid or ''}>", namespace)
-            except Exception as e:
-                error = f"{type(e).__name__}: {e}"
+            except Exception as e:  # as the feedback page shows it
+                error = "\n".join(feedback_lines(type(e).__name__, str(e)))
             except (SystemExit, KeyboardInterrupt) as e:
                 if not _raised_by_cell(e):
                     raise

@@ -5,7 +5,8 @@ Right values, wrong layout; the visible and hidden tests restore onto another me
 
 EXPECTED = {'lost': ['test_restore_on_visible', 'test_restore_on_hidden'],
  'feedback': ["on Mesh({'X': 2, 'Y': 4}",
-              'a restore without a target uses the mesh it was saved from']}
+              'a restore without a target uses the mesh it was saved from',
+              'on another mesh']}
 
 
 def restore_on(mesh: Mesh, path: str) -> dict:
