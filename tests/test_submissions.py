@@ -51,10 +51,12 @@ def test_each_wrong_answer_loses_exactly_the_intended_points_and_says_why(assign
             if text not in printed:
                 problems.append(f"{name}: its test cells never say {text!r}; they said:\n{printed}")
         # A mistake is told in words, by the self-check as by the hidden test: the grader's one sentence
-        # (expected, got, a hint), never a bare traceback; and every mistake costs hidden points.
+        # (expected, got, a hint), or JAX's error translated into a sentence and a hint, never a bare
+        # traceback; and every mistake costs hidden points.
         for gid in sorted(lost):
             said = got["output"][gid]
-            if not all(word in said for word in ("CheckFailed: ", "expected", "got", "Hint:")):
+            graded = "CheckFailed: " not in said or ("expected" in said and "got" in said)
+            if not (graded and "Hint:" in said and "Traceback" not in said):
                 problems.append(
                     f"{name}: {gid} fails without the grader's sentence; it said:\n{said[-1500:]}"
                 )
