@@ -174,16 +174,22 @@ def check_grad_unreduced(fn: Callable) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
+def step_case(rng, mesh, n_x: int, k: int, shapes: list, w_spec: P) -> tuple:
+    """Case ``k`` of a training step's check: (lr, ws and xs on the host, ws laid out as ``w_spec`` and
+    xs split by rows over 'X' on ``mesh``)."""
+    layers, width, micro, rows = shapes[k % len(shapes)]
+    ws_host = (rng.normal(size=(layers, width, width)) / np.sqrt(width)).astype(np.float32)
+    xs_host = rng.normal(size=(micro, rows * n_x, width)).astype(np.float32)
+    ws, xs = place(ws_host, mesh, w_spec), place(xs_host, mesh, P(None, "X", None))
+    return LEARNING_RATES[k % len(LEARNING_RATES)], ws_host, xs_host, ws, xs
+
+
 def check_sgd_step_accumulated(fn: Callable) -> None:
     """ws - lr * sum_m grad_m, replicated; exactly one all-reduce, executed once, no other collective."""
     rng = np.random.default_rng(72)
     for mesh, n_x, k in cases(STEP_MESHES):
-        layers, width, micro, rows = STEP_SHAPES[k % len(STEP_SHAPES)]
-        lr = LEARNING_RATES[k % len(LEARNING_RATES)]
-        ws_host = (rng.normal(size=(layers, width, width)) / np.sqrt(width)).astype(np.float32)
-        xs_host = rng.normal(size=(micro, rows * n_x, width)).astype(np.float32)
-        ws = place(ws_host, mesh, P(None, None, None))
-        xs = place(xs_host, mesh, P(None, "X", None))
+        lr, ws_host, xs_host, ws, xs = step_case(rng, mesh, n_x, k, STEP_SHAPES, P(None, None, None))
+        layers, width = ws_host.shape[:2]
         where = f"sgd_step_accumulated({type_text(ws)}, {type_text(xs)}, {lr}) on {show(mesh)}"
         got = call_learner(
             fn,
@@ -264,12 +270,8 @@ def check_sgd_step_sharded(fn: Callable) -> None:
     """ws - lr * sum_m grad_m, split like ws; one all-gather and one reduce-scatter, each run once."""
     rng = np.random.default_rng(73)
     for mesh, n_x, k in cases(SHARDED_MESHES):
-        layers, width, micro, rows = SHARDED_SHAPES[k % len(SHARDED_SHAPES)]
-        lr = LEARNING_RATES[k % len(LEARNING_RATES)]
-        ws_host = (rng.normal(size=(layers, width, width)) / np.sqrt(width)).astype(np.float32)
-        xs_host = rng.normal(size=(micro, rows * n_x, width)).astype(np.float32)
-        ws = place(ws_host, mesh, P(None, "X", None))
-        xs = place(xs_host, mesh, P(None, "X", None))
+        lr, ws_host, xs_host, ws, xs = step_case(rng, mesh, n_x, k, SHARDED_SHAPES, P(None, "X", None))
+        layers, width = ws_host.shape[:2]
         where = f"sgd_step_sharded({type_text(ws)}, {type_text(xs)}, {lr}) on {show(mesh)}"
         got = call_learner(
             fn,
