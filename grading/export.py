@@ -21,9 +21,15 @@ Formats:
   assignment column is named ``ASSIGNMENT_NAME`` (default: the assignment id); an existing Canvas
   assignment's column is written ``Name (<canvas assignment id>)`` as Canvas exports it
   (``CANVAS_ASSIGNMENT=12345``), any other name makes Canvas create a new assignment.
-* ``gradescope`` — Gradescope's per-assignment score layout: ``First Name, Last Name, SID, Email,
-  Sections, Total Score, Max Points, Submission Time, Lateness (H:M:S)``; students are matched by
-  ``SID`` or ``Email`` as in Gradescope's roster.
+* ``gradescope`` — the layout of Gradescope's own per-assignment grade download (*Review Grades →
+  Download Grades*): ``First Name, Last Name, SID, Email, Sections, Total Score, Max Points, Status,
+  Submission ID, Submission Time, Lateness (H:M:S), View Count, Submission Count``, lateness as
+  zero-padded hours, minutes and seconds (``00:00:00``, ``47:55:53``); ``Status`` is ``Graded``, and
+  the columns only Gradescope can know (submission id, view and submission counts) are left empty.
+  Students are matched by ``SID`` or ``Email``, as in Gradescope's roster. Gradescope's help pages
+  describe the roster (Name, Email, SID) but not this file column by column: the header is the one its
+  download writes, as read by the tools that parse it (e.g. nemogb's ``read_gs`` sample data and
+  Berkeley's grade scrapers), so what reads a Gradescope download reads this file.
 * ``csv`` — plain: ``learner, lms_id, name, total, max, raw_total, submitted``.
 """
 
@@ -55,8 +61,12 @@ GRADESCOPE_COLUMNS = [
     "Sections",
     "Total Score",
     "Max Points",
+    "Status",
+    "Submission ID",
     "Submission Time",
     "Lateness (H:M:S)",
+    "View Count",
+    "Submission Count",
 ]
 CSV_COLUMNS = ["learner", "lms_id", "name", "total", "max", "raw_total", "submitted"]
 FORMATS = ("canvas", "gradescope", "csv")
@@ -134,10 +144,10 @@ def _fmt(x: float) -> str:
 
 def _lateness(submitted: str, due) -> str:
     if not submitted or due is None:
-        return "0:00:00"
+        return "00:00:00"
     late = max(timedelta(0), parse_time(submitted) - due)
     seconds = int(late.total_seconds())
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+    return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 def write_export(
@@ -189,8 +199,12 @@ def write_export(
                         r.ids["section"],
                         _fmt(r.score),
                         _fmt(max_score),
+                        "Graded",
+                        "",
                         r.submitted,
                         _lateness(r.submitted, due),
+                        "",
+                        "",
                     ]
                 )
         else:

@@ -4,7 +4,8 @@ Canvas: the gradebook CSV that Canvas exports and imports (Grades → Import): `
 ID, SIS Login ID, Section``, one column per assignment, then a ``Points Possible`` row — as described
 by Instructure's guide "How do I import grades in the Gradebook?" and, e.g., Ohio State's
 "Import a CSV file to Carmen grades" (Student name or ID or SIS User ID; SIS Login ID; Section;
-the assignment). Gradescope: its per-assignment score layout with its roster's ids (SID, Email).
+the assignment). Gradescope: the header its per-assignment grade download writes (as the tools that
+read those downloads spell it, e.g. nemogb's sample data), with its roster's ids (SID, Email).
 """
 
 import csv
@@ -20,7 +21,8 @@ ASSIGNMENT = "01_meshes"
 CANVAS_HEADER = "Student,ID,SIS User ID,SIS Login ID,Section,{name}"
 CANVAS_POINTS = "    Points Possible,,,,,{points}"
 GRADESCOPE_HEADER = (
-    "First Name,Last Name,SID,Email,Sections,Total Score,Max Points,Submission Time,Lateness (H:M:S)"
+    "First Name,Last Name,SID,Email,Sections,Total Score,Max Points,Status,Submission ID,"
+    "Submission Time,Lateness (H:M:S),View Count,Submission Count"
 )
 
 
@@ -105,8 +107,9 @@ def test_gradescope_file_has_gradescope_header_and_lateness(graded):
     assert (ada["First Name"], ada["Last Name"], ada["Email"]) == ("Ada", "Lovelace", "ada@example.org")
     assert float(ada["Total Score"]) == float(ada["Max Points"]) == points
     late = rows["smithjohn_LATE_4242_99_01_meshes"]
-    assert late["Lateness (H:M:S)"] == "1:01:00" and float(late["Total Score"]) == pytest.approx(points * 0.9)
-    assert rows["jdoe42"]["Lateness (H:M:S)"] == "0:00:00"
+    assert late["Lateness (H:M:S)"] == "01:01:00" and float(late["Total Score"]) == pytest.approx(points * 0.9)
+    assert rows["jdoe42"]["Lateness (H:M:S)"] == "00:00:00"
+    assert {r["Status"] for r in rows.values()} == {"Graded"}
 
 
 def test_learners_the_lms_cannot_match_are_named(graded, capsys):
