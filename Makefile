@@ -60,10 +60,11 @@ lint: venv
 # of another pytest session still running on the machine (a grading test then loses its course).
 # One pytest worker per core (pytest-xdist); the tests that run `make grade` share one worker
 # (xdist_group "grading"), the rest are spread. UNIT_JOBS=0 runs everything in this process.
+# Every test's time is kept in _build/unit-times.xml (JUnit XML), to find what to make cheaper.
 UNIT_JOBS ?= 2
 unit: venv
 	mkdir -p _build
-	$(BIN)/pytest -q --durations=15 --basetemp=$(CURDIR)/_build/pytest $(if $(filter-out 0,$(UNIT_JOBS)),-n $(UNIT_JOBS) --dist loadgroup)
+	$(BIN)/pytest -q --durations=15 --junitxml=$(CURDIR)/_build/unit-times.xml --basetemp=$(CURDIR)/_build/pytest $(if $(filter-out 0,$(UNIT_JOBS)),-n $(UNIT_JOBS) --dist loadgroup)
 
 notebooks: venv
 	$(PY) tools/notebooks.py sources --check
