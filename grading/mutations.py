@@ -12,7 +12,6 @@ mutation and those lines. :func:`mutants_of` gives every distinct, compilable mu
 from __future__ import annotations
 
 import ast
-import copy
 import difflib
 import hashlib
 import re
@@ -21,6 +20,25 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from grading.assignment import solution_span
+
+
+def clone(node):
+    """A deep copy of an AST (node, list of nodes or leaf) made of its fields and positions only.
+
+    Not ``copy.deepcopy``: CPython shares one instance of each context and operator (``ast.Load()``,
+    ``ast.Add()``…) between all trees, and a library that annotates nodes (``executing``, behind
+    IPython's tracebacks, sets ``.parent`` on every node it walks) hangs a whole foreign tree on those
+    shared instances. deepcopy then copies that tree with every ``Name``: in a test process that had
+    shown a traceback, generating one assignment's mutants went from 0.3 s to over a minute.
+    """
+    if isinstance(node, ast.AST):
+        fields = {f: clone(getattr(node, f)) for f in node._fields if hasattr(node, f)}
+        where = {a: getattr(node, a) for a in node._attributes if hasattr(node, a)}
+        return type(node)(**fields, **where)
+    if isinstance(node, list):
+        return [clone(n) for n in node]
+    return node
+
 
 # Mutation vocabulary ------------------------------------------------------------------------------
 
@@ -93,7 +111,7 @@ def plus(node: ast.expr, k: int) -> ast.expr:
     """``node + k`` (or ``node - |k|``), folded when node is an integer constant."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return ast.Constant(node.value + k)
-    return ast.BinOp(copy.deepcopy(node), ast.Add() if k > 0 else ast.Sub(), ast.Constant(abs(k)))
+    return ast.BinOp(clone(node), ast.Add() if k > 0 else ast.Sub(), ast.Constant(abs(k)))
 
 
 # A mutation: a kind, and edits (node index in traversal order -> function building its replacement).
@@ -182,7 +200,7 @@ def _on[Node: ast.AST](kind: type[Node], build: Callable[[Node], ast.AST]) -> Bu
 
 def _set(**changes: object) -> Build:
     def build(node: ast.AST) -> ast.AST:
-        new = copy.deepcopy(node)
+        new = clone(node)
         for k, v in changes.items():
             setattr(new, k, v)
         return new
@@ -222,7 +240,7 @@ def candidate_mutations(sites: Sites, axes: set[str]) -> Iterator[tuple[str, lis
                 for other in DTYPES[node.attr]:
                     yield "dtype", [(i, _set(attr=other))]
             elif node.attr == "T":
-                yield "transpose_dropped", [(i, _on(ast.Attribute, lambda n: copy.deepcopy(n.value)))]
+                yield "transpose_dropped", [(i, _on(ast.Attribute, lambda n: clone(n.value)))]
         elif isinstance(node, ast.Call):
             yield from _call_mutations(i, node)
         elif isinstance(node, ast.BinOp):
@@ -249,7 +267,7 @@ def candidate_mutations(sites: Sites, axes: set[str]) -> Iterator[tuple[str, lis
         elif isinstance(node, ast.BoolOp):
             yield "boolean", [(i, _set(op=ast.Or() if isinstance(node.op, ast.And) else ast.And()))]
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
-            yield "unary_dropped", [(i, _on(ast.UnaryOp, lambda n: copy.deepcopy(n.operand)))]
+            yield "unary_dropped", [(i, _on(ast.UnaryOp, lambda n: clone(n.operand)))]
         elif isinstance(node, ast.Slice):
             for bound in ("lower", "upper"):
                 b = getattr(node, bound)
@@ -274,7 +292,7 @@ def _subscript_plus(node: ast.Subscript, k: int) -> ast.AST:
 
 
 def _bound(node: ast.Slice, bound: str, k: int) -> ast.Slice:
-    new = copy.deepcopy(node)
+    new = clone(node)
     setattr(new, bound, plus(getattr(node, bound), k))
     return new
 
@@ -285,7 +303,7 @@ def _call_mutations(i: int, node: ast.Call) -> Iterator[tuple[str, list[Edit]]]:
         for other in COLLECTIVE_SWAPS[name]:
             yield "collective_swapped", [(i, _on(ast.Call, partial(_swap_collective, other=other)))]
     if name in REMOVABLE and node.args:
-        yield "call_removed", [(i, _on(ast.Call, lambda n: copy.deepcopy(n.args[0])))]
+        yield "call_removed", [(i, _on(ast.Call, lambda n: clone(n.args[0])))]
     for j, keyword in enumerate(node.keywords):  # a keyword forgotten: out_sharding=, precision=, tiled=...
         if keyword.arg is not None:
             yield "keyword_dropped", [(i, _on(ast.Call, partial(_keyword_dropped, j=j)))]
@@ -295,7 +313,7 @@ def _call_mutations(i: int, node: ast.Call) -> Iterator[tuple[str, list[Edit]]]:
     if name in REPEATABLE and node.args:
         yield (
             "collective_twice",
-            [(i, _on(ast.Call, lambda n: ast.Call(n.func, [copy.deepcopy(n), *n.args[1:]], n.keywords)))],
+            [(i, _on(ast.Call, lambda n: ast.Call(n.func, [clone(n), *n.args[1:]], n.keywords)))],
         )
     if name == "ppermute":
         perm_at = 2 if len(node.args) > 2 else None
@@ -357,7 +375,7 @@ def _plus_at(node: ast.Call, j: int, k: int) -> ast.AST:
 
 def _swap_collective(node: ast.Call, other: str) -> ast.Call:
     """``lax.psum(x, 'Y')`` -> ``lax.<other>(x, 'Y')``, keyword names carried across where they differ."""
-    new = copy.deepcopy(node)
+    new = clone(node)
     if not isinstance(new.func, ast.Attribute):
         raise TypeError("only a module function's collective (lax.psum) is swapped")
     new.func.attr = other
@@ -383,7 +401,7 @@ def _swap_collective(node: ast.Call, other: str) -> ast.Call:
 
 def _perm(node: ast.Call, at: int | None, reverse: bool) -> ast.Call:
     """The ppermute's pairs (src, dst) reversed to (dst, src), or each dst moved one further on the ring."""
-    new = copy.deepcopy(node)
+    new = clone(node)
     perm = new.args[at] if at is not None else next(k.value for k in new.keywords if k.arg == "perm")
     if reverse:
         text = f"[(dst, src) for src, dst in {ast.unparse(perm)}]"
@@ -425,7 +443,7 @@ def _splice(source: str, spans: list[tuple[ast.AST, str]]) -> str:
 
 def apply(source: str, tree: ast.AST, sites: Sites, edits: list[Edit]) -> str | None:
     """The cell's source with the edits made, changing only the edited spans; None if it won't compile."""
-    mutated = copy.deepcopy(tree)
+    mutated = clone(tree)
     msites = Sites(mutated, sites.lo, sites.hi)
     replacements = []
     for i, build in edits:

@@ -107,7 +107,8 @@ def test_gradescope_file_has_gradescope_header_and_lateness(graded):
     assert (ada["First Name"], ada["Last Name"], ada["Email"]) == ("Ada", "Lovelace", "ada@example.org")
     assert float(ada["Total Score"]) == float(ada["Max Points"]) == points
     late = rows["smithjohn_LATE_4242_99_01_meshes"]
-    assert late["Lateness (H:M:S)"] == "01:01:00" and float(late["Total Score"]) == pytest.approx(points * 0.9)
+    assert late["Lateness (H:M:S)"] == "01:01:00"
+    assert float(late["Total Score"]) == pytest.approx(points * 0.9)
     assert rows["jdoe42"]["Lateness (H:M:S)"] == "00:00:00"
     assert {r["Status"] for r in rows.values()} == {"Graded"}
 

@@ -88,6 +88,28 @@ def test_order_and_fingerprints_are_stable_across_unrelated_edits():
     assert set(first) <= {m.fingerprint for m in shifted}
 
 
+def test_mutants_ignore_what_other_libraries_hang_on_shared_ast_nodes():
+    # CPython shares one ast.Load() (and one of each operator) between all trees; IPython's tracebacks
+    # (the `executing` library) set .parent on it. A copy that followed it would copy a foreign tree
+    # with every Name (in CI: minutes per assignment) or, here, fail.
+    class Untouchable:
+        def __deepcopy__(self, memo):
+            raise AssertionError("a mutation copied an attribute hung on a shared AST node")
+
+        def __reduce_ex__(self, protocol):
+            raise AssertionError("a mutation copied an attribute hung on a shared AST node")
+
+    before = [(m.fingerprint, m.source) for m in toy_mutants()]
+    shared = [ast.parse("x + y").body[0].value.left.ctx, ast.parse("x + y").body[0].value.op]
+    try:
+        for node in shared:
+            node.parent = Untouchable()
+        assert [(m.fingerprint, m.source) for m in toy_mutants()] == before
+    finally:
+        for node in shared:
+            del node.parent
+
+
 def test_the_ring_mutations_reverse_and_shift_the_permutation():
     ms = {m.kind: m for m in toy_mutants() if m.kind.startswith("ppermute")}
     assert "[(dst, src) for src, dst in ring]" in ms["ppermute_reversed"].source
