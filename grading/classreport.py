@@ -34,6 +34,7 @@ import nbformat
 
 from grading import similarity
 from grading.assignment import Assignment, grade_id
+from grading.preprocessors import feedback_lines
 
 #: Learners named per message before the rest are folded away.
 SHOWN_LEARNERS = 8
@@ -55,7 +56,8 @@ def first_line(text: str) -> str:
 def failing_messages(
     notebook: nbformat.NotebookNode, scores: dict[str, float], cells: list[tuple[str, float]]
 ) -> dict[str, str]:
-    """grade_id -> the one-line error of each graded test cell that did not get all its points."""
+    """grade_id -> the one-line error of each graded test cell that did not get all its points: its
+    first line as the feedback page shows it (``grading.preprocessors.feedback_lines``)."""
     points = dict(cells)
     errors: dict[str, str] = {}
     for cell in notebook.cells:
@@ -64,7 +66,9 @@ def failing_messages(
             continue
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                errors[gid] = first_line(f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
+                # The sentence the learner read (a known JAX mistake translated), not JAX's raw text.
+                said = feedback_lines(output.get("ename", "Error"), output.get("evalue", ""))
+                errors[gid] = first_line("\n".join(said))
                 break
         errors.setdefault(gid, NO_MESSAGE)
     return errors

@@ -308,3 +308,19 @@ def test_only_the_graded_notebook_feeds_the_class_report():
     files = {"00_planted.ipynb": notebook("all fine"), "a.ipynb": notebook("expected 3, got 4")}
     kept = classreport.kept_details(files, {"test_x": 0.0}, [("test_x", 1.0)], "a.ipynb")
     assert kept["messages"] == {"test_x": "CheckFailed: expected 3, got 4"}
+
+
+def test_a_jax_error_is_counted_by_the_sentence_the_learner_read():
+    # The class report groups learners by what their feedback page (and Colab) said: a known JAX
+    # mistake's translated sentence, not the first line of JAX's own message.
+    from shardbook.errors import error_lines
+
+    raw = "ShardingTypeError: dot_general operation with inputs: f32[8@X,4@Y], f32[4@Y,2] produces an\n..."
+    test = nbformat.v4.new_code_cell("check()")
+    test.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "test_x", "points": 1}
+    test.outputs = [nbformat.v4.new_output("error", ename="ShardingTypeError", evalue=raw, traceback=[])]
+    notebook = nbformat.writes(nbformat.v4.new_notebook(cells=[test])).encode()
+    kept = classreport.kept_details({"a.ipynb": notebook}, {"test_x": 0.0}, [("test_x", 1.0)], "a.ipynb")
+    sentence = error_lines("ShardingTypeError", raw)[0]
+    assert kept["messages"] == {"test_x": sentence}
+    assert "ambiguous" in sentence and "dot_general" not in sentence
