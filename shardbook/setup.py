@@ -441,8 +441,8 @@ def _one_chip_note(kind: str, count: int) -> str:
     return (
         f"shardbook: this runtime has {have} and every example is written for {NUM_DEVICES} devices, so "
         f"the book runs on {NUM_DEVICES} simulated CPU devices: the same shardings and collectives, at CPU "
-        "speed (the appendix What the simulator changes lists how XLA:CPU's programs differ). No chapter "
-        "runs on the accelerator itself: TPU timings come from the cost model (Chapter 5 and the appendix "
+        "speed (Appendix B, What the simulator changes, lists how XLA:CPU's programs differ). No chapter "
+        "runs on the accelerator itself: TPU timings come from the cost model (Chapter 5 and Appendix A, "
         "Reading the compiled program), GPU ones in Chapter 9 from a recorded run. To compute on it anyway, "
         "run %env SHARDBOOK_DEVICES=accelerator before this cell in a new session; examples written for "
         "8 devices then fail."

@@ -256,3 +256,50 @@ def test_chapters_spell_each_helper_name_flat():
         names = [n for n in names if n]
         problems += [f"{source.name}: shardbook.{n}" for n in names if n not in shardbook.__all__]
     assert not problems, "spell these `from shardbook import X` (export X there):\n" + "\n".join(problems)
+
+
+def _title(source) -> str:
+    """A page's H1, the title the sidebar, the page and the browser tab show."""
+    text = source.read_text()
+    return re.search(r"^# (.+)$", text.split("\n---\n", 1)[-1], re.M).group(1)
+
+
+def test_chapter_and_assignment_numbers_line_up():
+    # Property: a reader sees chapter N's number in its title, and Assignment N is chapter N's: its
+    # folder, title, exercise numbers, grader, the chapter's link to it and the landing page's table
+    # all say N. Chapters 0 and 10 have no assignment; the appendices are A and B, in the sidebar's order.
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    chapters = {int(p.stem[:2]): p for p in nbtools.chapter_sources() if p.stem[:2].isdigit()}
+    for n, source in chapters.items():
+        assert _title(source).startswith(f"{n}. "), f"{source.name}'s title must start with '{n}. '"
+    appendix = next(part for part in toc["parts"] if part["caption"] == "Appendix")
+    for letter, entry in zip("AB", appendix["chapters"], strict=True):
+        page = ROOT / f"{entry['file']}.md"
+        assert _title(page).startswith(f"{letter}. "), f"{page.name}'s title must start with '{letter}. '"
+    intro = (ROOT / "book" / "intro.md").read_text()
+    assignments, headings = {}, set()
+    for folder in sorted((ROOT / "solutions").iterdir()):
+        n, name = int(folder.name[:2]), folder.name
+        assignments[n] = name
+        assert n in chapters, f"solutions/{name}: no chapter {n} to go with"
+        source = folder / f"{name}.md"
+        assert _title(source).startswith(f"Assignment {n} — "), (
+            f"{name}.md: its title must say Assignment {n}"
+        )
+        text = source.read_text()
+        assert f"goes with Chapter {n}, " in text, f"{name}.md: its intro must say it goes with Chapter {n}"
+        numbers = re.findall(r"^#+ Exercise ((\d+)\.\d+) ", text, re.M)
+        assert numbers and {m for _, m in numbers} == {str(n)}, f"{name}.md: number its exercises {n}.k"
+        headings.update(k for k, _ in numbers)
+        assert (ROOT / "grading" / "graders" / f"a{name}.py").is_file(), f"no grading/graders/a{name}.py"
+        link = f"../exercises/{name}/{name}.ipynb"
+        assert link in chapters[n].read_text(), f"{chapters[n].name} must link its assignment {link}"
+        assert re.search(rf"^\| \[{n}\. [^\n]*\[{name}\]\({re.escape(link)}\) \|$", intro, re.M), name
+    assert set(chapters) - set(assignments) == {0, 10}, "chapters 0 and 10 alone have no assignment"
+    # Every "Assignment N" a page links goes to assignment N, and every "Exercise N.k" it names exists.
+    for page in sorted((ROOT / "book").glob("*.md")):
+        text = page.read_text()
+        for n, target in re.findall(r"\[Assignment (\d+)\b[^\]]*\]\(\.\./exercises/(\d+)_", text):
+            assert n == target.lstrip("0"), f"{page.name}: 'Assignment {n}' links assignment {target}"
+        for number in re.findall(r"\b[Ee]xercises? (\d+\.\d+)\b", text):
+            assert number in headings, f"{page.name} names Exercise {number}, which no assignment has"

@@ -85,7 +85,7 @@ def test_expect_sharding_accepts_equivalent_specs_and_names_the_wrong_one(mesh):
 
 
 def test_expect_sharding_names_both_meshes_when_only_the_mesh_differs(mesh):
-    # property: the same spec on another mesh (11.2's restore onto the mesh it was saved from) does not
+    # property: the same spec on another mesh (12.2's restore onto the mesh it was saved from) does not
     # read "expected ... P('X', 'Y'), got ... P('X', 'Y')": both meshes are named
     from jax.sharding import Mesh
 

@@ -138,7 +138,7 @@ def test_a_failing_self_check_shows_its_message_and_the_learners_lines_named_by_
 
 def test_an_error_through_three_cells_names_each_cell(capsys):
     # Property: a JAX error raised in a helper of the imports cell, called by the answer, called by the
-    # self-check, lists one line per cell, each named by its own cell (10.2's case).
+    # self-check, lists one line per cell, each named by its own cell (11.2's case).
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = _shell()

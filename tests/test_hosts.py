@@ -310,7 +310,7 @@ def test_run_check_puts_another_exception_in_one_line():
         hosts.run_check(_raises_value_error, what="the check", timeout=60)
 
 
-# Mistakes of 11.1 (one batch from every process), run as its self-check runs them: the learner's
+# Mistakes of 12.1 (one batch from every process), run as its self-check runs them: the learner's
 # function called through shardbook.checks.call in both processes, then a collective of the check's own.
 
 
@@ -387,7 +387,7 @@ def test_run_check_says_each_multi_process_mistake_in_one_sentence_with_its_hint
         ),
         (
             _shapes_differ,
-            "11.1: expected all 2 processes to finish, got: the processes gave one collective arrays of "
+            "12.1: expected all 2 processes to finish, got: the processes gave one collective arrays of "
             "different shapes (Gloo ended process 1 of 2). Hint: every process must give each collective "
             "the same global shape: compute shapes from what all processes know (jax.process_count(), the "
             "mesh), not from one process's own data.",
@@ -395,7 +395,7 @@ def test_run_check_says_each_multi_process_mistake_in_one_sentence_with_its_hint
     ]
     for fn, message in cases:
         with pytest.raises(CheckFailed) as e:
-            hosts.run_check(fn, what="11.1", timeout=60)
+            hosts.run_check(fn, what="12.1", timeout=60)
         assert str(e.value) == message, fn.__name__
         assert "[[" not in str(e.value) and "\n" not in str(e.value)
     assert _workers_alive() == []
@@ -484,7 +484,7 @@ def test_free_port_skips_a_taken_port_and_stays_below_the_ephemeral_range():
 
 
 def test_a_failing_multi_process_self_check_in_a_notebook_is_a_few_lines_down_to_the_learners(capsys):
-    # Property: 11.1's self-check, run in a notebook with a wrong answer, shows its one-line message,
+    # Property: 12.1's self-check, run in a notebook with a wrong answer, shows its one-line message,
     # the self-check's cell line, and the learner's own lines where it failed in the worker process,
     # named by process and function; nothing of the helper's files (hosts.py run_check, checks.py _fail).
     from IPython.core.interactiveshell import InteractiveShell

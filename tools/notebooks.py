@@ -142,7 +142,7 @@ def cmd_sources(args) -> None:
 
 
 def _notebook_path(name: str) -> Path:
-    """A notebook named by its path, or an assignment by its folder name (10_training)."""
+    """A notebook named by its path, or an assignment by its folder name (11_training)."""
     path = Path(name)
     if not path.suffix and (ROOT / "solutions" / name).is_dir():
         path = ROOT / "solutions" / name / f"{name}.ipynb"

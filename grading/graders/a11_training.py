@@ -1,4 +1,4 @@
-"""Graders for assignment 10_training (FSDP and a pipeline).
+"""Graders for assignment 11_training (FSDP and a pipeline).
 
 Each ``check_<function>(fn)`` calls the learner's function on several cases and compares with a naive
 oracle; the first wrong answer raises :class:`shardbook.checks.CheckFailed` with the call, what was
@@ -28,7 +28,7 @@ expected, what came back, and a hint.
   activations. A step that saves every layer's gathered weights for the backward pass (autodiff through
   the gathers, without ``jax.checkpoint``) is right in everything else and fails here, by its name.
   XLA:CPU writes a reduce-scatter as an all-reduce followed by a dynamic-slice; the analyzer reports
-  that pair as a reduce-scatter (``shardbook.comms.cpu``; ``tests/test_graders_a10_training.py`` checks
+  that pair as a reduce-scatter (``shardbook.comms.cpu``; ``tests/test_graders_a11_training.py`` checks
   that it does so for the FSDP step and that an all-reduced gradient used whole is still an all-reduce).
   A gradient all-reduced and then sliced for a sharded optimizer state is that same pair: XLA:GPU
   turns it into a reduce-scatter, so it is the same program and passes.
@@ -79,7 +79,7 @@ FSDP_GATHERS_AND_SCATTERS = 3
 #: moments and of the batch) + FSDP_MEMORY_LAYERS × the largest layer's gathered weights (the layer at
 #: work and its whole gradient before the reduce-scatter, and as much again for XLA's scratch) +
 #: FSDP_MEMORY_ACTIVATIONS × the activations (B/N rows × the sum of the widths, f32). Measured
-#: (tests/test_graders_a10_training.py): the reference step needs 2.3-2.5 layers above what it is given,
+#: (tests/test_graders_a11_training.py): the reference step needs 2.3-2.5 layers above what it is given,
 #: re-gathering with nothing_saveable about 3.1, and saving every gathered layer about 7 on
 #: MEMORY_CASES' MLPs of six equal hidden layers.
 FSDP_MEMORY_LAYERS = 4
@@ -233,7 +233,7 @@ def structure(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------
-# Exercise 10.1 — fsdp_shardings
+# Exercise 11.1 — fsdp_shardings
 # ----------------------------------------------------------------------------------------------
 
 ODD_SHAPES = {
@@ -327,7 +327,7 @@ def _fsdp_hint(shape: tuple[int, ...], n: int) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# Exercise 10.2 — fsdp_train_step
+# Exercise 11.2 — fsdp_train_step
 # ----------------------------------------------------------------------------------------------
 
 # (mesh sizes, axis names, axis type, shuffle seed, MLP widths, batch rows, steps)
@@ -603,7 +603,7 @@ def _check_fsdp_program(report: Report, params_host: Any, mesh: Mesh, call: str)
 
 
 # ----------------------------------------------------------------------------------------------
-# Exercise 10.3 — pipeline_forward
+# Exercise 11.3 — pipeline_forward
 # ----------------------------------------------------------------------------------------------
 
 # (stages, n_micro, batch rows, width, axis type, shuffle seed, reversed)

@@ -1,4 +1,4 @@
-"""Graders of assignment 10_training: oracles agree with JAX and Optax, the structural targets are real."""
+"""Graders of assignment 11_training: oracles agree with JAX and Optax, the structural targets are real."""
 
 import functools
 import types
@@ -11,12 +11,12 @@ from jax.ad_checkpoint import checkpoint_name
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from grading.graders import a10_training as graders
+from grading.graders import a11_training as graders
 from shardbook.checks import CheckFailed
 from shardbook.comms import Footprint, analyze, footprint
 from tests.notebooks import ROOT, answer_sources, answers
 
-NOTEBOOK = ROOT / "solutions" / "10_training" / "10_training.ipynb"
+NOTEBOOK = ROOT / "solutions" / "11_training" / "11_training.ipynb"
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""Graders for assignment 11_many_hosts (several JAX processes, checkpoints onto another mesh).
+"""Graders for assignment 12_many_hosts (several JAX processes, checkpoints onto another mesh).
 
 The learner's functions run where they are meant to run: in every process of a 2-process job on
 localhost (``shardbook.hosts.run_check``: 2 processes × 4 CPU devices, Gloo collectives, every
@@ -250,7 +250,7 @@ def check_restore_on(fn: Callable) -> None:
     """restore_on of a checkpoint saved from 2 processes × 4 devices: in those 2 processes onto a
     4 × 2 mesh of another device order, then here (1 process) onto 4 devices and onto 8 shuffled ones."""
     source = _source(fn, "restore_on")
-    folder = tempfile.mkdtemp(prefix="a11-")
+    folder = tempfile.mkdtemp(prefix="a12-")
     try:
         path = f"{folder}/state"
         hosts.run_check(

@@ -1,4 +1,4 @@
-"""The graders of assignment 11_many_hosts: the solution passes, each typical mistake fails with its
+"""The graders of assignment 12_many_hosts: the solution passes, each typical mistake fails with its
 hint, and a worker that dies or hangs costs only its own test, with a named reason.
 
 Each check starts 2 JAX processes (a few seconds each). The learner's answers are written into a
@@ -11,11 +11,11 @@ import sys
 import numpy as np
 import pytest
 
-from grading.graders import a11_many_hosts as graders
+from grading.graders import a12_many_hosts as graders
 from shardbook.checks import CheckFailed
 from tests.notebooks import ROOT, answer_sources
 
-NOTEBOOK = ROOT / "solutions" / "11_many_hosts" / "11_many_hosts.ipynb"
+NOTEBOOK = ROOT / "solutions" / "12_many_hosts" / "12_many_hosts.ipynb"
 IMPORTS = """import jax
 import numpy as np
 import orbax.checkpoint as ocp
@@ -24,7 +24,7 @@ from jax.sharding import PartitionSpec as P
 """
 
 WRONG = {
-    # Rows concatenated in process order, whatever the mesh's order: the mistake exercise 11.1 is about.
+    # Rows concatenated in process order, whatever the mesh's order: the mistake exercise 12.1 is about.
     "process_order": """def global_batch(local_rows, mesh):
     return jax.make_array_from_process_local_data(NamedSharding(mesh, P("X", None)), local_rows)
 """,
@@ -59,14 +59,14 @@ WRONG = {
 @pytest.fixture(scope="module")
 def answers(tmp_path_factory):
     """A module per answer set (the solution's, and each wrong one), importable by the workers too."""
-    folder = tmp_path_factory.mktemp("a11_answers")
+    folder = tmp_path_factory.mktemp("a12_answers")
     sources = answer_sources(NOTEBOOK)
-    (folder / "a11_solution.py").write_text(IMPORTS + "\n\n" + "\n\n\n".join(sources.values()) + "\n")
+    (folder / "a12_solution.py").write_text(IMPORTS + "\n\n" + "\n\n\n".join(sources.values()) + "\n")
     for name, source in WRONG.items():
-        (folder / f"a11_wrong_{name}.py").write_text(IMPORTS + "\n\n" + source)
+        (folder / f"a12_wrong_{name}.py").write_text(IMPORTS + "\n\n" + source)
     sys.path.insert(0, str(folder))
     try:
-        yield lambda name: importlib.import_module(f"a11_{name}")
+        yield lambda name: importlib.import_module(f"a12_{name}")
     finally:
         sys.path.remove(str(folder))
 
