@@ -76,7 +76,16 @@ ASSIGNMENTS = ["01_meshes", "11_training"]
 #: answer cell, and every line its self-check shows the learner, word for word (shardbook.errors' short
 #: form: the check's sentence, the learner's own cell lines, no helper-package traceback).
 WRONG_ANSWERS: dict[str, tuple[str, str, list[str]]] = {
-    "11_training": ("wrong_largest_dim", "fsdp_shardings", []),
+    "11_training": (
+        "wrong_largest_dim",
+        "fsdp_shardings",
+        [
+            "CheckFailed: fsdp_shardings for a leaf of shape (16, 32): expected NamedSharding(mesh, "
+            "P('data', None)), got NamedSharding(mesh, P(None, 'data')). Hint: the leading dimension, 16, "
+            "divides by 8, so it is the one sharded, even where a later dimension is larger.",
+            "  Cell In[5], line 64: raise CheckFailed(",
+        ],
+    ),
 }
 #: What Colab has imported before a learner's first cell runs (its "previously imported" warnings).
 PRELOADED = "import numpy"
