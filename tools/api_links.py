@@ -14,10 +14,10 @@ code that the sources document but the table lacks.
 In the build, an inline literal of prose (a Markdown cell, not a code cell or its output, not a
 heading, not already a link) links when its text is a name of the table, or a call of one
 (`jax.lax.psum(x, 'X')`, `jax.jit(f)`; not `jax.jit(f).lower(...)`). The chapters' abbreviations
-resolve first: `jnp.` `lax.` `nnx.` (PREFIXES) and a few bare names (BARE: `shard_map`). A name links
-at its first occurrence in each section, the smallest one around it: a reader who jumps to a section
-from "On this page" finds the link there, and a paragraph that says `jax.jit` four times is not
-underlined four times. The link's title is the full name.
+resolve first: `jnp.` `lax.` `nnx.` (PREFIXES) and the bare names the chapters use for one API
+(BARE: `shard_map`, `psum`, `jit` …). A name links at its first occurrence in each section, the
+smallest one around it: a reader who jumps to a section from "On this page" finds the link there, and
+a paragraph that says `jax.jit` four times is not underlined four times. The link's title is the full name.
 """
 
 from __future__ import annotations
@@ -46,8 +46,28 @@ SITES: dict[str, tuple[str, re.Pattern[str]]] = {
 
 # How the chapters abbreviate: `import jax.numpy as jnp`, `from jax import lax`, `from flax import nnx`.
 PREFIXES = {"jnp.": "jax.numpy.", "lax.": "jax.lax.", "nnx.": "flax.nnx."}
-# Bare names that mean one API wherever the book writes them.
-BARE = {"shard_map": "jax.shard_map", "NamedSharding": "jax.sharding.NamedSharding"}
+# Bare names that mean one API wherever the book writes them (not `dot_general`, which the chapters
+# also write for the compiled program's op, nor `value_and_grad`: JAX's or NNX's).
+BARE = {
+    "shard_map": "jax.shard_map",
+    "jit": "jax.jit",
+    "pmap": "jax.pmap",
+    "grad": "jax.grad",
+    "vmap": "jax.vmap",
+    "custom_vjp": "jax.custom_vjp",
+    "NamedSharding": "jax.sharding.NamedSharding",
+    "PartitionSpec": "jax.sharding.PartitionSpec",
+    "psum": "jax.lax.psum",
+    "pmean": "jax.lax.pmean",
+    "ppermute": "jax.lax.ppermute",
+    "all_gather": "jax.lax.all_gather",
+    "psum_scatter": "jax.lax.psum_scatter",
+    "all_to_all": "jax.lax.all_to_all",
+    "ragged_all_to_all": "jax.lax.ragged_all_to_all",
+    "axis_index": "jax.lax.axis_index",
+    "axis_size": "jax.lax.axis_size",
+    "with_sharding_constraint": "jax.lax.with_sharding_constraint",
+}
 
 # API name -> reference URL. Add a name with its URL as `verify` prints it, then run `verify`.
 LINKS: dict[str, str] = {
