@@ -104,6 +104,21 @@ def test_a_broken_site_is_caught(tmp_path, body, complaint):
     assert any(complaint in p for p in problems), problems
 
 
+def test_an_api_name_in_prose_must_link_to_its_reference_on_the_page(tmp_path):
+    # tools/api_links.py links a name at its first occurrence per section: once on the page is enough;
+    # a name in a heading, a code block or an output is not prose.
+    jit = '<code class="docutils literal"><span class="pre">jax.jit(f)</span></code>'
+    linked = (
+        f'<a class="api-link reference external" href="{site_check.api_links.LINKS["jax.jit"]}">{jit}</a>'
+    )
+    not_prose = f"<h2>{jit}</h2><pre>{jit}</pre><div class='cell_output'>{jit}</div>"
+    html, executed = _site(tmp_path, GOOD + not_prose + f"<p>Call {jit}.</p>")
+    problems, _ = site_check.static_problems(html, executed)
+    assert problems == ["book/ch.html: its prose names jax.jit but never links it (tools/api_links.py)"]
+    html, executed = _site(tmp_path / "linked", GOOD + not_prose + f"<p>Call {linked}, then {jit}.</p>")
+    assert site_check.static_problems(html, executed)[0] == []
+
+
 def test_figures_are_counted_from_the_executed_notebooks(tmp_path):
     # An image output counts once; an HTML output (a JS animation) by its <img> tags; "<Figure size"
     # text with no image is a figure that never became one.

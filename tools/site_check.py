@@ -6,9 +6,10 @@ python tools/site_check.py --allow-no-browser   outside CI, only warn when no br
 Without a browser (read from the files): every internal link and anchor resolves, every local file a
 page loads exists, a cell's printed text is one box (merged streams), every figure a cell produced
 (counted in the executed notebooks, _build/jupyter_execute) is an image on its page, and no page shows
-matplotlib's "<Figure size ...>" text instead of a picture, and no page shows a path of the machine
+matplotlib's "<Figure size ...>" text instead of a picture, no page shows a path of the machine
 that built it (its checkout, a virtual environment's site-packages, a home folder, a kernel's
-temporary file), also inside treescope's compressed outputs.
+temporary file), also inside treescope's compressed outputs, and an API name of tools/api_links.py's
+table that a page's prose writes in inline code is a link to its reference on that page.
 
 In Chromium (Playwright for Python, driving the system browser), for every page at 1280x800 and 390x844:
 the images of cell outputs loaded (naturalWidth > 0) and are as many as the notebook's figures; no
@@ -50,7 +51,7 @@ from urllib.parse import unquote, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: tools/ is a package of the repository root
     sys.path.insert(0, str(ROOT))
-from tools import leaks  # noqa: E402  (the leak logic: one for the notebooks and the site)
+from tools import api_links, leaks  # noqa: E402  (the leak logic: one for the notebooks and the site)
 
 VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
 EXTERNAL = re.compile(r"^([a-z][a-z0-9+.-]*:|//)", re.I)  # http:, mailto:, data:, javascript:, //host
@@ -142,6 +143,9 @@ class _PageParser(HTMLParser):
         self._cell_output_depth = 0  # >0 while inside <div class="cell_output ...">
         self._div_stack: list[bool] = []
         self._stream_boxes: list[int] = []  # per open cell_output: its stdout boxes
+        self.prose_code: list[str] = []  # inline code of prose: not in a link, heading, <pre> or output
+        self._not_prose: list[str] = []  # open <a>, <h1>..<h6>, <pre>
+        self._code: list[str] | None = None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -165,8 +169,21 @@ class _PageParser(HTMLParser):
             self.resources.append(a["href"])
         if tag == "img" and self._cell_output_depth:
             self.output_images += 1
+        if tag in ("a", "pre", "h1", "h2", "h3", "h4", "h5", "h6"):
+            self._not_prose.append(tag)
+        if tag == "code" and not (self._not_prose or self._cell_output_depth):
+            self._code = []
+
+    def handle_data(self, data):
+        if self._code is not None:
+            self._code.append(data)
 
     def handle_endtag(self, tag):
+        if tag in ("a", "pre", "h1", "h2", "h3", "h4", "h5", "h6") and tag in self._not_prose:
+            del self._not_prose[len(self._not_prose) - 1 - self._not_prose[::-1].index(tag) :]
+        if tag == "code" and self._code is not None:
+            self.prose_code.append("".join(self._code))
+            self._code = None
         if tag == "div" and self._div_stack:
             closed_output = self._div_stack.pop()
             self._cell_output_depth -= closed_output
@@ -270,6 +287,9 @@ def static_problems(html_root: Path, executed_root: Path | None) -> tuple[list[s
                 ids = parsed[file].ids if file in parsed else _parse(file).ids
                 if fragment not in ids:
                     problems.append(f"{rel}: link {href!r}: no element with id {fragment!r} on that page")
+        for name, url in sorted({link for c in parser.prose_code if (link := api_links.api_link(c))}):
+            if url not in parser.links:
+                problems.append(f"{rel}: its prose names {name} but never links it (tools/api_links.py)")
         for src in parser.resources:
             file, _ = _resolve(html_root, page, src)
             if file is not None and not file.exists():
