@@ -671,7 +671,7 @@ def no_browser(reason: str, allow: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
+    parser.add_argument("--html", type=lambda p: Path(p).resolve(), default=ROOT / "_build" / "html")
     parser.add_argument("--executed", type=Path, default=ROOT / "_build" / "jupyter_execute")
     parser.add_argument("--screenshots", type=Path, default=ROOT / "_build" / "screenshots")
     parser.add_argument(
