@@ -236,6 +236,14 @@ def unkillables(path: Path = EQUIVALENT_FILE) -> dict[str, dict[str, str]]:
 STATUSES = ("killed", "timeout", "survived", "equivalent", "unkillable")
 
 
+def caught_only_by_hidden_tests(mutant: dict) -> bool:
+    """A killed mutant whose self-check passed: the function's test cells run self-check first, so the
+    cell that killed it (``killed_by`` begins with its grade_id) is a hidden test. A learner with that
+    mistake reads "Self-check passed." and loses points later: each is a property the self-check
+    should try (issue: self-check parity)."""
+    return mutant["status"] == "killed" and mutant["killed_by"].split(":", 1)[0].endswith("_hidden")
+
+
 def summarize(
     assignment: str, mutants: list[dict], known: dict[str, str], unkillable: dict[str, str] | None = None
 ) -> list[dict]:
@@ -257,7 +265,17 @@ def summarize(
         count = {s: sum(m["status"] == s for m in mine) for s in STATUSES}
         judged = len(mine) - count["equivalent"] - count["unkillable"]
         rate = (count["killed"] + count["timeout"]) / judged if judged else 1.0
-        rows.append({"assignment": assignment, "function": fn, "mutants": len(mine), **count, "rate": rate})
+        hidden_only = sum(caught_only_by_hidden_tests(m) for m in mine)
+        rows.append(
+            {
+                "assignment": assignment,
+                "function": fn,
+                "mutants": len(mine),
+                **count,
+                "hidden_only": hidden_only,
+                "rate": rate,
+            }
+        )
     return rows
 
 
@@ -266,17 +284,26 @@ def write_report(assignment: str, mutants: list[dict], rows: list[dict], seconds
     (OUT_DIR / f"{assignment}.json").write_text(json.dumps({"rows": rows, "mutants": mutants}, indent=1))
     lines = [f"# Mutants of {assignment}", "", f"Run time {seconds:.0f} s.", ""]
     lines += [
-        "| function | mutants | killed | timeout | equivalent | unkillable on CPU | survived | kill rate |",
-        "|---|---|---|---|---|---|---|---|",
+        "| function | mutants | killed | caught only by hidden tests | timeout | equivalent "
+        "| unkillable on CPU | survived | kill rate |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['function']} | {r['mutants']} | {r['killed']} | {r['timeout']} | {r['equivalent']} "
-            f"| {r['unkillable']} | {r['survived']} | {r['rate']:.1%} |"
+            f"| {r['function']} | {r['mutants']} | {r['killed']} | {r['hidden_only']} | {r['timeout']} "
+            f"| {r['equivalent']} | {r['unkillable']} | {r['survived']} | {r['rate']:.1%} |"
         )
-    titles = {"survived": "Survived", "equivalent": "Equivalent", "unkillable": "Unkillable on CPU"}
+    titles = {
+        "survived": "Survived",
+        "hidden_only": "Caught only by hidden tests (the self-check passed them)",
+        "equivalent": "Equivalent",
+        "unkillable": "Unkillable on CPU",
+    }
     for status, title in titles.items():
-        chosen = [m for m in mutants if m["status"] == status]
+        if status == "hidden_only":
+            chosen = [m for m in mutants if caught_only_by_hidden_tests(m)]
+        else:
+            chosen = [m for m in mutants if m["status"] == status]
         if chosen:
             lines += ["", f"## {title}", ""]
             for m in chosen:
@@ -344,15 +371,16 @@ def main(argv: list[str] | None = None) -> int:
         )
     rows = [r for result in results for r in result[0]]
     print(
-        f"\n{'function':<40} {'mutants':>7} {'killed':>6} {'t/o':>4} {'equiv':>5} {'cpu':>4} "
-        f"{'surv':>4} {'rate':>7}"
+        f"\n{'function':<40} {'mutants':>7} {'killed':>6} {'hidden':>6} {'t/o':>4} {'equiv':>5} "
+        f"{'cpu':>4} {'surv':>4} {'rate':>7}"
     )
     for r in rows:
         name = f"{r['assignment']}:{r['function']}"
         print(
-            f"{name:<40} {r['mutants']:>7} {r['killed']:>6} {r['timeout']:>4} {r['equivalent']:>5} "
-            f"{r['unkillable']:>4} {r['survived']:>4} {r['rate']:>7.1%}"
+            f"{name:<40} {r['mutants']:>7} {r['killed']:>6} {r['hidden_only']:>6} {r['timeout']:>4} "
+            f"{r['equivalent']:>5} {r['unkillable']:>4} {r['survived']:>4} {r['rate']:>7.1%}"
         )
+    print("(hidden: killed by a hidden test after the self-check passed it)")
     for a, (_, _, seconds) in zip(assignments, results, strict=True):
         print(f"{a}: {seconds:.0f} s")
     print(f"total {time.perf_counter() - start:.0f} s; reports in {OUT_DIR.relative_to(ROOT)}/")

@@ -126,6 +126,30 @@ def test_kill_rate_counts_equivalents_apart_and_timeouts_as_killed():
     assert row["rate"] == pytest.approx(18 / 19) and row["rate"] < M.THRESHOLD
 
 
+def test_mutants_the_self_check_passed_are_counted_as_caught_only_by_hidden_tests():
+    # The self-check cell runs first: a mutant killed by a hidden test passed it, and a learner with
+    # that mistake read "Self-check passed." — counted per function, and listed in the report.
+    raw = [
+        {
+            "function": "g",
+            "status": "killed",
+            "fingerprint": "g/k/0",
+            "killed_by": "test_g_visible: expected",
+        },
+        {"function": "g", "status": "killed", "fingerprint": "g/k/1", "killed_by": "test_g_hidden: expected"},
+        {"function": "g", "status": "timeout", "fingerprint": "g/k/2", "killed_by": "ran past 1 s"},
+        {
+            "function": "h",
+            "status": "killed",
+            "fingerprint": "h/k/0",
+            "killed_by": "test_h_visible: x_hidden",
+        },
+    ]
+    g, h = M.summarize("a", raw, {})
+    assert (g["killed"], g["hidden_only"], g["timeout"], h["hidden_only"]) == (2, 1, 1, 0)
+    assert [M.caught_only_by_hidden_tests(m) for m in raw] == [False, True, False, False]
+
+
 def test_unkillable_on_cpu_mutants_are_counted_apart_from_killed_survived_and_equivalent():
     raw = [
         {"function": "g", "status": s, "fingerprint": f"g/k/{i}", "killed_by": ""}
