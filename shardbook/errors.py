@@ -89,6 +89,12 @@ JAX_ERRORS: list[_Entry] = [
         "say which one you want: out_sharding=P(...) on that operation, or jax.reshard an operand first.",
     ),
     (
+        ("in_specs argument must be a pytree of",),
+        "shard_map was called without in_specs on a mesh whose axes are Auto",
+        "give in_specs: on Auto axes the arrays do not carry their layout in their type, so shard_map "
+        "cannot read it from them (only on Explicit axes may in_specs be left out).",
+    ),
+    (
         ("does not match the specs of the input",),
         "shard_map's in_specs do not match how an argument is laid out",
         "give in_specs the layout the contract states for each argument (it is how the inputs arrive).",
