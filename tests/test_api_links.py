@@ -1,6 +1,7 @@
 """tools/api_links.py: API names in prose link to their reference pages (the table, the extension, the
 check of the table against the documentation's sources)."""
 
+import io
 import re
 from html.parser import HTMLParser
 
@@ -169,6 +170,23 @@ class _Links(HTMLParser):
             self.codes.append(data)
 
 
+def test_a_misspelt_api_name_is_reported_and_the_books_prose_has_none():
+    # What the build warns about (and -W turns into a failure): a name under jax./flax./optax./orbax.
+    # that the installed packages do not have, unless REMOVED says why the book writes it.
+    assert api_links.unknown_name("jax.lax.psun(x, 'X')") == "jax.lax.psun"
+    assert api_links.unknown_name("jnp.zeroes") == "jax.numpy.zeroes"
+    assert api_links.unknown_name("optax.adamm") == "optax.adamm"
+    for fine in ("jax.lax.psum", "lax.psum(x, 'X')", "jax.sharding.NamedSharding", "np.sum", "psum"):
+        assert api_links.unknown_name(fine) is None, fine
+    assert all(api_links.unknown_name(name) is None for name in api_links.REMOVED)
+    sources = sorted((ROOT / "book").glob("*.md")) + sorted((ROOT / "solutions").glob("*/*.md"))
+    unknown = {n: where for n, where in api_links.prose_names(sources).items() if api_links.unknown_name(n)}
+    assert not unknown, unknown
+    for name in api_links.REMOVED:  # each entry is still needed
+        with pytest.raises((ImportError, AttributeError)):
+            api_links._object(name)
+
+
 def test_a_built_page_links_names_in_prose_once_per_section_and_leaves_code_alone(tmp_path):
     # A tiny Sphinx build with myst-nb (no execution: the notebook's stored outputs are shown).
     from sphinx.application import Sphinx
@@ -178,7 +196,7 @@ def test_a_built_page_links_names_in_prose_once_per_section_and_leaves_code_alon
     nb.cells = [
         nbformat.v4.new_markdown_cell(
             "# A page\n\n## First\n\nWe call `jax.jit(f)` and `jnp.dot`, then `jax.jit` again,"
-            " and `jax.reshard`."
+            " and `jax.reshard`; `jax.lax.psun` is a typo."
         ),
         nbformat.v4.new_code_cell(
             "jax.jit(f)",
@@ -197,10 +215,13 @@ def test_a_built_page_links_names_in_prose_once_per_section_and_leaves_code_alon
         "extensions = ['myst_nb', 'tools.api_links']\nroot_doc = 'page'\nnb_execution_mode = 'off'\n"
         "myst_enable_extensions = ['colon_fence']\nexclude_patterns = ['_build']\n"
     )
+    warnings = io.StringIO()
     app = Sphinx(
-        tmp_path, tmp_path, tmp_path / "_build", tmp_path / "_doctrees", "html", status=None, warning=None
+        tmp_path, tmp_path, tmp_path / "_build", tmp_path / "_doctrees", "html", status=None, warning=warnings
     )
     app.build()
+    said = warnings.getvalue()
+    assert "page.ipynb" in said and "names jax.lax.psun, which the installed packages do not have" in said
     page = _Links()
     page.feed((tmp_path / "_build" / "page.html").read_text())
     jit, dot = api_links.LINKS["jax.jit"], api_links.LINKS["jax.numpy.dot"]

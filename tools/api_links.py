@@ -18,6 +18,10 @@ resolve first: `jnp.` `lax.` `nnx.` (PREFIXES) and the bare names the chapters u
 (BARE: `shard_map`, `psum`, `jit` …). A name links at its first occurrence in each section, the
 smallest one around it: a reader who jumps to a section from "On this page" finds the link there, and
 a paragraph that says `jax.jit` four times is not underlined four times. The link's title is the full name.
+
+A name of prose under `jax.`, `flax.`, `optax.` or `orbax.` (after the abbreviations) that the installed
+packages do not have is a build warning, so `-W` fails the build on a misspelt API name; a name the book
+mentions because JAX removed it is listed in REMOVED with its reason.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import hashlib
 import importlib
 import re
 import sys
+import warnings
 from pathlib import Path
 
 from docutils import nodes  # type: ignore[import-untyped]
@@ -163,6 +168,15 @@ LINKS: dict[str, str] = {
     "optax.tree_map_params": OPTAX + "api/generated/optax.tree_utils.tree_map_params.html",  # alias
 }
 
+#: Names the prose writes that the installed packages do not have, on purpose: name -> why.
+REMOVED = {
+    "jax.device_put_replicated": "chapter 0 shows old code and the AttributeError JAX 0.12 gives for it",
+    "jax.lax.pvary": "chapters 1 and 4 name the old spelling of jax.lax.pcast(..., to='varying')",
+}
+#: The packages whose names are checked against what they export.
+CHECKED = re.compile(r"(jax|flax|optax|orbax)\.\w")
+
+
 # An inline literal that is a name, or one call of a name: `jax.jit`, `jax.lax.psum(x, 'X')`.
 _CALL = re.compile(r"(?P<name>[A-Za-z_]\w*(?:\.\w+)*)(?:\((?P<args>.*)\))?", re.S)
 
@@ -194,6 +208,25 @@ def canonical_name(text: str) -> str:
     return name
 
 
+def unknown_name(text: str) -> str | None:
+    """The full name an inline literal writes when it is under a checked package but names nothing the
+    installed package has (a misspelling, or an API that moved), unless REMOVED lists it; else None.
+
+    >>> unknown_name("jax.lax.psun(x, 'X')"), unknown_name("lax.psum"), unknown_name("np.sum")
+    ('jax.lax.psun', None, None)
+    """
+    name = canonical_name(text)
+    if not CHECKED.match(name) or name in REMOVED:
+        return None
+    try:
+        with warnings.catch_warnings():  # a deprecated module the prose names on purpose still exists
+            warnings.simplefilter("ignore")
+            _object(name)
+    except (ImportError, AttributeError):
+        return name
+    return None
+
+
 def api_link(text: str) -> tuple[str, str] | None:
     """(full name, URL) when an inline literal's text is a name of LINKS or one call of it."""
     name = canonical_name(text)
@@ -219,13 +252,25 @@ def _in_prose(node: nodes.Node) -> bool:
     return True
 
 
-def link_api_names(document: nodes.document) -> int:
-    """Wrap each inline literal of prose naming a known API in a link, once per section; how many."""
+def link_api_names(document: nodes.document, warn=None) -> int:
+    """Wrap each inline literal of prose naming a known API in a link, once per section; how many.
+
+    ``warn(message, node)`` is called for each literal of prose that names nothing the installed
+    packages have (:func:`unknown_name`)."""
     seen: set[tuple[int, str]] = set()
     linked = 0
     for literal in list(document.findall(nodes.literal)):
+        if not _in_prose(literal):
+            continue
+        unknown = unknown_name(literal.astext())
+        if unknown is not None and warn is not None:
+            warn(
+                f"`{literal.astext()}` names {unknown}, which the installed packages do not have "
+                "(misspelt? else list it in tools/api_links.py REMOVED with its reason)",
+                literal,
+            )
         found = api_link(literal.astext())
-        if found is None or not _in_prose(literal):
+        if found is None:
             continue
         name, url = found
         section = literal.parent
@@ -245,18 +290,21 @@ def link_api_names(document: nodes.document) -> int:
 
 def table_version() -> int:
     """Changes with the table, so that Sphinx reads every page again when a link is added."""
-    text = repr(sorted(LINKS.items())) + repr(sorted(PREFIXES.items())) + repr(sorted(BARE.items()))
+    tables = (LINKS, PREFIXES, BARE, REMOVED)
+    text = "".join(repr(sorted(table.items())) for table in tables)
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
 
 
 def setup(app):
     from sphinx.transforms import SphinxTransform
+    from sphinx.util import logging
 
     class LinkApiNames(SphinxTransform):
         default_priority = 700
 
         def apply(self, **kwargs) -> None:
-            link_api_names(self.document)
+            log = logging.getLogger(__name__)
+            link_api_names(self.document, lambda message, node: log.warning(message, location=node))
 
     app.add_transform(LinkApiNames)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": table_version()}
