@@ -75,6 +75,19 @@ def oracle_step(ws_host: np.ndarray, xs_host: np.ndarray, lr: float) -> np.ndarr
     return ws_host.astype(np.float64) - lr * g
 
 
+def _expect_step_values(got: Any, ws_host: np.ndarray, xs_host: np.ndarray, lr: float, where: str) -> None:
+    """The training step's new weights against the oracle's, with the hint both steps share."""
+    expect_allclose(
+        got,
+        oracle_step(ws_host, xs_host, lr),
+        where,
+        rtol=RTOL,
+        atol=ATOL,
+        hint="g is the SUM (not the mean) over microbatches of jax.grad(microbatch_loss)(ws, xs[m]); "
+        "the result is ws - lr * g.",
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # Helpers.
 # ----------------------------------------------------------------------------------------------
@@ -202,15 +215,7 @@ def check_sgd_step_accumulated(fn: Callable) -> None:
             hint="loop over the microbatches with jax.lax.scan, summing gradients taken with respect to "
             "reduced weights, and reshard the sum to P() once at the end.",
         )
-        expect_allclose(
-            got,
-            oracle_step(ws_host, xs_host, lr),
-            where,
-            rtol=RTOL,
-            atol=ATOL,
-            hint="g is the SUM (not the mean) over microbatches of jax.grad(microbatch_loss)(ws, xs[m]); "
-            "the result is ws - lr * g.",
-        )
+        _expect_step_values(got, ws_host, xs_host, lr, where)
         if type_text(got) != f"float32[{layers},{width},{width}]":
             raise CheckFailed(
                 f"{where}: expected the new weights replicated, float32[{layers},{width},{width}], got "
@@ -284,15 +289,7 @@ def check_sgd_step_sharded(fn: Callable) -> None:
             hint="loop over the microbatches with jax.lax.scan, summing gradients left unreduced over 'X', "
             "and reshard the sum to the layout of ws once at the end.",
         )
-        expect_allclose(
-            got,
-            oracle_step(ws_host, xs_host, lr),
-            where,
-            rtol=RTOL,
-            atol=ATOL,
-            hint="g is the SUM (not the mean) over microbatches of jax.grad(microbatch_loss)(ws, xs[m]); "
-            "the result is ws - lr * g.",
-        )
+        _expect_step_values(got, ws_host, xs_host, lr, where)
         split = f"float32[{layers},{width}@X,{width}]"
         if type_text(got) != split:
             raise CheckFailed(

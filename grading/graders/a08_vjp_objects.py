@@ -125,16 +125,18 @@ def _compiled(log: CompileLog) -> str:
     return f"{len(log.programs)} ({names}{', …' if len(log.programs) > 4 else ''})"
 
 
+def _pair(got: Any, call: str, names: str, hint: str) -> tuple:
+    """``got`` when it is a pair (a tuple of two), else a CheckFailed naming what came back."""
+    if not (isinstance(got, tuple) and len(got) == 2):
+        raise CheckFailed(f"{call}: expected a pair {names}, got {type(got).__name__}. Hint: {hint}")
+    return got
+
+
 def check_light_vjp(fn: Callable) -> None:
     for text, f, w, x in _light_cases():
         call = f"light_vjp(f, w, x) with f(w, x) = {text}"
         got = call_learner(fn, "light_vjp", f, w, x, where=call)
-        if not (isinstance(got, tuple) and len(got) == 2):
-            raise CheckFailed(
-                f"{call}: expected a pair (y, f_vjp), got {type(got).__name__}. "
-                "Hint: return exactly what jax.vjp returns."
-            )
-        y, f_vjp = got
+        y, f_vjp = _pair(got, call, "(y, f_vjp)", "return exactly what jax.vjp returns.")
         y_ref, vjp_ref = jax.vjp(f, w, x)
         expect_allclose(y, y_ref, f"{call}: y", hint="y is f(w, x), the first thing jax.vjp returns.")
         if not (hasattr(f_vjp, "args_res") and hasattr(f_vjp, "replace")):
@@ -285,12 +287,12 @@ def check_one_f_one_b(fn: Callable) -> None:
             f"in_flight={in_flight})"
         )
         got = call_learner(fn, "one_f_one_b", ws, x, n_micro, in_flight, where=call)
-        if not (isinstance(got, tuple) and len(got) == 2):
-            raise CheckFailed(
-                f"{call}: expected a pair (grads, peak_bytes), got {type(got).__name__}. "
-                "Hint: return the list of gradients and the largest number of saved bytes you held."
-            )
-        grads, peak = got
+        grads, peak = _pair(
+            got,
+            call,
+            "(grads, peak_bytes)",
+            "return the list of gradients and the largest number of saved bytes you held.",
+        )
         _expect_grads(
             grads, ws, x, n_micro, call, "each microbatch's backward runs the layers' VJP objects in reverse."
         )
@@ -363,12 +365,12 @@ def check_checkpointed_grads(fn: Callable) -> None:
         call = f"checkpointed_grads(ws (L={n_layers} of f32[{h},{h}]), x f32[{n},{h}], every={every})"
         with CompileLog() as log:
             got = call_learner(fn, "checkpointed_grads", ws, x, every, where=call)
-        if not (isinstance(got, tuple) and len(got) == 2):
-            raise CheckFailed(
-                f"{call}: expected a pair (grads, peak_bytes), got {type(got).__name__}. "
-                "Hint: return the list of gradients and the largest number of bytes you held."
-            )
-        grads, peak = got
+        grads, peak = _pair(
+            got,
+            call,
+            "(grads, peak_bytes)",
+            "return the list of gradients and the largest number of bytes you held.",
+        )
         _expect_grads(
             grads,
             ws,
