@@ -19,10 +19,12 @@ from tests import submissions
 from tests.conftest import GRADED_ASSIGNMENT
 from tests.submissions import SubmissionError
 
-# Assignment 1's in-process results are compared with its `make grade` batch (tests/test_grading.py):
-# graded in that group's pytest-xdist worker, they are graded once.
+# An assignment is graded in-process once per pytest-xdist worker (the session fixture
+# graded_in_process), so both tests of an assignment share a group, hence a worker: spread over two
+# workers, five assignments were graded twice (12_many_hosts alone 120 s). Assignment 1's results are
+# also compared with its `make grade` batch (tests/test_grading.py), so it joins that group.
 ASSIGNMENTS = [
-    pytest.param(a, marks=pytest.mark.xdist_group("grading")) if a == GRADED_ASSIGNMENT else a
+    pytest.param(a, marks=pytest.mark.xdist_group(f"in-process-{a}" if a != GRADED_ASSIGNMENT else "grading"))
     for a in submissions.assignments_with_submissions()
 ]
 # A hidden test must leave room under the cell time limit of `make grade` (the default, 120 s) on a
