@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: tools/ is a package of the repository root
     sys.path.insert(0, str(ROOT))
 from grading import assignment  # noqa: E402
-from tools import execution_cache  # noqa: E402
+from tools import chapter_refs, execution_cache  # noqa: E402
 
 SETUP_MARK = "# Setup: on Colab this installs the book's helper; everywhere it picks the devices."
 
@@ -78,7 +78,8 @@ def source_notebook(source: Path) -> nbformat.NotebookNode:
     the same cell ids on every generation: a cell's nbgrader grade_id where it has one (an assignment's
     cells keep their ids when a cell is added), else the notebook's name and the cell's position. An
     assignment's cells state only grade_id and points; nbgrader's metadata is generated from them
-    (grading/assignment.py)."""
+    (grading/assignment.py). A chapter named in Markdown by ``{chapter}`` is written out in words
+    ("Chapter 3", tools/chapter_refs.py), since Colab does not render MyST roles."""
     import jupytext
 
     nb = jupytext.read(source, fmt=SOURCE_FORMAT)
@@ -93,6 +94,11 @@ def source_notebook(source: Path) -> nbformat.NotebookNode:
         cell.id = grade_id if CELL_ID.match(grade_id) else f"{source.stem}-{index:03d}"[-64:]
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+        elif cell.cell_type == "markdown":  # Colab and Jupyter do not render MyST roles
+            try:
+                cell.source = chapter_refs.plain(cell.source)
+            except chapter_refs.UnknownChapter as e:
+                fail(f"{source.relative_to(ROOT)}: {e}")
     ids = [c.id for c in nb.cells]
     if len(set(ids)) != len(ids):
         twice = sorted({i for i in ids if ids.count(i) > 1})

@@ -1,0 +1,111 @@
+"""tools/chapter_refs.py: chapters are named by page, and the reader sees the number of the page's title."""
+
+import io
+
+import nbformat
+import pytest
+import yaml
+
+from tests.notebooks import ROOT
+from tools import chapter_refs
+from tools import notebooks as nbtools
+
+
+def test_the_number_comes_from_the_pages_title():
+    assert chapter_refs.label("03_explicit_sharding") == "Chapter 3"
+    assert chapter_refs.label("10_memory", "chapter") == "chapter 10"
+    assert chapter_refs.label("appendix_reading_the_compiled_program") == "Appendix A"
+    assert chapter_refs.label("simulated_devices", "appendix") == "appendix B"
+    text = "See {chapter}`chapter <04_manual_sharding>` and {chapter}`simulated_devices`'s list."
+    assert chapter_refs.plain(text) == "See chapter 4 and Appendix B's list."
+
+
+@pytest.mark.parametrize(
+    "target, word, message",
+    [
+        ("03_explicit", None, "book/ has no 03_explicit.md"),
+        ("intro", None, "has no number"),  # the landing page is not a numbered page
+        ("simulated_devices", "chapter", "simulated_devices is Appendix B"),
+        ("03_explicit_sharding", "appendix", "03_explicit_sharding is Chapter 3"),
+    ],
+)
+def test_a_role_naming_no_numbered_page_is_refused(target, word, message):
+    with pytest.raises(chapter_refs.UnknownChapter, match=message):
+        chapter_refs.label(target, word)
+
+
+def test_no_source_types_a_chapters_number():
+    # Property: a renumbering cannot leave a stale reference. Every chapter or appendix the book's
+    # pages and the assignments name, in prose or in code, is named by page; each role names a page.
+    sources = nbtools.chapter_sources() + nbtools.solution_sources() + [ROOT / "book" / "intro.md"]
+    typed, roles = {}, 0
+    for source in sources:
+        text = source.read_text()
+        if found := chapter_refs.typed_references(text):
+            typed[source.relative_to(ROOT).as_posix()] = found
+        roles += len(chapter_refs.ROLE.findall(text))
+        chapter_refs.plain(text)  # every role names a numbered page
+    assert not typed, typed
+    assert roles > 50  # the check reads the roles it should
+    assert chapter_refs.typed_references("as Chapter 3 and chapters 0 and 10, Ch. 2, Appendix A said") == [
+        "Chapter 3",
+        "chapters 0",
+        "Ch. 2",
+        "Appendix A",
+    ]
+    assert chapter_refs.typed_references('<img alt="after 1, chapters 2 and 9">') == []  # a picture's words
+
+
+def test_generated_notebooks_write_the_words():
+    # Colab and Jupyter do not render MyST roles: the .ipynb generated from a source says "Chapter 3".
+    source = ROOT / "solutions" / "03_explicit_sharding" / "03_explicit_sharding.md"
+    markdown = "".join(c.source for c in nbtools.source_notebook(source).cells if c.cell_type == "markdown")
+    assert "goes with Chapter 3, " in markdown and "{chapter}" not in markdown
+
+
+def test_the_book_loads_the_extension():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]
+    assert "tools.chapter_refs" in config["local_extensions"]
+    assert "tools.chapter_refs" in config["config"]["extensions"]
+
+
+def test_a_built_page_links_the_chapter_and_warns_about_an_unknown_one(tmp_path):
+    # A tiny Sphinx build with myst-nb: two pages beside a copy of chapter 3's title.
+    from sphinx.application import Sphinx
+
+    (tmp_path / "03_explicit_sharding.md").write_text("# 3. Explicit sharding\n\nText.\n")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(
+            "# A page\n\nAs {chapter}`chapter <03_explicit_sharding>` says; {chapter}`99_nothing` does not."
+        )
+    ]
+    nbformat.write(nb, tmp_path / "page.ipynb")
+    (tmp_path / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+        "extensions = ['myst_nb', 'tools.chapter_refs']\nroot_doc = 'page'\nnb_execution_mode = 'off'\n"
+        "exclude_patterns = ['_build']\n"
+    )
+    warnings = io.StringIO()
+    old_book = chapter_refs.BOOK
+    chapter_refs.BOOK = tmp_path
+    chapter_refs.number.cache_clear()
+    try:
+        app = Sphinx(
+            tmp_path,
+            tmp_path,
+            tmp_path / "_build",
+            tmp_path / "_doctrees",
+            "html",
+            status=None,
+            warning=warnings,
+        )
+        app.build()
+    finally:
+        chapter_refs.BOOK = old_book
+        chapter_refs.number.cache_clear()
+    assert "book/ has no 99_nothing.md" in warnings.getvalue()
+    html = (tmp_path / "_build" / "page.html").read_text()
+    assert 'href="03_explicit_sharding.html"' in html
+    assert ">chapter 3</span></a>" in html
