@@ -34,7 +34,6 @@ import nbformat
 
 from grading import similarity
 from grading.assignment import Assignment, grade_id
-from grading.preprocessors import feedback_lines
 
 #: Learners named per message before the rest are folded away.
 SHOWN_LEARNERS = 8
@@ -58,6 +57,10 @@ def failing_messages(
 ) -> dict[str, str]:
     """grade_id -> the one-line error of each graded test cell that did not get all its points: its
     first line as the feedback page shows it (``grading.preprocessors.feedback_lines``)."""
+    # Imported here: the preprocessors import nbgrader (seconds), which `make grade` loads beside its
+    # start (grade._warm_up), not before it.
+    from grading.preprocessors import feedback_lines
+
     points = dict(cells)
     errors: dict[str, str] = {}
     for cell in notebook.cells:
