@@ -22,6 +22,7 @@ chapters). The modules are where a maintainer reads them:
   pipeline -- pipeline schedules (GPipe, 1F1B): the table, its bubble, the activations kept, a picture.
   hosts   -- many JAX processes on one machine (run_workers): multi-host programs on localhost.
   claims  -- claim(): a comparative sentence of a chapter checked against the values its page printed.
+  tables  -- Table: results as rows under named columns, an HTML table on the page, aligned text elsewhere.
 """
 
 from __future__ import annotations
@@ -82,10 +83,11 @@ _EXPORTS = {
     "draw_process_shards": "hosts",
     "claim": "claims",
     "ClaimFailed": "claims",
+    "Table": "tables",
 }
 
 # modules reachable as attributes without an import statement (``shardbook.comms.analyze``)
-_MODULES = ("viz", "checks", "comms", "hlo", "cost", "pipeline", "hosts", "claims")
+_MODULES = ("viz", "checks", "comms", "hlo", "cost", "pipeline", "hosts", "claims", "tables")
 
 __all__ = [
     "NUM_DEVICES",

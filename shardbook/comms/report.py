@@ -5,12 +5,12 @@ Nothing here reads a program: :mod:`shardbook.comms.analysis` fills these record
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..hlo import Module
+from ..tables import Table
 
 COLLECTIVE_KINDS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
 
@@ -160,17 +160,18 @@ class Report:
         lines += [f"* {n}" for n in self.notes]
         return "\n".join(lines)
 
+    def table(self) -> Table:
+        """The report as a :class:`~shardbook.tables.Table`: a row per collective, the summary and the
+        notes under it (its text is this report's ``repr`` with its lines laid out by the table)."""
+        return Table(
+            self._HEADER,
+            self.rows(),
+            align={"group": "right", "runs": "right", "bytes/device": "right"},
+            notes=[self.summary(), *(f"* {n}" for n in self.notes)],
+        )
+
     def _repr_html_(self) -> str:
-        head = "".join(f"<th style='text-align:left'>{h}</th>" for h in self._HEADER)
-        body = "".join(
-            "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(x)}</td>" for x in r) + "</tr>"
-            for r in self.rows()
-        )
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        return (
-            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-            f"<p>{html.escape(self.summary())}</p>" + (f"<ul>{notes}</ul>" if notes else "")
-        )
+        return self.table()._repr_html_()
 
 
 def check_kind(kind: str | None) -> None:
