@@ -5,8 +5,9 @@ and (1, 8), with Explicit axes ``('X', 'Y')``, and calls the learner's function 
 ``with jax.set_mesh(mesh):`` (the assignment's contract says so, so ``out_sharding=P(...)`` works).
 Every answer is compared with a naive NumPy oracle (values), with the type the contract names
 (``jax.typeof``), and, where the exercise is about communication, with the bytes
-:func:`shardbook.analyze` counts in the compiled program. The first wrong answer raises
-:class:`shardbook.checks.CheckFailed` with the call, what was expected, what came back, and a hint.
+:func:`shardbook.analyze` counts in the compiled program (for 3.4, also the kinds of collective). The
+first wrong answer raises :class:`shardbook.checks.CheckFailed` with the call, what was expected, what
+came back, and a hint.
 """
 
 from __future__ import annotations
@@ -122,9 +123,13 @@ def expect_type_text(got: Any, expected: str, where: str, hint: str) -> None:
         raise CheckFailed(f"{where}: expected the type {expected}, got {text}. Hint: {hint}")
 
 
-def _analyze_bytes(fn: Callable, mesh: Mesh, args: tuple, max_bytes: int, where: str, hint: str) -> None:
+def _analyze_bytes(
+    fn: Callable, mesh: Mesh, args: tuple, max_bytes: int, where: str, hint: str, allowed: tuple = ()
+) -> None:
+    """At most ``max_bytes`` sent per device (and, if ``allowed`` is given, only those kinds)."""
+    what = f"the compiled program of {where}"
     with jax.set_mesh(mesh):
-        expect_collectives(fn, *args, max_bytes=max_bytes, what=f"the compiled program of {where}", hint=hint)
+        expect_collectives(fn, *args, allowed=allowed, max_bytes=max_bytes, what=what, hint=hint)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -271,3 +276,50 @@ def check_running_total(fn: Callable) -> None:
             "return x's own layout: take it from the input (jax.typeof(x).sharding.spec) rather than "
             "writing a fixed P(...), since the input's spec varies.",
         )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 3.4 — matmul_split_contraction
+# ----------------------------------------------------------------------------------------------
+
+# (B, D, F): B and F divide by 8, and D >= 16 B, so that moving any part of w (D/nY x F per device) costs
+# more than the reduce-scatter of the partial sums (B/nX x F) on every mesh layout, 1 x 8 included.
+SPLIT_SHAPES = [(8, 256, 16), (16, 256, 24)]
+
+
+def check_matmul_split_contraction(fn: Callable) -> None:
+    """x f32[B@X, D] @ w f32[D@Y, F] must come back as f32[B@X, F@Y], moving only one reduce-scatter."""
+    rng = np.random.default_rng(34)
+    for sizes in MESH_LAYOUTS:
+        for b, d, f in SPLIT_SHAPES:
+            mesh = make_mesh(sizes)
+            x_host = rng.uniform(-1, 1, (b, d)).astype(np.float32)
+            w_host = rng.uniform(-1, 1, (d, f)).astype(np.float32)
+            x, w = place(x_host, mesh, P("X", None)), place(w_host, mesh, P("Y", None))
+            where = _where("matmul_split_contraction", mesh, x, w)
+            got = _call(fn, "matmul_split_contraction", mesh, x, w)
+            expect_allclose(
+                got,
+                oracle_matmul(x_host, w_host),
+                where,
+                rtol=1e-4,
+                atol=1e-4,
+                hint="the result is the plain product x @ w; only the layouts are yours to choose.",
+            )
+            expect_type_text(
+                got,
+                type_text((b, f), P("X", "Y")),
+                where,
+                "B stays split over X and F is split over Y: out_sharding=P('X', 'Y').",
+            )
+            _analyze_bytes(
+                fn,
+                mesh,
+                (x, w),
+                bytes_reduce_scatter(b // sizes[0], f, sizes[1]),
+                where,
+                "w is D/B times larger than the partial sums, so it must stay where it is: give x the "
+                "split of w's rows (keeping a slice of what a device holds is free), then only the "
+                "partial sums travel, as a reduce-scatter over Y.",
+                allowed=("reduce-scatter",),
+            )
