@@ -49,6 +49,7 @@ def test_byte_budgets_match_the_analyzer():
 def test_hidden_cases_cover_every_mesh_layout_and_a_sharded_cumsum_dimension():
     # Each grader tries all four mesh layouts; running_total tries layouts whose columns are split.
     assert {sizes for sizes, _ in graders.matmul_cases()} == set(graders.MESH_LAYOUTS)
+    assert {sizes for sizes, _ in graders.split_cases()} == set(graders.MESH_LAYOUTS)
     cases = graders.running_total_cases()
     assert {sizes for sizes, _, _ in cases} == set(graders.MESH_LAYOUTS)
     assert any(len(spec) > 1 and spec[1] is not None for _, spec, _ in cases)

@@ -145,41 +145,51 @@ def matmul_cases() -> list[tuple[tuple[int, int], tuple[int, int, int]]]:
     ]
 
 
-def check_matmul_reduce_scatter(fn: Callable) -> None:
-    """x f32[B@X, D@Y] @ w f32[D@Y, F] must come back as f32[B@X, F@Y], moving one reduce-scatter."""
-    rng = np.random.default_rng(31)
-    for sizes, (b, d, f) in matmul_cases():
+def _check_matmul_into_x_y(
+    fn: Callable,
+    name: str,
+    cases: list[tuple[tuple[int, int], tuple[int, int, int]]],
+    x_spec: P,
+    seed: int,
+    hints: tuple[str, str, str],
+    allowed: tuple = (),
+) -> None:
+    """x f32[B, D] laid out ``x_spec`` @ w f32[D@Y, F] must come back as f32[B@X, F@Y], sending at most
+    one reduce-scatter of the partial sums over Y (and, if ``allowed`` is given, only those kinds).
+
+    ``hints``: for wrong values, for a wrong type, for too many bytes or a kind not allowed.
+    """
+    values_hint, type_hint, bytes_hint = hints
+    rng = np.random.default_rng(seed)
+    for sizes, (b, d, f) in cases:
         mesh = make_mesh(sizes)
         x_host = rng.uniform(-1, 1, (b, d)).astype(np.float32)
         w_host = rng.uniform(-1, 1, (d, f)).astype(np.float32)
-        x, w = place(x_host, mesh, P("X", "Y")), place(w_host, mesh, P("Y", None))
-        where = _where("matmul_reduce_scatter", mesh, x, w)
-        got = _call(fn, "matmul_reduce_scatter", mesh, x, w)
-        expect_allclose(
-            got,
-            oracle_matmul(x_host, w_host),
-            where,
-            rtol=1e-4,
-            atol=1e-4,
-            hint="the result is the plain product x @ w; only its layout is yours to choose.",
-        )
-        expect_type_text(
-            got,
-            type_text((b, f), P("X", "Y")),
-            where,
+        x, w = place(x_host, mesh, x_spec), place(w_host, mesh, P("Y", None))
+        where = _where(name, mesh, x, w)
+        got = _call(fn, name, mesh, x, w)
+        expect_allclose(got, oracle_matmul(x_host, w_host), where, rtol=1e-4, atol=1e-4, hint=values_hint)
+        expect_type_text(got, type_text((b, f), P("X", "Y")), where, type_hint)
+        budget = bytes_reduce_scatter(b // sizes[0], f, sizes[1])
+        _analyze_bytes(fn, mesh, (x, w), budget, where, bytes_hint, allowed=allowed)
+
+
+def check_matmul_reduce_scatter(fn: Callable) -> None:
+    """x f32[B@X, D@Y] @ w f32[D@Y, F] must come back as f32[B@X, F@Y], moving one reduce-scatter."""
+    _check_matmul_into_x_y(
+        fn,
+        "matmul_reduce_scatter",
+        matmul_cases(),
+        P("X", "Y"),
+        31,
+        (
+            "the result is the plain product x @ w; only its layout is yours to choose.",
             "ask the matmul for out_sharding=P('X', 'Y'): B stays split over X and F is split over Y, "
             "which is the reduce-scatter of the partial sums.",
-        )
-        ny = sizes[1]
-        _analyze_bytes(
-            fn,
-            mesh,
-            (x, w),
-            bytes_reduce_scatter(b // sizes[0], f, ny),
-            where,
             "the partial sums need only a reduce-scatter over Y; an all-reduce, or gathering x or w, "
             "sends more.",
-        )
+        ),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -287,39 +297,24 @@ def check_running_total(fn: Callable) -> None:
 SPLIT_SHAPES = [(8, 256, 16), (16, 256, 24)]
 
 
+def split_cases() -> list[tuple[tuple[int, int], tuple[int, int, int]]]:
+    return [(sizes, shape) for sizes in MESH_LAYOUTS for shape in SPLIT_SHAPES]
+
+
 def check_matmul_split_contraction(fn: Callable) -> None:
     """x f32[B@X, D] @ w f32[D@Y, F] must come back as f32[B@X, F@Y], moving only one reduce-scatter."""
-    rng = np.random.default_rng(34)
-    for sizes in MESH_LAYOUTS:
-        for b, d, f in SPLIT_SHAPES:
-            mesh = make_mesh(sizes)
-            x_host = rng.uniform(-1, 1, (b, d)).astype(np.float32)
-            w_host = rng.uniform(-1, 1, (d, f)).astype(np.float32)
-            x, w = place(x_host, mesh, P("X", None)), place(w_host, mesh, P("Y", None))
-            where = _where("matmul_split_contraction", mesh, x, w)
-            got = _call(fn, "matmul_split_contraction", mesh, x, w)
-            expect_allclose(
-                got,
-                oracle_matmul(x_host, w_host),
-                where,
-                rtol=1e-4,
-                atol=1e-4,
-                hint="the result is the plain product x @ w; only the layouts are yours to choose.",
-            )
-            expect_type_text(
-                got,
-                type_text((b, f), P("X", "Y")),
-                where,
-                "B stays split over X and F is split over Y: out_sharding=P('X', 'Y').",
-            )
-            _analyze_bytes(
-                fn,
-                mesh,
-                (x, w),
-                bytes_reduce_scatter(b // sizes[0], f, sizes[1]),
-                where,
-                "w is D/B times larger than the partial sums, so it must stay where it is: give x the "
-                "split of w's rows (keeping a slice of what a device holds is free), then only the "
-                "partial sums travel, as a reduce-scatter over Y.",
-                allowed=("reduce-scatter",),
-            )
+    _check_matmul_into_x_y(
+        fn,
+        "matmul_split_contraction",
+        split_cases(),
+        P("X", None),
+        34,
+        (
+            "the result is the plain product x @ w; only the layouts are yours to choose.",
+            "B stays split over X and F is split over Y: out_sharding=P('X', 'Y').",
+            "w is D/B times larger than the partial sums, so it must stay where it is: give x the "
+            "split of w's rows (keeping a slice of what a device holds is free), then only the "
+            "partial sums travel, as a reduce-scatter over Y.",
+        ),
+        allowed=("reduce-scatter",),
+    )
