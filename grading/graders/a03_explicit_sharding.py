@@ -5,8 +5,9 @@ and (1, 8), with Explicit axes ``('X', 'Y')``, and calls the learner's function 
 ``with jax.set_mesh(mesh):`` (the assignment's contract says so, so ``out_sharding=P(...)`` works).
 Every answer is compared with a naive NumPy oracle (values), with the type the contract names
 (``jax.typeof``), and, where the exercise is about communication, with the bytes
-:func:`shardbook.analyze` counts in the compiled program. The first wrong answer raises
-:class:`shardbook.checks.CheckFailed` with the call, what was expected, what came back, and a hint.
+:func:`shardbook.analyze` counts in the compiled program (for 3.4, also the kinds of collective). The
+first wrong answer raises :class:`shardbook.checks.CheckFailed` with the call, what was expected, what
+came back, and a hint.
 """
 
 from __future__ import annotations
@@ -122,9 +123,13 @@ def expect_type_text(got: Any, expected: str, where: str, hint: str) -> None:
         raise CheckFailed(f"{where}: expected the type {expected}, got {text}. Hint: {hint}")
 
 
-def _analyze_bytes(fn: Callable, mesh: Mesh, args: tuple, max_bytes: int, where: str, hint: str) -> None:
+def _analyze_bytes(
+    fn: Callable, mesh: Mesh, args: tuple, max_bytes: int, where: str, hint: str, allowed: tuple = ()
+) -> None:
+    """At most ``max_bytes`` sent per device (and, if ``allowed`` is given, only those kinds)."""
+    what = f"the compiled program of {where}"
     with jax.set_mesh(mesh):
-        expect_collectives(fn, *args, max_bytes=max_bytes, what=f"the compiled program of {where}", hint=hint)
+        expect_collectives(fn, *args, allowed=allowed, max_bytes=max_bytes, what=what, hint=hint)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -140,41 +145,51 @@ def matmul_cases() -> list[tuple[tuple[int, int], tuple[int, int, int]]]:
     ]
 
 
-def check_matmul_reduce_scatter(fn: Callable) -> None:
-    """x f32[B@X, D@Y] @ w f32[D@Y, F] must come back as f32[B@X, F@Y], moving one reduce-scatter."""
-    rng = np.random.default_rng(31)
-    for sizes, (b, d, f) in matmul_cases():
+def _check_matmul_into_x_y(
+    fn: Callable,
+    name: str,
+    cases: list[tuple[tuple[int, int], tuple[int, int, int]]],
+    x_spec: P,
+    seed: int,
+    hints: tuple[str, str, str],
+    allowed: tuple = (),
+) -> None:
+    """x f32[B, D] laid out ``x_spec`` @ w f32[D@Y, F] must come back as f32[B@X, F@Y], sending at most
+    one reduce-scatter of the partial sums over Y (and, if ``allowed`` is given, only those kinds).
+
+    ``hints``: for wrong values, for a wrong type, for too many bytes or a kind not allowed.
+    """
+    values_hint, type_hint, bytes_hint = hints
+    rng = np.random.default_rng(seed)
+    for sizes, (b, d, f) in cases:
         mesh = make_mesh(sizes)
         x_host = rng.uniform(-1, 1, (b, d)).astype(np.float32)
         w_host = rng.uniform(-1, 1, (d, f)).astype(np.float32)
-        x, w = place(x_host, mesh, P("X", "Y")), place(w_host, mesh, P("Y", None))
-        where = _where("matmul_reduce_scatter", mesh, x, w)
-        got = _call(fn, "matmul_reduce_scatter", mesh, x, w)
-        expect_allclose(
-            got,
-            oracle_matmul(x_host, w_host),
-            where,
-            rtol=1e-4,
-            atol=1e-4,
-            hint="the result is the plain product x @ w; only its layout is yours to choose.",
-        )
-        expect_type_text(
-            got,
-            type_text((b, f), P("X", "Y")),
-            where,
+        x, w = place(x_host, mesh, x_spec), place(w_host, mesh, P("Y", None))
+        where = _where(name, mesh, x, w)
+        got = _call(fn, name, mesh, x, w)
+        expect_allclose(got, oracle_matmul(x_host, w_host), where, rtol=1e-4, atol=1e-4, hint=values_hint)
+        expect_type_text(got, type_text((b, f), P("X", "Y")), where, type_hint)
+        budget = bytes_reduce_scatter(b // sizes[0], f, sizes[1])
+        _analyze_bytes(fn, mesh, (x, w), budget, where, bytes_hint, allowed=allowed)
+
+
+def check_matmul_reduce_scatter(fn: Callable) -> None:
+    """x f32[B@X, D@Y] @ w f32[D@Y, F] must come back as f32[B@X, F@Y], moving one reduce-scatter."""
+    _check_matmul_into_x_y(
+        fn,
+        "matmul_reduce_scatter",
+        matmul_cases(),
+        P("X", "Y"),
+        31,
+        (
+            "the result is the plain product x @ w; only its layout is yours to choose.",
             "ask the matmul for out_sharding=P('X', 'Y'): B stays split over X and F is split over Y, "
             "which is the reduce-scatter of the partial sums.",
-        )
-        ny = sizes[1]
-        _analyze_bytes(
-            fn,
-            mesh,
-            (x, w),
-            bytes_reduce_scatter(b // sizes[0], f, ny),
-            where,
             "the partial sums need only a reduce-scatter over Y; an all-reduce, or gathering x or w, "
             "sends more.",
-        )
+        ),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -271,3 +286,35 @@ def check_running_total(fn: Callable) -> None:
             "return x's own layout: take it from the input (jax.typeof(x).sharding.spec) rather than "
             "writing a fixed P(...), since the input's spec varies.",
         )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 3.4 — matmul_split_contraction
+# ----------------------------------------------------------------------------------------------
+
+# (B, D, F): B and F divide by 8, and D >= 16 B, so that moving any part of w (D/nY x F per device) costs
+# more than the reduce-scatter of the partial sums (B/nX x F) on every mesh layout, 1 x 8 included.
+SPLIT_SHAPES = [(8, 256, 16), (16, 256, 24)]
+
+
+def split_cases() -> list[tuple[tuple[int, int], tuple[int, int, int]]]:
+    return [(sizes, shape) for sizes in MESH_LAYOUTS for shape in SPLIT_SHAPES]
+
+
+def check_matmul_split_contraction(fn: Callable) -> None:
+    """x f32[B@X, D] @ w f32[D@Y, F] must come back as f32[B@X, F@Y], moving only one reduce-scatter."""
+    _check_matmul_into_x_y(
+        fn,
+        "matmul_split_contraction",
+        split_cases(),
+        P("X", None),
+        34,
+        (
+            "the result is the plain product x @ w; only the layouts are yours to choose.",
+            "B stays split over X and F is split over Y: out_sharding=P('X', 'Y').",
+            "w is D/B times larger than the partial sums, so it must stay where it is: give x the "
+            "split of w's rows (keeping a slice of what a device holds is free), then only the "
+            "partial sums travel, as a reduce-scatter over Y.",
+        ),
+        allowed=("reduce-scatter",),
+    )

@@ -227,3 +227,79 @@ def check_rows_to_columns(fn: Callable) -> None:
             hint="each device needs only (n-1)/n of its block moved, piece j to device j: one all_to_all "
             "over 'X'. Gathering the whole array and slicing it moves n times more.",
         )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 4.5 — roll_global_shmap
+# ----------------------------------------------------------------------------------------------
+
+# One shift per case of cases(4), as a signed count of rows clipped to the block (1 <= |shift| <= rows):
+# both signs, 1, a whole block (clipped), and shifts in between.
+GLOBAL_SHIFTS = [2, -1, -6, 5, 1, -2, 3, -3]
+# Meshes whose devices are not in id order (shuffle seeds); the shifts that go with them.
+SHUFFLED_GLOBAL = [((4, 2), AxisType.Explicit, 5, -2), ((2, 4), AxisType.Auto, 6, 3)]
+
+
+def oracle_roll_global(host: np.ndarray, shift: int) -> np.ndarray:
+    """The whole array rolled: row r moves to row (r + shift) mod S."""
+    return np.roll(host.astype(np.float64), shift, axis=0)
+
+
+def bytes_boundary_rows(shift: int, cols: int) -> int:
+    """Bytes one device sends to pass |shift| rows of its f32[rows, cols] block to a neighbour."""
+    return abs(shift) * cols * BYTES_F32
+
+
+def global_roll_cases() -> list[tuple[Mesh, tuple[int, int], tuple[int, int], int]]:
+    """(mesh, (n_x, n_y), block shape, shift): every layout and axis type, then shuffled devices."""
+    out = []
+    for k, (mesh, sizes, (rows, cols)) in enumerate(cases(4)):
+        shift = GLOBAL_SHIFTS[k % len(GLOBAL_SHIFTS)]
+        out.append((mesh, sizes, (rows, cols), max(-rows, min(rows, shift))))
+    for sizes, kind, seed, shift in SHUFFLED_GLOBAL:
+        out.append((make_mesh(sizes, axis_type=kind, shuffle=seed), sizes, BLOCK_SHAPES[0], shift))
+    return out
+
+
+def check_roll_global_shmap(fn: Callable) -> None:
+    """jnp.roll(x, shift, axis=0) for x P('X', 'Y'), laid out P('X', 'Y'), moving only the boundary rows."""
+    rng = np.random.default_rng(45)
+    for mesh, (n_x, n_y), (rows, cols), shift in global_roll_cases():
+        host = rng.normal(size=(rows * n_x, cols * n_y)).astype(np.float32)
+        x = place(host, mesh, P("X", "Y"))
+        where = call_text("roll_global_shmap", (x, shift, mesh))
+        got = call_learner(fn, "roll_global_shmap", x, shift, mesh, hint=CALL_HINT)
+        within_blocks = oracle_roll_within_shards(host, shift, n_x, n_y) + host
+        expect_allclose(
+            got,
+            oracle_roll_global(host, shift),
+            where,
+            rtol=0,
+            atol=0,
+            hint="row r of the whole array moves to row (r + shift) mod S: the |shift| rows at one edge "
+            "of every block go to the neighbouring device along 'X' (the last device's wrap round to the "
+            "first), and the other rows move inside the block.",
+            mistakes=[
+                (
+                    within_blocks,
+                    "that is the roll within each block (Exercise 4.2): the rows that leave a "
+                    "block must arrive on the next device along 'X', not wrap round inside the block.",
+                ),
+                (
+                    oracle_roll_global(host, -shift),
+                    "that is the roll by -shift: for a positive shift the "
+                    "last rows of a block go to device i + 1, for a negative shift the first rows go to "
+                    "device i - 1.",
+                ),
+            ],
+        )
+        expect_sharding(got, P("X", "Y"), where, hint="the result is laid out like x: out_specs=P('X', 'Y').")
+        expect_collectives(
+            lambda a, shift=shift, mesh=mesh: fn(a, shift, mesh),
+            x,
+            allowed=("collective-permute",),
+            max_bytes=bytes_boundary_rows(shift, cols),
+            what=f"the compiled program of {where}",
+            hint="send only the |shift| rows that leave your block, with one jax.lax.ppermute over 'X'; "
+            "permuting the whole block or gathering the rows moves more.",
+        )
