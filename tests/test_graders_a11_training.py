@@ -14,7 +14,7 @@ from grading.graders import a11_training as graders
 from shardbook.checks import CheckFailed
 from shardbook.comms import Footprint, analyze, footprint
 from tests import submissions
-from tests.notebooks import ROOT, answer_sources, answers, run_cell
+from tests.notebooks import ROOT, answer_sources, answers
 
 NOTEBOOK = ROOT / "solutions" / "11_training" / "11_training.ipynb"
 
@@ -237,10 +237,7 @@ def _solution_variant(old: str, new: str, name: str = "pipeline_forward"):
 
 def _submitted(submission: str, name: str):
     """The answer ``name`` of a committed wrong submission, run over the solution's namespace."""
-    namespace = dict(vars(solution()))
-    for gid, source in submissions.load("11_training")[submission].answers.items():
-        run_cell(source, f"{submission}:{gid}", namespace)
-    return namespace[name]
+    return submissions.submitted_answer("11_training", submission, name, vars(solution()))
 
 
 def _pipeline_steps(fn, k: int) -> float:
