@@ -8,7 +8,7 @@ import pytest
 from grading.graders import a08_vjp_objects as graders
 from shardbook.checks import CheckFailed
 from tests import submissions
-from tests.notebooks import ROOT, answers, run_cell
+from tests.notebooks import ROOT, answers
 
 
 def test_compile_log_counts_a_fresh_jit_and_not_a_cached_one():
@@ -68,10 +68,7 @@ def _solution(name):
 
 def _submitted(submission, name):
     """The answer ``name`` of a committed wrong submission, run over the solution's namespace."""
-    namespace = dict(vars(answers(ROOT / "solutions" / "08_vjp_objects" / "08_vjp_objects.ipynb")))
-    for gid, source in submissions.load("08_vjp_objects")[submission].answers.items():
-        run_cell(source, f"{submission}:{gid}", namespace)
-    return namespace[name]
+    return submissions.submitted_answer("08_vjp_objects", submission, name)
 
 
 def test_weight_rule_passes_a_correct_answer_whose_activations_outgrow_the_weights():

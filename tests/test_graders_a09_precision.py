@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from grading.graders import a09_precision as graders
+from tests import submissions
+from tests.notebooks import ROOT, answers
 
 
 def test_matmul_oracle_agrees_with_jax_in_f32():
@@ -99,3 +101,65 @@ def test_the_self_check_names_the_accuracy_bound_and_what_came_back(tmp_path):
         CheckFailed, match=r"expected a relative error at most \d\.\d\de-\d\d .*, got \d\.\d\de-\d\d\. Hint: "
     ):
         run_self_check("09_precision", wrong, "bf16x3_matmul")
+
+
+def _submitted(submission, name):
+    """The answer ``name`` of a committed wrong submission, run over the solution's namespace."""
+    return submissions.submitted_answer("09_precision", submission, name)
+
+
+def test_product_cases_are_9_1s_sizes_and_the_scaled_case():
+    # 9.1 and 9.4 are graded on the same products: every MATMUL_SIZES entry as drawn, then SCALED_CASE.
+    cases = graders.product_cases()
+    assert [(a.shape[0], a.shape[1], b.shape[1]) for _, a, b, _ in cases] == [
+        *graders.MATMUL_SIZES,
+        graders.SCALED_CASE[0],
+    ]
+    assert [scaled for *_, scaled in cases] == [False] * len(graders.MATMUL_SIZES) + [True]
+    assert graders.SHARDED_VJP_CASE < len(graders.MATMUL_SIZES)
+    m = graders.MATMUL_SIZES[graders.SHARDED_VJP_CASE][0]
+    assert m % 8 == 0  # A's rows split over 8 devices
+
+
+def test_autodiff_through_three_passes_is_one_pass_accurate_in_the_backward():
+    # The premise of 9.4: differentiating 9.1's product gives f32 × bf16 backward dots and dA within 2× of
+    # one bf16 pass, while the cotangent split into pieces gives 50× and more.
+    through = _submitted("wrong_vjp_autodiff_through_x3", "bf16x3_matmul_vjp")
+    a, b = graders.normal_pair(64, 256, 32, seed=0)
+    g = graders.cotangent(64, 32, 0)
+    ref = graders.oracle_matmul(g, b.T)
+    base = graders.relative_error(graders.one_bf16_pass(g, b.T), ref)
+    d_a = jax.vjp(through, a, b)[1](g)[0]
+    assert base / graders.relative_error(d_a, ref) < 2
+    right = answers(ROOT / "solutions" / "09_precision" / "09_precision.ipynb").bf16x3_matmul_vjp
+    assert base / graders.relative_error(jax.vjp(right, a, b)[1](g)[0], ref) > graders.MIN_GAIN
+
+
+@pytest.mark.parametrize(
+    ("submission", "message"),
+    [
+        ("wrong_vjp_autodiff_through_x3", "what autodiff through the bf16 pieces gives"),
+        ("wrong_vjp_f32_backward", "split G, A and B into bf16 high and low parts"),
+        ("wrong_vjp_cotangent_rounded_once", r"dA = G·Bᵀ: expected a relative error .*split the cotangent G"),
+    ],
+)
+def test_vjp_mistakes_fail_with_their_hint(submission, message):
+    from shardbook.checks import CheckFailed
+
+    with pytest.raises(CheckFailed, match=message):
+        graders.check_bf16x3_matmul_vjp(_submitted(submission, "bf16x3_matmul_vjp"))
+
+
+def test_backward_dtype_hint_fits_the_operands():
+    # f32 × bf16 (autodiff's transpose of a bf16 dot: the f32 cotangent times a piece) names autodiff
+    # through the pieces; f32 × f32 asks for pieces of every operand.
+    a, b = jnp.ones((4, 8)), jnp.ones((8, 2), jnp.bfloat16)
+
+    def bf16_dot(a):
+        return jnp.dot(a.astype(jnp.bfloat16), b, preferred_element_type=jnp.float32)
+
+    mixed = graders.dot_generals(jax.make_jaxpr(lambda a, g: jax.vjp(bf16_dot, a)[1](g))(a, jnp.ones((4, 2))))
+    assert any({str(v.aval.dtype) for v in e.invars} == {"float32", "bfloat16"} for e in mixed)
+    plain = graders.dot_generals(jax.make_jaxpr(lambda a: a.T @ a)(a))
+    assert "autodiff through the bf16 pieces" in graders._backward_dtype_hint(mixed)
+    assert "split G, A and B" in graders._backward_dtype_hint(plain)

@@ -1,7 +1,6 @@
 """Graders of assignment 11_training: oracles agree with JAX and Optax, the structural targets are real."""
 
 import functools
-import types
 
 import jax
 import numpy as np
@@ -14,6 +13,7 @@ from jax.sharding import PartitionSpec as P
 from grading.graders import a11_training as graders
 from shardbook.checks import CheckFailed
 from shardbook.comms import Footprint, analyze, footprint
+from tests import submissions
 from tests.notebooks import ROOT, answer_sources, answers
 
 NOTEBOOK = ROOT / "solutions" / "11_training" / "11_training.ipynb"
@@ -226,13 +226,18 @@ def test_gradient_all_reduced_then_sliced_is_a_reduce_scatter():
     assert report.total_bytes == pytest.approx(_oracle_ideal_bytes(params_host, mesh.shape["data"], 1), abs=1)
 
 
-def _solution_variant(old: str, new: str):
-    """pipeline_forward of the solution with one piece of text replaced."""
-    source = answer_sources(NOTEBOOK)["pipeline_forward"]
+def _solution_variant(old: str, new: str, name: str = "pipeline_forward"):
+    """The solution's answer ``name`` with one piece of text replaced."""
+    source = answer_sources(NOTEBOOK)[name]
     assert old in source
     namespace = dict(vars(solution()))
     exec(compile(source.replace(old, new), "variant", "exec"), namespace)
-    return types.SimpleNamespace(**namespace).pipeline_forward
+    return namespace[name]
+
+
+def _submitted(submission: str, name: str):
+    """The answer ``name`` of a committed wrong submission, run over the solution's namespace."""
+    return submissions.submitted_answer("11_training", submission, name, vars(solution()))
 
 
 def _pipeline_steps(fn, k: int) -> float:
@@ -276,6 +281,80 @@ def test_one_psum_per_microbatch_fails_even_though_bytes_are_the_same():
         CheckFailed, match=r"expected one all-reduce \(the output, once\), got 4: all-reduce f32\[4,8\]"
     ):
         graders.check_pipeline_forward(per_micro)
+
+
+def test_circular_oracle_runs_layer_v_times_s_plus_s_in_order():
+    # Layer ℓ = v · S + s is (w[v, s], b[v, s]): repeat 0's S stages, then repeat 1's, ...
+    rng = np.random.default_rng(4)
+    w, b = rng.normal(size=(2, 3, 4, 4)).astype(np.float32), rng.normal(size=(2, 3, 4)).astype(np.float32)
+    x = rng.normal(size=(6, 4)).astype(np.float32)
+    h = x
+    for v in range(2):
+        for s in range(3):
+            h = graders.stage_fn({"w": w[v, s], "b": b[v, s]}, h)
+    np.testing.assert_allclose(graders.oracle_circular(w, b, x), np.asarray(h), rtol=1e-5, atol=1e-6)
+
+
+def test_circular_cases_cover_what_the_contract_promises():
+    # n_micro = S divides the batch; 8, 4 and 2 stages; V = 1 (GPipe with n_micro = S) to 3; shuffled and
+    # reversed device orders; Explicit and Auto axes.
+    meshes = [graders.circular_case(k)[0] for k in range(len(graders.CIRCULAR_CASES))]
+    assert {m.size for m in meshes} == {8, 4, 2}
+    assert {m.axis_types[0] for m in meshes} == {AxisType.Explicit, AxisType.Auto}
+    assert sum(tuple(d.id for d in m.devices.flat) != tuple(range(m.size)) for m in meshes) >= 2
+    assert {c[1] for c in graders.CIRCULAR_CASES} == {1, 2, 3}
+    assert all(rows % stages == 0 for stages, _, rows, *_ in graders.CIRCULAR_CASES)
+
+
+def _circular_steps(fn, k: int) -> float:
+    mesh, w, b, x = graders.circular_case(k)
+    with jax.set_mesh(mesh):
+        stage_params = jax.device_put({"w": w, "b": b}, NamedSharding(mesh, P(None, "stage")))
+        x_placed = jax.device_put(x, NamedSharding(mesh, P()))
+        report = analyze(jax.jit(fn, static_argnums=2), stage_params, x_placed, mesh)
+    return graders.pipeline_steps(report, x.shape[0], x.shape[1], mesh.size)
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_circular_steps_are_v_n_micro_plus_s_minus_1_and_gpipe_per_repeat_takes_more(k):
+    # The solution's schedule takes V · S + S - 1 steps; 11.3's pipeline once per repeat V · (2S - 1).
+    stages, repeats = graders.CIRCULAR_CASES[k][:2]
+    assert _circular_steps(solution().circular_forward, k) == repeats * stages + stages - 1
+    per_repeat = _submitted("wrong_circular_gpipe_per_repeat", "circular_forward")
+    assert _circular_steps(per_repeat, k) == repeats * (2 * stages - 1)
+
+
+def test_circular_gpipe_per_repeat_fails_on_steps_with_its_hint():
+    per_repeat = _submitted("wrong_circular_gpipe_per_repeat", "circular_forward")
+    with pytest.raises(
+        CheckFailed,
+        match=r"expected V · n_micro \+ S - 1 = 2 · 8 \+ 8 - 1 = 23 steps, got 30.*"
+        r"one GPipe pass per repeat",
+    ):
+        graders.check_circular_forward(per_repeat)
+
+
+def test_steps_hint_fits_what_came_back():
+    # 11.3's hints are unchanged; 11.4 names GPipe per repeat only when the steps are V · (n_micro + S - 1).
+    assert "n_micro · S steps" in graders._steps_hint(32, 8, 4, None)
+    assert "range(n_micro + n_stages - 1)" in graders._steps_hint(12, 8, 4, None)
+    assert "one GPipe pass per repeat" in graders._steps_hint(30, 8, 8, 2)
+    assert "range(V * n_micro + n_stages - 1)" in graders._steps_hint(24, 8, 8, 2)
+    assert "range(V * n_micro + n_stages - 1)" in graders._steps_hint(8, 4, 4, 1)  # V = 1: no per-repeat case
+
+
+def test_circular_psum_per_microbatch_fails_on_the_all_reduce_count():
+    # Right values and V · S + S - 1 steps, but one psum per microbatch (S of them) instead of one, once.
+    per_step = _solution_variant(
+        'outputs = jax.lax.psum(jnp.where(stage == n_stages - 1, outputs, 0.0), "stage")',
+        "outputs = jnp.stack([jax.lax.psum(jnp.where(stage == n_stages - 1, o, 0.0), 'stage') "
+        "for o in outputs])",
+        name="circular_forward",
+    )
+    with pytest.raises(
+        CheckFailed, match=r"expected one all-reduce \(the output, once\), got 8.*permute S - 1 -> 0"
+    ):
+        graders.check_circular_forward(per_step)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -7,6 +7,11 @@ Where the exercise is about *how* a result is computed, the check also reads the
 (``jax.make_jaxpr``): the dtypes of every ``dot_general``'s operands, or the algorithm each one names.
 The first wrong answer raises :class:`shardbook.checks.CheckFailed` with the call, what was expected,
 what came back, and a hint.
+
+``bf16x3_matmul_vjp`` is checked as ``bf16x3_matmul`` on the same products (:func:`product_cases`), then
+through ``jax.vjp`` for a cotangent G: every ``dot_general`` of the VJP's program bf16 × bf16 → f32, and
+dA = G·Bᵀ and dB = Aᵀ·G each 50× more accurate than one bf16 pass of that product, under ``jax.jit``,
+once with A split over 8 devices.
 """
 
 from __future__ import annotations
@@ -134,56 +139,90 @@ def normal_pair(m: int, k: int, n: int, seed: int) -> tuple[jax.Array, jax.Array
     return jnp.asarray(a), jnp.asarray(b)
 
 
-def check_bf16x3_matmul(fn: Callable) -> None:
-    """Only bf16 × bf16 → f32 dot_generals in the program, and 50× the accuracy of one bf16 pass."""
-    name = "bf16x3_matmul"
+def product_cases() -> list[tuple[str, jax.Array, jax.Array, bool]]:
+    """(how the operands are described, A, B, scaled) for every size of MATMUL_SIZES and the SCALED_CASE."""
+    cases = []
     for seed, ((m, k, n), scale) in enumerate([*((size, 1.0) for size in MATMUL_SIZES), SCALED_CASE]):
         a, b = normal_pair(m, k, n, seed)
-        a, b = a * scale, b / scale
-        where = f"{name}(f32[{m},{k}], f32[{k},{n}])"
+        shapes = f"f32[{m},{k}], f32[{k},{n}]"
         if scale != 1:
-            where = f"{name}(f32[{m},{k}] × {scale:g}, f32[{k},{n}] / {scale:g})"
-        jaxpr = call_learner(jax.make_jaxpr(fn), name, a, b, where=f"jax.make_jaxpr({name})(a, b)")
-        dots = dot_generals(jaxpr)
-        if not dots:
-            _fail(
-                f"the program of {where}",
-                "bf16 × bf16 dot_generals with preferred_element_type=float32",
-                "no dot_general at all",
-                "the products must be real matmuls (jnp.dot, @, jnp.einsum, lax.dot_general) on bf16 "
-                "operands; elementwise multiply-and-sum does not count.",
-            )
-        for eqn in dots:
-            dtypes = [v.aval.dtype for v in eqn.invars]
-            accum = eqn.params.get("preferred_element_type")
-            if any(d != jnp.bfloat16 for d in dtypes) or accum != jnp.float32:
-                _fail(
-                    f"the program of {where}",
-                    "every dot_general to take bf16 operands with preferred_element_type=float32",
-                    describe_dot(eqn) + f", preferred_element_type={accum}",
-                    "round each piece to jnp.bfloat16 *before* the matmul and pass "
-                    "preferred_element_type=jnp.float32; a precision= preset leaves the operands f32 in "
-                    "the program, and on a CPU it computes in f32 anyway.",
-                )
-        out = call_learner(jax.jit(fn), name, a, b, where=where)
-        if getattr(out, "shape", None) != (m, n) or getattr(out, "dtype", None) != jnp.float32:
-            _fail(where, f"f32[{m},{n}]", describe_array(out), "return the f32 sum of the bf16 products.")
-        ref = oracle_matmul(a, b)
-        err = relative_error(out, ref)
-        base = relative_error(one_bf16_pass(a, b), ref)
-        if not err * MIN_GAIN <= base:
+            shapes = f"f32[{m},{k}] × {scale:g}, f32[{k},{n}] / {scale:g}"
+        cases.append((shapes, a * scale, b / scale, scale != 1))
+    return cases
+
+
+def _expect_bf16_dots(dots: list[Any], where: str, hint: str) -> None:
+    """At least one dot_general, and every one bf16 × bf16 with preferred_element_type=float32."""
+    if not dots:
+        _fail(
+            where,
+            "bf16 × bf16 dot_generals with preferred_element_type=float32",
+            "no dot_general at all",
+            "the products must be real matmuls (jnp.dot, @, jnp.einsum, lax.dot_general) on bf16 "
+            "operands; elementwise multiply-and-sum does not count.",
+        )
+    for eqn in dots:
+        dtypes = [v.aval.dtype for v in eqn.invars]
+        accum = eqn.params.get("preferred_element_type")
+        if any(d != jnp.bfloat16 for d in dtypes) or accum != jnp.float32:
             _fail(
                 where,
-                f"a relative error (Frobenius, against float64) of at most {base / MIN_GAIN:.2e} — "
-                f"{MIN_GAIN}× below one bf16 pass ({base:.2e})",
-                f"{err:.2e}, {base / err:.1f}× below one pass" if err > 0 else "0",
-                "float16 holds nothing past 65504 and loses bits below 6e-5, bf16 and f32 hold both: "
-                "keep every piece in bfloat16 and the remainder (x - high) in float32."
-                if scale != 1
-                else "split each operand into a bf16 high part and a bf16 low part (what the high part "
-                "missed); the three largest products are high·high, high·low and low·high — "
-                "low·low is the one that is too small to matter.",
+                "every dot_general to take bf16 operands with preferred_element_type=float32",
+                describe_dot(eqn) + f", preferred_element_type={accum}",
+                hint,
             )
+
+
+def _expect_gain(got: Any, ref: np.ndarray, base: float, where: str, hint: str) -> None:
+    """A relative error against float64 at least MIN_GAIN times below ``base``, one bf16 pass's."""
+    err = relative_error(got, ref)
+    if not err * MIN_GAIN <= base:
+        _fail(
+            where,
+            f"a relative error (Frobenius, against float64) of at most {base / MIN_GAIN:.2e} — "
+            f"{MIN_GAIN}× below one bf16 pass ({base:.2e})",
+            f"{err:.2e}, {base / err:.1f}× below one pass" if err > 0 else "0",
+            hint,
+        )
+
+
+def _expect_f32(got: Any, shape: tuple[int, ...], where: str, hint: str) -> None:
+    if getattr(got, "shape", None) != shape or getattr(got, "dtype", None) != jnp.float32:
+        _fail(where, f"f32[{','.join(map(str, shape))}]", describe_array(got), hint)
+
+
+FORWARD_DTYPE_HINT = (
+    "round each piece to jnp.bfloat16 *before* the matmul and pass preferred_element_type=jnp.float32; a "
+    "precision= preset leaves the operands f32 in the program, and on a CPU it computes in f32 anyway."
+)
+SCALED_HINT = (
+    "float16 holds nothing past 65504 and loses bits below 6e-5, bf16 and f32 hold both: keep every piece "
+    "in bfloat16 and the remainder (x - high) in float32."
+)
+
+
+def _check_forward(fn: Callable, name: str, shapes: str, a: jax.Array, b: jax.Array, hint: str) -> None:
+    """9.1's contract for ``fn(a, b)``: only bf16 × bf16 → f32 dots, 50× the accuracy of one pass, jitted."""
+    where = f"{name}({shapes})"
+    jaxpr = call_learner(jax.make_jaxpr(fn), name, a, b, where=f"jax.make_jaxpr({name})(a, b)")
+    _expect_bf16_dots(dot_generals(jaxpr), f"the program of {where}", FORWARD_DTYPE_HINT)
+    out = call_learner(jax.jit(fn), name, a, b, where=where)
+    _expect_f32(out, (a.shape[0], b.shape[1]), where, "return the f32 sum of the bf16 products.")
+    ref = oracle_matmul(a, b)
+    _expect_gain(out, ref, relative_error(one_bf16_pass(a, b), ref), where, hint)
+
+
+def check_bf16x3_matmul(fn: Callable) -> None:
+    """Only bf16 × bf16 → f32 dot_generals in the program, and 50× the accuracy of one bf16 pass."""
+    for shapes, a, b, scaled in product_cases():
+        hint = (
+            SCALED_HINT
+            if scaled
+            else "split each operand into a bf16 high part and a bf16 low part (what the high part "
+            "missed); the three largest products are high·high, high·low and low·high — "
+            "low·low is the one that is too small to matter."
+        )
+        _check_forward(fn, "bf16x3_matmul", shapes, a, b, hint)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -332,3 +371,90 @@ def check_mlp_value_and_grads(fn: Callable) -> None:
                         "the loss is mean((tanh(x @ w1) @ w2 - y) ** 2) over every entry; differentiate "
                         "it with jax.value_and_grad in (w1, w2).",
                     )
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 9.4 — three bf16 passes in the backward pass too.
+# ----------------------------------------------------------------------------------------------
+
+#: The case (an index into product_cases) whose A arrives split P('X', None) over 8 devices (Auto axes).
+SHARDED_VJP_CASE = 1
+
+
+def cotangent(m: int, n: int, seed: int) -> jax.Array:
+    """The output cotangent G: f32[M, N] with N(0, 1) entries."""
+    return jnp.asarray(np.random.default_rng(100 + seed).standard_normal((m, n)).astype(np.float32))
+
+
+def _backward_dtype_hint(dots: list[Any]) -> str:
+    """The hint that fits the backward dot_generals' operand dtypes."""
+    kinds = {tuple(str(v.aval.dtype) for v in e.invars) for e in dots}
+    if any(set(k) == {"float32", "bfloat16"} for k in kinds):
+        return (
+            "an f32 operand times a bf16 one is what autodiff through the bf16 pieces gives (the f32 "
+            "cotangent times a piece): give the function a jax.custom_vjp whose backward computes G·Bᵀ and "
+            "Aᵀ·G as three bf16 passes each."
+        )
+    return (
+        "the backward's products must be built like the forward one: split G, A and B into bf16 high and "
+        "low parts and multiply those, with preferred_element_type=jnp.float32."
+    )
+
+
+def check_bf16x3_matmul_vjp(fn: Callable) -> None:
+    """9.1's forward; in the VJP's program only bf16 × bf16 → f32 dot_generals; dA and dB each 50× more
+    accurate than one bf16 pass of the same product, jitted (one case with A split over 8 devices)."""
+    name = "bf16x3_matmul_vjp"
+    mesh = make_mesh((8,), ("X",), axis_type=AxisType.Auto)
+    for seed, (shapes, a, b, scaled) in enumerate(product_cases()):
+        m, n = a.shape[0], b.shape[1]
+        _check_forward(
+            fn,
+            name,
+            shapes,
+            a,
+            b,
+            SCALED_HINT
+            if scaled
+            else "the forward is Exercise 9.1's product: high·high + high·low + low·high of bf16 pieces.",
+        )
+        g = cotangent(m, n, seed)
+        where = f"the VJP of {name}({shapes}) for G f32[{m},{n}]"
+        jaxpr = call_learner(
+            jax.make_jaxpr(lambda a, b, g: jax.vjp(fn, a, b)[1](g)),
+            name,
+            a,
+            b,
+            g,
+            where=f"jax.make_jaxpr of {where}",
+        )
+        # the VJP's program holds the forward's dots too: all of them must be bf16 × bf16 → f32
+        dots = dot_generals(jaxpr)
+        _expect_bf16_dots(dots, f"the program of {where}", _backward_dtype_hint(dots))
+        a_in = jax.device_put(a, NamedSharding(mesh, P("X", None))) if seed == SHARDED_VJP_CASE else a
+        if seed == SHARDED_VJP_CASE:
+            where += ", A split P('X', None) over 8 devices"
+        got = call_learner(jax.jit(lambda a, b, g: jax.vjp(fn, a, b)[1](g)), name, a_in, b, g, where=where)
+        if not (isinstance(got, tuple) and len(got) == 2):
+            _fail(
+                where, "a pair of cotangents (dA, dB)", describe_array(got), "the backward returns (dA, dB)."
+            )
+        for what, value, x, y in (("dA = G·Bᵀ", got[0], g, b.T), ("dB = Aᵀ·G", got[1], a.T, g)):
+            _expect_f32(
+                value,
+                (x.shape[0], y.shape[1]),
+                f"{where}: {what}",
+                "the cotangents are f32, shaped like A and B.",
+            )
+            ref = oracle_matmul(x, y)
+            _expect_gain(
+                value,
+                ref,
+                relative_error(one_bf16_pass(x, y), ref),
+                f"{where}: {what}",
+                SCALED_HINT
+                if scaled
+                else "split the cotangent G into high and low bf16 parts too, and add the three largest "
+                "products (high·high, high·low, low·high); rounding G to bf16 once keeps about one pass's "
+                "error.",
+            )

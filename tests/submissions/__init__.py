@@ -37,10 +37,12 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
 from grading.assignment import Assignment, grade_id, is_answer, metadata, run_cell, strip_solution_markers
+from tests import notebooks
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -155,6 +157,17 @@ def load(assignment: str, root: Path = ROOT) -> dict[str, Submission]:
 
 def answer_only(assignment: str, root: Path = ROOT) -> dict[str, Submission]:
     return {n: s for n, s in load(assignment, root).items() if s.answer_only}
+
+
+def submitted_answer(assignment: str, submission: str, name: str, solution: dict | None = None) -> Any:
+    """The answer ``name`` of an answer-only submission, its cells run over the reference solution's
+    namespace (``solution``: that namespace if the caller has it, else the solution's answers are run)."""
+    if solution is None:
+        solution = vars(notebooks.answers(solution_path(assignment)))
+    namespace = dict(solution)
+    for gid, source in load(assignment)[submission].answers.items():
+        run_cell(source, f"{submission}:{gid}", namespace)
+    return namespace[name]
 
 
 def assignments_with_submissions(root: Path = ROOT) -> list[str]:
