@@ -20,6 +20,17 @@ def test_the_number_comes_from_the_pages_title():
     assert chapter_refs.plain(text) == "See chapter 4 and Appendix B's list."
 
 
+def test_a_converted_notebooks_words_become_roles_and_back():
+    # tools/notebooks.py convert_to_source: a notebook written as .ipynb gets a source with roles.
+    text = "As Chapter 3 says (and chapter 10, Appendix A). Not Chapter 99, Chapter 3.5 or chapters 0 and 10."
+    roles = chapter_refs.as_roles(text)
+    assert roles == (
+        "As {chapter}`03_explicit_sharding` says (and {chapter}`chapter <10_memory>`, "
+        "{chapter}`appendix_reading_the_compiled_program`). Not Chapter 99, Chapter 3.5 or chapters 0 and 10."
+    )
+    assert chapter_refs.plain(roles) == text
+
+
 @pytest.mark.parametrize(
     "target, word, message",
     [

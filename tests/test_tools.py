@@ -285,6 +285,10 @@ def test_chapter_map_is_drawn_from_the_sources_and_the_intro_agrees():
     assert {stem for _, stem, _, _ in chapter_map.CHAPTERS.values()} <= set(stated)
     for stem, minutes in stated.items():
         assert int(minutes) == chapter_map.minutes(stem), stem
+    # The picture's alt text gives the range the boxes show.
+    low, high = (int(m) for m in re.search(r"the chapter's time, (\d+) to (\d+) minutes", intro).groups())
+    boxes = [chapter_map.minutes(stem) for _, stem, _, _ in chapter_map.CHAPTERS.values()]
+    assert (low, high) == (min(boxes), max(boxes))
     # Every chapter of the book is in the picture, and every arrow joins two of them.
     drawn = {stem for _, stem, _, _ in chapter_map.CHAPTERS.values()}
     assert drawn == {p.stem for p in nbtools.chapter_sources() if p.stem[:2].isdigit()}

@@ -18,6 +18,7 @@ sources.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from functools import cache
 from pathlib import Path
@@ -29,6 +30,7 @@ BOOK = ROOT / "book"
 ROLE = re.compile(r"\{chapter\}`(?:(?P<word>[A-Za-z]+) <(?P<target>[\w.-]+)>|(?P<bare>[\w.-]+))`")
 #: A chapter or appendix named by a typed number (what the role replaces).
 TYPED = re.compile(r"\b(?:[Cc]hapters?|[Cc]h\.|[Aa]ppendix|[Aa]ppendices)\s+(?:\d+|[A-Z]\b)")
+_SINGLE = re.compile(r"\b(Chapter|chapter|Appendix|appendix) (\d+|[A-Z])\b(?!\.\d)")
 _TAG = re.compile(r"<[^<>]*>")  # raw HTML: a picture's alt text says what the picture shows
 _TITLE = re.compile(r"^# (?P<number>\d+|[A-Z])\. ", re.M)
 
@@ -66,6 +68,30 @@ def _label_of(found: re.Match) -> tuple[str, str]:
 def plain(markdown: str) -> str:
     """``markdown`` with each role written out as its words (for a notebook that MyST does not render)."""
     return ROLE.sub(lambda found: _label_of(found)[1], markdown)
+
+
+@cache
+def _pages() -> dict[str, str]:
+    """Number or letter -> page, for every numbered page of book/."""
+    pages = {}
+    for source in sorted(BOOK.glob("*.md")):
+        with contextlib.suppress(UnknownChapter):
+            pages[number(source.stem)] = source.stem
+    return pages
+
+
+def as_roles(markdown: str) -> str:
+    """``markdown`` with each "Chapter 3" / "chapter 3" / "Appendix A" of a numbered page written as the
+    role (what a source says, for a notebook converted into one; plain() is its inverse)."""
+
+    def role(found: re.Match) -> str:
+        word, n = found.group(1), found.group(2)
+        target = _pages().get(n)
+        if target is None or label(target, word if word.islower() else None) != found.group(0):
+            return found.group(0)
+        return f"{{chapter}}`{word} <{target}>`" if word.islower() else f"{{chapter}}`{target}`"
+
+    return _SINGLE.sub(role, markdown)
 
 
 def typed_references(markdown: str) -> list[str]:

@@ -170,7 +170,8 @@ def convert_to_source(notebook: Path) -> Path:
     included; blank lines at a cell's end are dropped first, as MyST Markdown has no place for them);
     the cell ids change (see source_notebook), so regenerate exercises/ afterwards. A cell's nbgrader
     metadata becomes its grade_id and points (grading/assignment.py); metadata that does not follow
-    from them fails too.
+    from them fails too. "Chapter 3" in Markdown becomes ``{chapter}`03_explicit_sharding``` (which
+    the generated notebook writes out as "Chapter 3" again).
     """
     import jupytext
 
@@ -180,6 +181,8 @@ def convert_to_source(notebook: Path) -> Path:
         cell.source = cell.source.rstrip("\n")  # MyST Markdown keeps no blank lines at a cell's end
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+        else:  # a source names chapters by page; the notebook generated from it says the same words
+            cell.source = chapter_refs.as_roles(cell.source)
     source = notebook.with_suffix(".md")
     if source.exists():
         fail(f"{source.relative_to(ROOT)} exists already: it is the source; edit it instead")
