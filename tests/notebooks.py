@@ -38,3 +38,27 @@ def assignment_notebook(intro: str, exercises: list[tuple[str, list[int]]]) -> n
         for k, p in enumerate(points):
             cells.append(new_cell("code", "pass", f"test_{k}", p))
     return nbformat.v4.new_notebook(cells=cells)
+
+
+def sphinx_page(folder: Path, cells: list, extension: str, config: str = "") -> tuple[str, str]:
+    """A tiny Sphinx build with myst-nb and one of the book's extensions, no execution: the notebook
+    ``page.ipynb`` of ``cells`` in ``folder``. Returns (the page's HTML, the build's warnings)."""
+    import io
+
+    from sphinx.application import Sphinx
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = cells
+    nbformat.write(nb, folder / "page.ipynb")
+    (folder / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+        f"extensions = ['myst_nb', {extension!r}]\nroot_doc = 'page'\nnb_execution_mode = 'off'\n"
+        f"exclude_patterns = ['_build']\n{config}"
+    )
+    warnings = io.StringIO()
+    app = Sphinx(
+        folder, folder, folder / "_build", folder / "_doctrees", "html", status=None, warning=warnings
+    )
+    app.build()
+    return (folder / "_build" / "page.html").read_text(), warnings.getvalue()

@@ -1,7 +1,6 @@
 """tools/api_links.py: API names in prose link to their reference pages (the table, the extension, the
 check of the table against the documentation's sources)."""
 
-import io
 import re
 from html.parser import HTMLParser
 
@@ -9,7 +8,7 @@ import nbformat
 import pytest
 import yaml
 
-from tests.notebooks import ROOT
+from tests.notebooks import ROOT, sphinx_page
 from tools import api_links
 
 
@@ -189,11 +188,7 @@ def test_a_misspelt_api_name_is_reported_and_the_books_prose_has_none():
 
 def test_a_built_page_links_names_in_prose_once_per_section_and_leaves_code_alone(tmp_path):
     # A tiny Sphinx build with myst-nb (no execution: the notebook's stored outputs are shown).
-    from sphinx.application import Sphinx
-
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [
+    cells = [
         nbformat.v4.new_markdown_cell(
             "# A page\n\n## First\n\nWe call `jax.jit(f)` and `jnp.dot`, then `jax.jit` again,"
             " and `jax.reshard`; `jax.lax.psun` is a typo."
@@ -209,24 +204,12 @@ def test_a_built_page_links_names_in_prose_once_per_section_and_leaves_code_alon
             "## Second\n\n:::{note}\nAgain `jax.jit`.\n:::\n\n### `jax.vjp` in a title"
         ),
     ]
-    nbformat.write(nb, tmp_path / "page.ipynb")
-    (tmp_path / "conf.py").write_text(
-        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
-        "extensions = ['myst_nb', 'tools.api_links']\nroot_doc = 'page'\nnb_execution_mode = 'off'\n"
-        "myst_enable_extensions = ['colon_fence']\nexclude_patterns = ['_build']\n"
-    )
-    warnings = io.StringIO()
-    app = Sphinx(
-        tmp_path, tmp_path, tmp_path / "_build", tmp_path / "_doctrees", "html", status=None, warning=warnings
-    )
-    app.build()
-    said = warnings.getvalue()
+    html, said = sphinx_page(tmp_path, cells, "tools.api_links", "myst_enable_extensions = ['colon_fence']\n")
     assert "page.ipynb" in said and "names jax.lax.psun, which the installed packages do not have" in said
     page = _Links()
-    page.feed((tmp_path / "_build" / "page.html").read_text())
+    page.feed(html)
     jit, dot = api_links.LINKS["jax.jit"], api_links.LINKS["jax.numpy.dot"]
     assert page.links == [("first", jit, "jax.jit(f)"), ("first", dot, "jnp.dot"), ("second", jit, "jax.jit")]
     assert "jax.jit(f)" in "".join(page.codes)  # the code cell is still there, not linked
-    html = (tmp_path / "_build" / "page.html").read_text()
     assert 'title="jax.jit"' in html  # the full name shows on hover
     assert "An output: <code" in html and api_links.LINKS["jax.vjp"] not in html  # output, title: no link

@@ -1,12 +1,10 @@
 """tools/chapter_refs.py: chapters are named by page, and the reader sees the number of the page's title."""
 
-import io
-
 import nbformat
 import pytest
 import yaml
 
-from tests.notebooks import ROOT
+from tests.notebooks import ROOT, sphinx_page
 from tools import chapter_refs
 from tools import notebooks as nbtools
 
@@ -81,42 +79,17 @@ def test_the_book_loads_the_extension():
 
 
 def test_a_built_page_links_the_chapter_and_warns_about_an_unknown_one(tmp_path):
-    # A tiny Sphinx build with myst-nb: two pages beside a copy of chapter 3's title.
-    from sphinx.application import Sphinx
-
+    # A tiny Sphinx build: a page beside a copy of chapter 3's title.
     (tmp_path / "03_explicit_sharding.md").write_text("# 3. Explicit sharding\n\nText.\n")
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [
-        nbformat.v4.new_markdown_cell(
-            "# A page\n\nAs {chapter}`chapter <03_explicit_sharding>` says; {chapter}`99_nothing` does not."
-        )
-    ]
-    nbformat.write(nb, tmp_path / "page.ipynb")
-    (tmp_path / "conf.py").write_text(
-        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
-        "extensions = ['myst_nb', 'tools.chapter_refs']\nroot_doc = 'page'\nnb_execution_mode = 'off'\n"
-        "exclude_patterns = ['_build']\n"
-    )
-    warnings = io.StringIO()
+    text = "# A page\n\nAs {chapter}`chapter <03_explicit_sharding>` says; {chapter}`99_nothing` does not."
     old_book = chapter_refs.BOOK
     chapter_refs.BOOK = tmp_path
     chapter_refs.number.cache_clear()
     try:
-        app = Sphinx(
-            tmp_path,
-            tmp_path,
-            tmp_path / "_build",
-            tmp_path / "_doctrees",
-            "html",
-            status=None,
-            warning=warnings,
-        )
-        app.build()
+        html, warnings = sphinx_page(tmp_path, [nbformat.v4.new_markdown_cell(text)], "tools.chapter_refs")
     finally:
         chapter_refs.BOOK = old_book
         chapter_refs.number.cache_clear()
-    assert "book/ has no 99_nothing.md" in warnings.getvalue()
-    html = (tmp_path / "_build" / "page.html").read_text()
+    assert "book/ has no 99_nothing.md" in warnings
     assert 'href="03_explicit_sharding.html"' in html
     assert ">chapter 3</span></a>" in html
