@@ -78,6 +78,7 @@ class Instruction:
     is_root: bool = False
     computation: str = ""
     operand_text: str = ""  # the raw text between the parentheses, e.g. "0" for parameter(0)
+    _attrs: tuple[str, dict[str, str]] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def arrays(self) -> list[ArrayType]:
@@ -89,7 +90,9 @@ class Instruction:
 
     def attr(self, key: str) -> str | None:
         """The raw text of attribute ``key`` (balanced braces/brackets kept), or None."""
-        return _find_attr(self.attrs_text, key)
+        if self._attrs is None or self._attrs[0] is not self.attrs_text:  # parsed once per text
+            self._attrs = (self.attrs_text, _attributes(self.attrs_text))
+        return self._attrs[1].get(key)
 
     def called(self) -> list[tuple[str, str]]:
         """(role, computation) pairs this instruction calls: calls, to_apply, body, condition, branches."""
@@ -204,37 +207,43 @@ def _balanced_end(text: str, start: int) -> int:
     raise HloParseError(f"unbalanced brackets in {text[start : start + 80]!r}")
 
 
-def _split_top(text: str, sep: str = ",") -> list[str]:
-    """Splits at ``sep`` outside brackets and quotes."""
-    parts, depth, cur, in_str = [], 0, [], False
-    for c in text:
+# What _split_top looks at: a backslash escape, a quote, a bracket or a comma; everything else is copied
+# in slices (program text is hundreds of kilobytes, mostly metadata strings).
+_SPLIT_RE = re.compile(r'\\.|[(){}\[\]",]', re.S)
+
+
+def _split_top(text: str) -> list[str]:
+    """Splits at commas outside brackets and quoted strings (a backslash escapes inside a string)."""
+    parts, depth, start, in_str = [], 0, 0, False
+    for m in _SPLIT_RE.finditer(text):
+        c = m.group()
         if in_str:
-            cur.append(c)
-            if c == '"':
-                in_str = False
+            in_str = c != '"'  # an escaped quote (two characters) does not end the string
             continue
+        if len(c) == 2:  # a backslash outside a string is an ordinary character
+            c = c[1]
         if c == '"':
             in_str = True
         elif c in "({[":
             depth += 1
         elif c in ")}]":
             depth -= 1
-        if c == sep and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-    if cur:
-        parts.append("".join(cur))
+        elif c == "," and depth == 0:
+            parts.append(text[start : m.end() - 1])
+            start = m.end()
+    if start < len(text):
+        parts.append(text[start:])
     return parts
 
 
-def _find_attr(attrs: str, key: str) -> str | None:
+def _attributes(attrs: str) -> dict[str, str]:
+    """``key=value`` attributes (raw values, the first of a repeated key) of an instruction's text."""
+    out: dict[str, str] = {}
     for part in _split_top(attrs):
-        part = part.strip()
-        if part.startswith(key + "="):
-            return part[len(key) + 1 :]
-    return None
+        key, eq, value = part.strip().partition("=")
+        if eq:
+            out.setdefault(key, value)
+    return out
 
 
 _HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*.*\{\s*$")

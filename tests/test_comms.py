@@ -510,3 +510,19 @@ def test_footprint_reads_what_a_program_keeps_alive_on_cpu():
     assert memory.peak == memory.arguments + memory.outputs - memory.aliased + memory.temporaries
     assert comms.memory.CPU_MEMORY_OPTIONS["xla_disable_hlo_passes"] in comms.cpu.CPU_PASSES
     assert "peak" in str(memory) and "temporaries" in str(memory)
+
+
+def test_instruction_attributes_respect_brackets_strings_and_escaped_quotes():
+    line = (
+        "%ar = f32[8]{0} all-reduce(f32[8]{0} %p), channel_id=1, replica_groups={{0,1},{2,3}}, "
+        'to_apply=%add, metadata={op_name="jit(f)/a\\",b=2" source_file="x.py" source_line=3}, '
+        'backend_config={"k":[1,2]}'
+    )
+    inst = hlo._parse_instruction(line)
+    assert inst.operands == ["p"]
+    assert inst.attr("replica_groups") == "{{0,1},{2,3}}"
+    assert inst.attr("to_apply") == "%add"
+    assert inst.attr("metadata") == '{op_name="jit(f)/a\\",b=2" source_file="x.py" source_line=3}'
+    assert inst.attr("b") is None  # inside the quoted op_name, not an attribute
+    assert inst.backend_config() == {"k": [1, 2]}
+    assert inst.called() == [("to_apply", "add")]
