@@ -66,11 +66,15 @@ unit: venv
 	mkdir -p _build
 	$(BIN)/pytest -q --durations=15 --junitxml=$(CURDIR)/_build/unit-times.xml --basetemp=$(CURDIR)/_build/pytest $(if $(filter-out 0,$(UNIT_JOBS)),-n $(UNIT_JOBS) --dist loadgroup)
 
+# Chapters executed two at a time, the longest (chapter 11) first: beside the unit tests the lane would
+# otherwise wait on one kernel while a core idles.
+CHAPTER_JOBS ?= 2
+
 notebooks: venv
 	$(PY) tools/notebooks.py sources --check
 	$(PY) tools/notebooks.py hygiene
 	$(PY) tools/notebooks.py points
-	$(PY) tools/notebooks.py run --chapters
+	$(PY) tools/notebooks.py run --chapters --jobs $(CHAPTER_JOBS)
 	$(PY) tools/notebooks.py prose
 
 # One harness for "MyST source -> committed .ipynb": chapters (book/*.md) and assignments

@@ -196,13 +196,41 @@ def test_a_broken_claim_fails_the_chapter_run_quoting_the_sentence(tmp_path, cap
     # a cache of its own: the book's may be in use by the chapters' run beside this test
     cache = nbtools.execution_cache.open_cache(tmp_path / "cache")
     monkeypatch.setattr(nbtools.execution_cache, "open_cache", lambda: cache)
-    with pytest.raises(SystemExit):
-        nbtools.cmd_run(
-            types.SimpleNamespace(paths=[str(path)], chapters=False, force=False, cell_timeout=120)
+    # one at a time, and two at a time beside a notebook that passes (each in a worker process)
+    fine = tmp_path / "fine.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")]), fine)
+    for jobs, paths in ((1, [path]), (2, [fine, path])):
+        run = types.SimpleNamespace(
+            paths=[str(p) for p in paths], chapters=False, force=False, cell_timeout=120, jobs=jobs
         )
-    err = capsys.readouterr().err
-    assert 'ClaimFailed: the text says "an eighth of the memory"' in err
-    assert "3.5 and 1.4 MiB" in err
+        with pytest.raises(SystemExit):
+            nbtools.cmd_run(run)
+        err = capsys.readouterr().err
+        assert 'broken.ipynb: cell 1 raised ClaimFailed: the text says "an eighth of the memory"' in err
+        assert "3.5 and 1.4 MiB" in err
+
+
+def test_notebooks_run_two_at_a_time_and_each_is_timed(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(nbtools, "ROOT", tmp_path)
+    monkeypatch.setattr(nbtools, "_use_env", lambda: None)
+    cache = nbtools.execution_cache.open_cache(tmp_path / "cache")
+    monkeypatch.setattr(nbtools.execution_cache, "open_cache", lambda: cache)
+    paths = []
+    for name in ("a", "b", "c"):
+        paths.append(tmp_path / f"{name}.ipynb")
+        nbformat.write(
+            nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"print('{name}' * 3)")]), paths[-1]
+        )
+    nbtools.cmd_run(
+        types.SimpleNamespace(
+            paths=[str(p) for p in paths], chapters=False, force=False, cell_timeout=120, jobs=2
+        )
+    )
+    out = capsys.readouterr().out
+    assert all(f" s  {n}.ipynb" in out for n in "abc") and "(3 notebooks; " in out and "2 at a time" in out
+    for name in "abc":
+        executed = nbformat.read(tmp_path / "_build" / "executed" / f"{name}.ipynb", as_version=4)
+        assert executed.cells[0].outputs[0]["text"] == name * 3 + "\n"
 
 
 def test_system_packages_are_installed_as_root_and_named_otherwise():

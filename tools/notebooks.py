@@ -21,6 +21,7 @@ python tools/notebooks.py points      points are stated once (nbgrader metadata)
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import re
 import shutil
@@ -239,6 +240,9 @@ def _executed_path(out_dir: Path, path: Path) -> Path:
 def cmd_run(args) -> None:
     """Executes every book and solution notebook; fails on the first error, prints each one's time.
 
+    ``--jobs N`` executes N notebooks at a time, each in a worker process of its own, the longest
+    (by source size) first, so that chapter 11 never waits behind the others.
+
     Each notebook runs with a temporary folder of its own (TMPDIR, inherited by its kernel and every
     process that starts): when the kernel has ended, no process started from it may be left, and the
     folder must be empty (chapter 12 starts worker processes, kills one on purpose and writes
@@ -249,8 +253,6 @@ def cmd_run(args) -> None:
     with the same code cells and helper package, is not executed again (unless --force): its executed
     copy is written from the cache.
     """
-    import papermill
-
     out_dir = ROOT / "_build" / "executed"
     out_dir.mkdir(parents=True, exist_ok=True)
     solutions = [] if args.chapters else solution_notebooks()
@@ -259,10 +261,8 @@ def cmd_run(args) -> None:
     sources = {p.with_suffix(".ipynb"): p for p in notebook_sources()}
     cache = execution_cache.open_cache()
     _use_env()
-    tmpdir = os.environ.get("TMPDIR", tempfile.gettempdir())
-    total, from_cache = 0.0, 0
+    from_cache, to_run = 0, []
     for path in paths:
-        start = time.monotonic()
         executed = _executed_path(out_dir, path)
         if path in sources and path.read_text() != notebook_text(source_notebook(sources[path])):
             # A chapter's outputs would be cached under the .md's code while papermill ran the .ipynb's.
@@ -273,37 +273,69 @@ def cmd_run(args) -> None:
             nbformat.write(cached, executed)
             print(f"{'cached':>9}  {path.relative_to(ROOT)}", flush=True)
             from_cache += 1
-            continue
-        scratch = Path(tempfile.mkdtemp(prefix="shardbook-run-"))
-        os.environ["TMPDIR"] = str(scratch)  # the kernel's, and every process it starts
-        try:
-            papermill.execute_notebook(
-                str(path),
-                str(executed),
-                cwd=str(path.parent),
-                kernel_name="python3",
-                progress_bar=False,
-                log_output=False,
-                execution_timeout=args.cell_timeout,
-                # One output per stream per cell, as the kernel wrote it: how the chunks of a print()
-                # arrive varies from run to run, and myst-nb would join them with a line break.
-                coalesce_streams=True,
-            )
-        except papermill.PapermillExecutionError as e:
-            fail(f"{path.relative_to(ROOT)}: cell {e.exec_count} raised {e.ename}: {e.evalue}")
-        finally:
-            os.environ["TMPDIR"] = tmpdir
-        left = left_behind(scratch)
-        if left:
-            fail(f"{path.relative_to(ROOT)} left behind, after its kernel ended: {'; '.join(left)}")
-        shutil.rmtree(scratch, ignore_errors=True)
-        seconds = time.monotonic() - start
-        if source is not None:
-            _cache_chapter(cache, chapters[path], source, nbformat.read(executed, as_version=4), seconds)
-        total += seconds
-        print(f"{seconds:7.1f} s  {path.relative_to(ROOT)}", flush=True)
+        else:
+            to_run.append((path, executed, source))
+    total, start = 0.0, time.monotonic()
+    jobs = max(1, min(args.jobs, len(to_run)))
+    tasks = [(path, executed, args.cell_timeout, str(path.relative_to(ROOT))) for path, executed, _ in to_run]
+    if jobs > 1:
+        tasks.sort(key=lambda t: -t[0].stat().st_size)
+        pool = multiprocessing.get_context("spawn").Pool(jobs)
+        results = pool.imap_unordered(_execute_one, tasks)
+    else:
+        pool, results = None, map(_execute_one, tasks)
+    try:
+        for path, seconds, problem in results:
+            if problem:
+                fail(problem)
+            source = next(s for p, _, s in to_run if p == path)
+            executed = _executed_path(out_dir, path)
+            if source is not None:
+                _cache_chapter(cache, chapters[path], source, nbformat.read(executed, as_version=4), seconds)
+            total += seconds
+            print(f"{seconds:7.1f} s  {path.relative_to(ROOT)}", flush=True)
+    finally:
+        if pool is not None:  # after a failure, the other workers' kernels end with them (parent gone)
+            pool.terminate()
+            pool.join()
     cached = f", {from_cache} outputs from the cache" if from_cache else ""
-    print(f"{total:7.1f} s  in all ({len(paths)} notebooks{cached})")
+    side = f"; {time.monotonic() - start:.1f} s of wall time, {jobs} at a time" if jobs > 1 else ""
+    print(f"{total:7.1f} s  in all ({len(paths)} notebooks{cached}{side})")
+
+
+def _execute_one(task: tuple[Path, Path, int, str]) -> tuple[Path, float, str | None]:
+    """Executes one notebook with papermill in this process (a worker inherits the environment
+    _use_env made): (path, seconds, what went wrong or None). ``task``: the notebook, where its
+    executed copy goes, the cell time limit, its name in messages."""
+    import papermill
+
+    path, executed, cell_timeout, name = task
+    tmpdir = os.environ.get("TMPDIR", tempfile.gettempdir())
+    start = time.monotonic()
+    scratch = Path(tempfile.mkdtemp(prefix="shardbook-run-"))
+    os.environ["TMPDIR"] = str(scratch)  # the kernel's, and every process it starts
+    try:
+        papermill.execute_notebook(
+            str(path),
+            str(executed),
+            cwd=str(path.parent),
+            kernel_name="python3",
+            progress_bar=False,
+            log_output=False,
+            execution_timeout=cell_timeout,
+            # One output per stream per cell, as the kernel wrote it: how the chunks of a print()
+            # arrive varies from run to run, and myst-nb would join them with a line break.
+            coalesce_streams=True,
+        )
+    except papermill.PapermillExecutionError as e:
+        return path, 0.0, f"{name}: cell {e.exec_count} raised {e.ename}: {e.evalue}"
+    finally:
+        os.environ["TMPDIR"] = tmpdir
+    left = left_behind(scratch)
+    if left:
+        return path, 0.0, f"{name} left behind, after its kernel ended: {'; '.join(left)}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    return path, time.monotonic() - start, None
 
 
 def left_behind(scratch: Path, settle: float = 5.0) -> list[str]:
@@ -735,6 +767,7 @@ def main() -> None:
     run.add_argument("--cell-timeout", type=int, default=600)
     run.set_defaults(func=cmd_run)
     run.add_argument("--force", action="store_true", help="execute chapters the cache already holds")
+    run.add_argument("--jobs", type=int, default=1, help="notebooks executed at a time (default 1)")
     run.add_argument(
         "--chapters",
         action="store_true",
