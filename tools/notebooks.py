@@ -28,6 +28,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -278,12 +279,12 @@ def cmd_run(args) -> None:
     total, start = 0.0, time.monotonic()
     jobs = max(1, min(args.jobs, len(to_run)))
     tasks = [(path, executed, args.cell_timeout, str(path.relative_to(ROOT))) for path, executed, _ in to_run]
+    pool = None
+    results: Iterator[tuple[Path, float, str | None]] = map(_execute_one, tasks)
     if jobs > 1:
         tasks.sort(key=lambda t: -t[0].stat().st_size)
         pool = multiprocessing.get_context("spawn").Pool(jobs)
         results = pool.imap_unordered(_execute_one, tasks)
-    else:
-        pool, results = None, map(_execute_one, tasks)
     try:
         for path, seconds, problem in results:
             if problem:
