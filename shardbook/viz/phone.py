@@ -1,0 +1,281 @@
+"""Every figure twice: as drawn (the desktop image) and redrawn for a phone's text column.
+
+On a 390 px wide phone the book's column is :data:`PHONE_COLUMN_PX` CSS px wide, and a figure drawn
+7 inches wide is shrunk into it until its labels are 5 to 7 px tall. So a notebook that ran
+``shardbook.setup()`` shows a matplotlib figure as two PNGs in one output: the figure as drawn (what
+Jupyter and Colab show) and, in the output's metadata under :data:`PHONE_KEY`, a phone drawing whose
+every label is at least :data:`PHONE_BODY_PX` CSS px, the body text's size there. The book's pages
+offer the phone image on narrow screens only (tools/phone_figures.py writes a ``<picture>``), and the
+build fails when a figure has no phone image or one with text smaller than the body text.
+
+The phone drawing is, in order of preference: the figure's own phone design (a function set with
+:func:`set_phone_design`, for figures too dense to scale: a pipeline schedule, a ring's steps), or
+the figure refitted: copied, panels side by side stacked, every text made at least body size, and
+laid out again in the column's width.
+
+Both sizes were measured in Chromium on the built site (390x844, pydata-sphinx-theme): the article's
+paragraphs are 16 px, the column 358 px (tools/site_check.py measures them again on every page).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import pickle
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+
+#: Width of the book's text column on a 390x844 phone, in CSS px (measured in Chromium).
+PHONE_COLUMN_PX = 358
+#: Font size of the book's body text on a phone, in CSS px (measured in Chromium).
+PHONE_BODY_PX = 16.0
+#: The output metadata key of the phone image and its measurements.
+PHONE_KEY = "shardbook/phone"
+#: Pixels per CSS px of the phone image (sharp on a phone's 2x and 3x screens).
+PHONE_DENSITY = 3
+# How much larger than the smallest label the largest may be drawn on a phone (titles over tick labels).
+_LARGEST = 1.25
+_DESIGN_ATTR = "_shardbook_phone_design"
+
+
+def set_phone_design(fig: Figure, draw: Callable[[], Figure]) -> Figure:
+    """Gives ``fig`` its own phone drawing: ``draw()`` returns a new figure for the phone's column.
+
+    A drawing function whose picture cannot simply be scaled (too many columns, labels inside small
+    cells) sets one, so that every notebook that shows it gets the phone design. Returns ``fig``.
+    """
+    setattr(fig, _DESIGN_ATTR, draw)
+    return fig
+
+
+def phone_width_in() -> float:
+    """The phone figure's width in inches: 1 pt of the figure is 1 CSS px in the column."""
+    return PHONE_COLUMN_PX / 72
+
+
+@contextlib.contextmanager
+def _drawn_texts() -> Iterator[list[Text]]:
+    """Records every Text artist that draws something (visible, non-empty) while the block runs."""
+    from matplotlib.text import Text
+
+    drawn: list[Text] = []
+    original = Text.draw
+
+    def draw(self, renderer):
+        if self.get_visible() and self.get_text().strip():
+            drawn.append(self)
+        return original(self, renderer)
+
+    Text.draw = draw  # type: ignore[method-assign]
+    try:
+        yield drawn
+    finally:
+        Text.draw = original  # type: ignore[method-assign]
+
+
+def text_sizes(fig: Figure) -> list[tuple[float, str]]:
+    """(font size in points, text) of every text the figure draws, smallest first.
+
+    Example:
+      >>> import matplotlib; matplotlib.use("Agg")
+      >>> import matplotlib.pyplot as plt
+      >>> fig, ax = plt.subplots(); _ = ax.set_title("t", fontsize=14); ax.set_axis_off()
+      >>> text_sizes(fig)
+      [(14.0, 't')]
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    with _drawn_texts() as drawn:
+        canvas.draw()
+    return sorted((float(t.get_fontsize()), t.get_text()) for t in drawn)
+
+
+def _png(fig: Figure, dpi: float) -> bytes:
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
+    return out.getvalue()
+
+
+def _png_width(png: bytes) -> int:
+    return int.from_bytes(png[16:20], "big")
+
+
+def _png_height(png: bytes) -> int:
+    return int.from_bytes(png[20:24], "big")
+
+
+def desktop_text_px(fig: Figure, png_width: int) -> tuple[float, float]:
+    """The smallest text of the desktop image in CSS px: at its own size, and shrunk into the phone's
+    column (how a phone showed every figure before it had a phone image)."""
+    sizes = text_sizes(fig)
+    if not sizes:
+        return (0.0, 0.0)
+    px = sizes[0][0] * fig.dpi / 72
+    return px, px * min(1.0, PHONE_COLUMN_PX / png_width)
+
+
+def _restack(fig: Figure) -> int:
+    """Panels side by side (one row of subplots) become one column; returns the number of rows."""
+    from matplotlib.gridspec import GridSpec
+
+    axes = [ax for ax in fig.axes if ax.get_subplotspec() is not None]
+    specs = [ax.get_subplotspec() for ax in axes]
+    if not specs:
+        return 1
+    grid = specs[0].get_gridspec()
+    rows, cols = grid.get_geometry()
+    if any(s.get_gridspec() is not grid for s in specs) or rows != 1 or cols == 1:
+        return rows
+    stacked = GridSpec(cols, 1, figure=fig)
+    for ax, spec in zip(axes, specs, strict=True):
+        ax.set_subplotspec(stacked[spec.colspan.start : spec.colspan.stop, 0])
+    return cols
+
+
+def _grow_texts(fig: Figure, smallest: float, target: float) -> None:
+    """Every text at least `target` pt: the smallest becomes `target`, the largest at most
+    `_LARGEST` times it, in between in proportion; a text wider than the figure wraps."""
+    from matplotlib.text import Text
+
+    def grown(size: float) -> float:
+        return min(target * _LARGEST, max(target, target * size / smallest))
+
+    ticks = set()
+    for ax in fig.axes:
+        for axis, which in ((ax.xaxis, "x"), (ax.yaxis, "y")):
+            labels = axis.get_ticklabels(which="both")
+            ticks.update(id(label) for label in labels)
+            if labels:
+                ax.tick_params(axis=which, which="both", labelsize=grown(labels[0].get_fontsize()))
+            with contextlib.suppress(Exception):  # only MaxNLocator-based locators take nbins
+                if which == "x" and len(axis.get_majorticklocs()) > 5:
+                    ax.locator_params(axis="x", nbins=4)
+    for text in fig.findobj(Text):
+        if id(text) not in ticks:
+            text.set_fontsize(grown(float(text.get_fontsize())))
+            text.set_wrap(True)
+
+
+def refit_for_phone(fig: Figure, target_px: float = PHONE_BODY_PX) -> Figure:
+    """A copy of ``fig`` laid out for the phone's column: panels stacked, every text at least
+    ``target_px`` CSS px when shown :data:`PHONE_COLUMN_PX` px wide."""
+    sizes = text_sizes(fig)
+    phone: Figure = pickle.loads(pickle.dumps(fig))
+    old_w, old_h = fig.get_size_inches()
+    before_rows = _rows(fig)
+    rows = _restack(phone)
+    width = phone_width_in()
+    if sizes:
+        _grow_texts(phone, sizes[0][0], target_px * 1.06)  # a margin for what the tight bounding box adds
+    growth = (target_px / sizes[0][0]) if sizes else 1.0
+    height = old_h / before_rows * rows * max(width / old_w * max(1.0, growth * 0.75), 0.62)
+    phone.set_size_inches(width, max(height, 2.4))
+    _lay_out(phone)
+    return phone
+
+
+def _lay_out(fig: Figure, rounds: int = 10) -> None:
+    """tight_layout, then taller while texts overlap: the column's width is what a phone has, its
+    height is free (up to four widths a panel)."""
+    width = fig.get_size_inches()[0]
+    tallest = 4 * width * max(1, len(fig.axes))
+    for _ in range(rounds):
+        with contextlib.suppress(Exception):
+            fig.tight_layout()
+        if not overlapping_texts(fig):
+            return
+        height = fig.get_size_inches()[1]
+        if height >= tallest:
+            return
+        fig.set_size_inches(width, min(height * 1.2, tallest))
+
+
+def overlapping_texts(fig: Figure) -> list[tuple[str, str]]:
+    """Pairs of texts the figure draws one over the other (their boxes overlap by more than 1 px)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    with _drawn_texts() as drawn:
+        canvas.draw()
+    renderer = canvas.get_renderer()
+    boxes = [(t.get_text(), t.get_window_extent(renderer).expanded(1, 1).padded(-1)) for t in drawn]
+    pairs = []
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            if box_a.overlaps(box_b):
+                pairs.append((a, b))
+    return pairs
+
+
+def _rows(fig: Figure) -> int:
+    specs = [ax.get_subplotspec() for ax in fig.axes if ax.get_subplotspec() is not None]
+    return specs[0].get_gridspec().get_geometry()[0] if specs else 1
+
+
+def phone_figure(fig: Figure) -> Figure:
+    """The phone drawing of ``fig``: its own design (:func:`set_phone_design`) or the refitted copy."""
+    design = getattr(fig, _DESIGN_ATTR, None)
+    return design() if design is not None else refit_for_phone(fig)
+
+
+def phone_image(fig: Figure) -> dict[str, Any]:
+    """The phone PNG of ``fig`` (base64) and what the book checks of it: its width in CSS px
+    (:data:`PHONE_COLUMN_PX`), height, and smallest text in CSS px at that width."""
+    import matplotlib.pyplot as plt
+
+    phone = phone_figure(fig)
+    try:
+        sizes = text_sizes(phone)
+        dpi = 72.0 * PHONE_DENSITY
+        png = _png(phone, dpi)
+        density = _png_width(png) / PHONE_COLUMN_PX  # shown PHONE_COLUMN_PX wide, whatever the bbox added
+        smallest = sizes[0][0] * dpi / 72 / density if sizes else 0.0
+        return {
+            "png": base64.b64encode(png).decode("ascii"),
+            "width": PHONE_COLUMN_PX,
+            "height": round(_png_height(png) / density),
+            "density": round(density, 4),
+            "min_text_px": round(smallest, 2),
+            "min_text": sizes[0][1] if sizes else "",
+            "overlaps": [list(pair) for pair in overlapping_texts(phone)[:5]],
+        }
+    finally:
+        plt.close(phone)
+
+
+def figure_bundle(fig: Figure) -> tuple[dict[str, Any], dict[str, Any]]:
+    """IPython's display of a figure: the PNG Jupyter shows (as matplotlib's inline backend draws
+    it) and, in the metadata, the phone image (:func:`phone_image`). A figure whose phone drawing
+    fails is shown as before, without one (the book's build then names it)."""
+    from IPython.core.pylabtools import print_figure
+
+    png = print_figure(fig, "png", bbox_inches="tight")
+    if png is None:  # an empty figure: IPython shows nothing either
+        return {}, {}
+    data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": repr(fig)}
+    metadata: dict[str, Any] = {}
+    try:
+        phone = phone_image(fig)
+    except Exception as error:  # the learner's own figure must still show
+        metadata[PHONE_KEY] = {"error": f"{type(error).__name__}: {error}"}
+    else:
+        px, fitted = desktop_text_px(fig, _png_width(png))
+        phone.update(desktop_min_text_px=round(px, 2), fitted_min_text_px=round(fitted, 2))
+        metadata[PHONE_KEY] = phone
+    return data, metadata
+
+
+def show_figures_for_phones(shell: Any) -> None:
+    """Makes IPython ``shell`` display every matplotlib figure with :func:`figure_bundle`."""
+    formatter = shell.display_formatter.mimebundle_formatter
+
+    def bundle(fig, include=None, exclude=None):
+        return figure_bundle(fig)
+
+    formatter.for_type_by_name("matplotlib.figure", "Figure", bundle)
