@@ -23,6 +23,7 @@ import base64
 import contextlib
 import io
 import pickle
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -166,7 +167,9 @@ def refit_for_phone(fig: Figure, target_px: float = PHONE_BODY_PX) -> Figure:
     """A copy of ``fig`` laid out for the phone's column: panels stacked, every text at least
     ``target_px`` CSS px when shown :data:`PHONE_COLUMN_PX` px wide."""
     sizes = text_sizes(fig)
-    phone: Figure = pickle.loads(pickle.dumps(fig))
+    with warnings.catch_warnings():  # Python 3.12-3.13 warn of itertools' pickling (a Figure's cyclers)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        phone: Figure = pickle.loads(pickle.dumps(fig))
     old_w, old_h = fig.get_size_inches()
     before_rows = _rows(fig)
     rows = _restack(phone)
