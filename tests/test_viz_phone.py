@@ -104,9 +104,7 @@ def test_the_page_offers_the_phone_image_below_the_phone_breakpoint_and_keeps_th
     )
     page = phone_figures.picture_html(body, {digest: info}, {digest: "p.png"})
     assert page.count("<picture") == 1  # the image without a phone drawing is left as it was
-    assert (
-        f'<source media="(max-width: 699.98px)" srcset="../_images/p.png {info["density"]}x"' in page
-    )
+    assert f'<source media="(max-width: 699.98px)" srcset="../_images/p.png {info["density"]}x"' in page
     assert 'alt="Two bar charts"' in page and f'data-sb-phone-text-px="{info["min_text_px"]}"' in page
     assert f'<img alt="other" src="../_images/{"0" * 64}.png" />' in page
     plt.close("all")
