@@ -9,7 +9,8 @@ offer the phone image on narrow screens only (tools/phone_figures.py writes a ``
 build fails when a figure has no phone image or one with text smaller than the body text.
 
 The phone drawing is, in order of preference: the figure's own phone design (a function set with
-:func:`set_phone_design`, for figures too dense to scale: a pipeline schedule, a ring's steps), or
+:func:`set_phone_design`, for figures too dense to scale: a ring's steps), its panels' own designs
+(:func:`set_phone_panel`, for a figure a chapter lays out from several drawings: pipeline schedules), or
 the figure refitted: copied, panels side by side stacked, every text made at least body size, and
 laid out again in the column's width.
 
@@ -23,11 +24,14 @@ import base64
 import contextlib
 import io
 import pickle
+import traceback
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from matplotlib.text import Text
 
@@ -52,6 +56,29 @@ def set_phone_design(fig: Figure, draw: Callable[[], Figure]) -> Figure:
     """
     setattr(fig, _DESIGN_ATTR, draw)
     return fig
+
+
+def set_phone_panel(ax: Axes, draw: Callable[[Axes], None], height_in: float) -> Axes:
+    """Gives the panel ``ax`` its own phone drawing, for figures a chapter lays out itself:
+    ``draw(phone_ax)`` draws it anew into a panel ``height_in`` inches tall. When every panel of a
+    figure has one, the phone figure puts them side by side in the column's width. Returns ``ax``."""
+    setattr(ax, _DESIGN_ATTR, (draw, height_in))
+    return ax
+
+
+def _panels_figure(fig: Figure) -> Figure | None:
+    """The phone figure of a figure whose every panel has a phone drawing (:func:`set_phone_panel`)."""
+    import matplotlib.pyplot as plt
+
+    designs = [getattr(ax, _DESIGN_ATTR, None) for ax in fig.axes]
+    if not designs or any(d is None for d in designs):
+        return None
+    height = max(d[1] for d in designs)
+    phone, axes = plt.subplots(1, len(designs), figsize=(phone_width_in(), height), squeeze=False)
+    for ax, (draw, _) in zip(axes[0], designs, strict=True):
+        draw(ax)
+    phone.tight_layout()
+    return phone
 
 
 def phone_width_in() -> float:
@@ -143,6 +170,7 @@ def _grow_texts(fig: Figure, smallest: float, target: float) -> None:
     """Every text at least `target` pt: the smallest becomes `target`, the largest at most
     `_LARGEST` times it, in between in proportion; a text wider than the figure wraps."""
     from matplotlib.text import Text
+    from matplotlib.ticker import MaxNLocator
 
     def grown(size: float) -> float:
         return min(target * _LARGEST, max(target, target * size / smallest))
@@ -154,13 +182,21 @@ def _grow_texts(fig: Figure, smallest: float, target: float) -> None:
             ticks.update(id(label) for label in labels)
             if labels:
                 ax.tick_params(axis=which, which="both", labelsize=grown(labels[0].get_fontsize()))
-            with contextlib.suppress(Exception):  # only MaxNLocator-based locators take nbins
-                if which == "x" and len(axis.get_majorticklocs()) > 5:
+            if which == "x" and isinstance(axis.get_major_locator(), MaxNLocator):  # numbers, not names
+                if len(axis.get_majorticklocs()) > 5:
                     ax.locator_params(axis="x", nbins=4)
     for text in fig.findobj(Text):
         if id(text) not in ticks:
             text.set_fontsize(grown(float(text.get_fontsize())))
-            text.set_wrap(True)
+    # Titles, axis labels and free texts wrap at the figure's edge (a legend's texts cannot: matplotlib
+    # lays them out in a box without a renderer).
+    for ax in fig.axes:
+        titles = [ax.title, getattr(ax, "_left_title", None), getattr(ax, "_right_title", None)]
+        for text in [*titles, ax.xaxis.label, *ax.texts]:
+            if text is not None:
+                text.set_wrap(True)
+    for text in fig.texts:
+        text.set_wrap(True)
 
 
 def refit_for_phone(fig: Figure, target_px: float = PHONE_BODY_PX) -> Figure:
@@ -170,6 +206,9 @@ def refit_for_phone(fig: Figure, target_px: float = PHONE_BODY_PX) -> Figure:
     with warnings.catch_warnings():  # Python 3.12-3.13 warn of itertools' pickling (a Figure's cyclers)
         warnings.simplefilter("ignore", DeprecationWarning)
         phone: Figure = pickle.loads(pickle.dumps(fig))
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(phone)  # drawn off screen, whatever backend the notebook uses
     old_w, old_h = fig.get_size_inches()
     before_rows = _rows(fig)
     rows = _restack(phone)
@@ -184,19 +223,56 @@ def refit_for_phone(fig: Figure, target_px: float = PHONE_BODY_PX) -> Figure:
 
 
 def _lay_out(fig: Figure, rounds: int = 10) -> None:
-    """tight_layout, then taller while texts overlap: the column's width is what a phone has, its
-    height is free (up to four widths a panel)."""
+    """tight_layout, then: tick labels that run into each other turned upright, and the figure taller
+    while that helps (a panel of fixed aspect narrower than its slot, texts drawn over each other). The
+    column's width is what a phone has; its height is free (up to four widths a panel)."""
     width = fig.get_size_inches()[0]
     tallest = 4 * width * max(1, len(fig.axes))
+    best: tuple[int, float] | None = None
     for _ in range(rounds):
         with contextlib.suppress(Exception):
             fig.tight_layout()
-        if not overlapping_texts(fig):
-            return
+        _upright_crowded_ticks(fig)
         height = fig.get_size_inches()[1]
+        overlaps = len(overlapping_texts(fig))
+        narrow = _aspect_shortfall(fig)
+        if not overlaps and narrow == 1.0:
+            return
+        if best is not None and overlaps and overlaps >= best[0] and narrow == 1.0:  # taller did not help
+            fig.set_size_inches(width, best[1])
+            with contextlib.suppress(Exception):
+                fig.tight_layout()
+            return
+        best = (overlaps, height)
         if height >= tallest:
             return
-        fig.set_size_inches(width, min(height * 1.2, tallest))
+        grow = 1 + 0.6 * (min(narrow, 2.0) - 1) if narrow > 1.0 else 1.2
+        fig.set_size_inches(width, min(height * max(grow, 1.05), tallest))
+
+
+def _aspect_shortfall(fig: Figure) -> float:
+    """How much taller the figure must be for its panels of fixed aspect to fill their slots' width."""
+    short = 1.0
+    for ax in fig.axes:
+        slot, drawn = ax.get_position(original=True), ax.get_position()
+        if 0 < drawn.width < 0.9 * slot.width:
+            short = max(short, slot.width / drawn.width)
+    return short
+
+
+def _upright_crowded_ticks(fig: Figure) -> None:
+    """x tick labels that overlap their neighbours are turned upright (categories' names)."""
+    renderer = fig.canvas.get_renderer() if hasattr(fig.canvas, "get_renderer") else None
+    if renderer is None:
+        return
+    fig.canvas.draw()
+    for ax in fig.axes:
+        labels = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text().strip()]
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        if any(a.overlaps(b) for a, b in zip(boxes, boxes[1:], strict=False)):
+            ax.tick_params(axis="x", labelrotation=90)
+            with contextlib.suppress(Exception):
+                fig.tight_layout()
 
 
 def overlapping_texts(fig: Figure) -> list[tuple[str, str]]:
@@ -224,7 +300,9 @@ def _rows(fig: Figure) -> int:
 def phone_figure(fig: Figure) -> Figure:
     """The phone drawing of ``fig``: its own design (:func:`set_phone_design`) or the refitted copy."""
     design = getattr(fig, _DESIGN_ATTR, None)
-    return design() if design is not None else refit_for_phone(fig)
+    if design is not None:
+        return design()
+    return _panels_figure(fig) or refit_for_phone(fig)
 
 
 def phone_image(fig: Figure) -> dict[str, Any]:
@@ -266,7 +344,10 @@ def figure_bundle(fig: Figure) -> tuple[dict[str, Any], dict[str, Any]]:
     try:
         phone = phone_image(fig)
     except Exception as error:  # the learner's own figure must still show
-        metadata[PHONE_KEY] = {"error": f"{type(error).__name__}: {error}"}
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        metadata[PHONE_KEY] = {
+            "error": f"{type(error).__name__}: {error} ({Path(where.filename).name}:{where.lineno})"
+        }
     else:
         px, fitted = desktop_text_px(fig, _png_width(png))
         phone.update(desktop_min_text_px=round(px, 2), fitted_min_text_px=round(fitted, 2))

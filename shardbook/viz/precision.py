@@ -84,7 +84,7 @@ def draw_precision_tradeoff(
         from matplotlib.ticker import FuncFormatter
 
         ax.set_xscale("log")
-        plain = FuncFormatter(lambda value, _: f"{value:g}")
+        plain = FuncFormatter(_plain)
         ax.xaxis.set_major_formatter(plain)
         ax.xaxis.set_minor_formatter(plain)
         ax.tick_params(axis="x", which="minor", labelsize=7)
@@ -115,3 +115,8 @@ def draw_precision_tradeoff(
         ax.legend(fontsize=8)
     ax.set_title(title or "Error against cost", fontsize=10, loc="left")
     return _finish(fig, created, path)
+
+
+def _plain(value: float, _: Any) -> str:
+    """A tick label in plain numbers (a function, not a lambda: the figure stays picklable)."""
+    return f"{value:g}"
