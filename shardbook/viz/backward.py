@@ -211,7 +211,9 @@ def _residuals_upright(traces: dict, steps: Any, unit: str, title: str | None) -
     bottom, left, right = 2.6 * line, 1.8 * size + column * len(rows) + 1.6 * size, 10
     width, height = phone_width_in() * 72, top + 0.34 * 72 * n_steps + bottom
     fig, ax = plt.subplots(figsize=(width / 72, height / 72))
-    fig.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height, bottom=bottom / height)
+    fig.subplots_adjust(
+        left=left / width, right=1 - right / width, top=1 - top / height, bottom=bottom / height
+    )
     styles = ["-", "--", "-.", ":"]
     colours = {}
     for k, (name, trace) in enumerate(traces.items()):
@@ -238,3 +240,8 @@ def _residuals_upright(traces: dict, steps: Any, unit: str, title: str | None) -
     fig.legend(fontsize=size, loc="upper left", bbox_to_anchor=(0, 1 - (line + 6) / height), frameon=False,
                borderaxespad=0.2, handlelength=1.5)  # fmt: skip
     return fig
+
+
+def _thousands(value: float, _: Any) -> str:
+    """A tick label with thousands separators (a function, not a lambda: the figure stays picklable)."""
+    return f"{value:,.0f}"

@@ -70,8 +70,9 @@ def _panels_figure(fig: Figure) -> Figure | None:
     """The phone figure of a figure whose every panel has a phone drawing (:func:`set_phone_panel`)."""
     import matplotlib.pyplot as plt
 
-    designs = [getattr(ax, _DESIGN_ATTR, None) for ax in fig.axes]
-    if not designs or any(d is None for d in designs):
+    found = [getattr(ax, _DESIGN_ATTR, None) for ax in fig.axes]
+    designs: list[tuple[Callable[[Axes], None], float]] = [d for d in found if d is not None]
+    if not designs or len(designs) < len(found):
         return None
     height = max(d[1] for d in designs)
     phone, axes = plt.subplots(1, len(designs), figsize=(phone_width_in(), height), squeeze=False)
@@ -153,7 +154,7 @@ def _restack(fig: Figure) -> int:
     from matplotlib.gridspec import GridSpec
 
     axes = [ax for ax in fig.axes if ax.get_subplotspec() is not None]
-    specs = [ax.get_subplotspec() for ax in axes]
+    specs: list[Any] = [ax.get_subplotspec() for ax in axes]
     if not specs:
         return 1
     grid = specs[0].get_gridspec()
@@ -175,13 +176,14 @@ def _grow_texts(fig: Figure, smallest: float, target: float) -> None:
     def grown(size: float) -> float:
         return min(target * _LARGEST, max(target, target * size / smallest))
 
-    ticks = set()
+    ticks: set[int] = set()
     for ax in fig.axes:
         for axis, which in ((ax.xaxis, "x"), (ax.yaxis, "y")):
             labels = axis.get_ticklabels(which="both")
             ticks.update(id(label) for label in labels)
             if labels:
-                ax.tick_params(axis=which, which="both", labelsize=grown(labels[0].get_fontsize()))
+                size = grown(float(labels[0].get_fontsize()))
+                ax.tick_params(axis=which, which="both", labelsize=size)  # type: ignore[arg-type]
             if which == "x" and isinstance(axis.get_major_locator(), MaxNLocator):  # numbers, not names
                 if len(axis.get_majorticklocs()) > 5:
                     ax.locator_params(axis="x", nbins=4)
@@ -191,10 +193,10 @@ def _grow_texts(fig: Figure, smallest: float, target: float) -> None:
     # Titles, axis labels and free texts wrap at the figure's edge (a legend's texts cannot: matplotlib
     # lays them out in a box without a renderer).
     for ax in fig.axes:
-        titles = [ax.title, getattr(ax, "_left_title", None), getattr(ax, "_right_title", None)]
-        for text in [*titles, ax.xaxis.label, *ax.texts]:
-            if text is not None:
-                text.set_wrap(True)
+        titles: list[Any] = [ax.title, getattr(ax, "_left_title", None), getattr(ax, "_right_title", None)]
+        for free in [*titles, ax.xaxis.label, *ax.texts]:
+            if free is not None:
+                free.set_wrap(True)
     for text in fig.texts:
         text.set_wrap(True)
 
@@ -293,7 +295,7 @@ def overlapping_texts(fig: Figure) -> list[tuple[str, str]]:
 
 
 def _rows(fig: Figure) -> int:
-    specs = [ax.get_subplotspec() for ax in fig.axes if ax.get_subplotspec() is not None]
+    specs: list[Any] = [ax.get_subplotspec() for ax in fig.axes if ax.get_subplotspec() is not None]
     return specs[0].get_gridspec().get_geometry()[0] if specs else 1
 
 

@@ -280,7 +280,8 @@ def _ring_phone_figure(mesh: Any, axis_name: str, perm: Any, where: Any, title: 
             ax.text(0.03, y + row / 2, text, fontsize=size, va="center", ha="left")
             y += row
     ax.set_title(
-        title or f"ring along {axis_name!r}: block $A_k$ moves, W stays; after {n} steps every device has "
+        title
+        or f"ring along {axis_name!r}: block $A_k$ moves, W stays; after {n} steps every device has "
         f"added all {n}",
         fontsize=size,
         loc="left",
