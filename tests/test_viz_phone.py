@@ -24,6 +24,7 @@ def _two_panels(fontsize: float = 7.0):
         ax.set_ylabel("MiB", fontsize=fontsize)
         ax.tick_params(labelsize=fontsize)
         ax.text(0, 3, "3 MiB", fontsize=fontsize, ha="center", va="bottom")
+        ax.set_ylim(0, 4)
     fig.tight_layout()
     return fig
 
