@@ -187,6 +187,8 @@ def _grow_texts(fig: Figure, smallest: float, target: float) -> None:
             if which == "x" and isinstance(axis.get_major_locator(), MaxNLocator):  # numbers, not names
                 if len(axis.get_majorticklocs()) > 5:
                     ax.locator_params(axis="x", nbins=4)
+    for ax in fig.axes:
+        _one_column_legend(ax)
     for text in fig.findobj(Text):
         if id(text) not in ticks:
             text.set_fontsize(grown(float(text.get_fontsize())))
@@ -199,6 +201,27 @@ def _grow_texts(fig: Figure, smallest: float, target: float) -> None:
                 free.set_wrap(True)
     for text in fig.texts:
         text.set_wrap(True)
+
+
+def _one_column_legend(ax: Axes) -> None:
+    """The legend again, one entry a line: a row of entries at body size is wider than a phone."""
+    legend = ax.get_legend()
+    if legend is None or legend._ncols == 1:
+        return
+    labels = [text.get_text() for text in legend.get_texts()]
+    anchor = getattr(legend, "_bbox_to_anchor", None)  # where the chapter put it, in its own coordinates
+    placed = {}
+    if anchor is not None and hasattr(anchor, "_bbox"):
+        placed = {"bbox_to_anchor": anchor._bbox.bounds, "bbox_transform": anchor._transform}
+    ax.legend(
+        legend.legend_handles,
+        labels,
+        loc=legend._loc,
+        frameon=legend.get_frame_on(),
+        fontsize=legend.get_texts()[0].get_fontsize() if labels else None,
+        ncols=1,
+        **placed,
+    )
 
 
 def refit_for_phone(fig: Figure, target_px: float = PHONE_BODY_PX) -> Figure:
@@ -224,32 +247,31 @@ def refit_for_phone(fig: Figure, target_px: float = PHONE_BODY_PX) -> Figure:
     return phone
 
 
-def _lay_out(fig: Figure, rounds: int = 10) -> None:
+def _lay_out(fig: Figure, rounds: int = 9) -> None:
     """tight_layout, then: tick labels that run into each other turned upright, and the figure taller
-    while that helps (a panel of fixed aspect narrower than its slot, texts drawn over each other). The
-    column's width is what a phone has; its height is free (up to four widths a panel)."""
-    width = fig.get_size_inches()[0]
+    until no texts are drawn over each other and panels of fixed aspect fill their slots' width (the
+    column's width is what a phone has; its height is free, up to four widths a panel). Where no
+    height clears every overlap, the height with the fewest."""
+    width, height = fig.get_size_inches()
     tallest = 4 * width * max(1, len(fig.axes))
-    best: tuple[int, float] | None = None
+    tried: list[tuple[int, float]] = []
     for _ in range(rounds):
+        fig.set_size_inches(width, height)
         with contextlib.suppress(Exception):
             fig.tight_layout()
         _upright_crowded_ticks(fig)
-        height = fig.get_size_inches()[1]
         overlaps = len(overlapping_texts(fig))
         narrow = _aspect_shortfall(fig)
-        if not overlaps and narrow == 1.0:
-            return
-        if best is not None and overlaps and overlaps >= best[0] and narrow == 1.0:  # taller did not help
-            fig.set_size_inches(width, best[1])
-            with contextlib.suppress(Exception):
-                fig.tight_layout()
-            return
-        best = (overlaps, height)
-        if height >= tallest:
+        tried.append((overlaps, height))
+        if (not overlaps and narrow == 1.0) or height >= tallest:
             return
         grow = 1 + 0.6 * (min(narrow, 2.0) - 1) if narrow > 1.0 else 1.2
-        fig.set_size_inches(width, min(height * max(grow, 1.05), tallest))
+        height = min(height * max(grow, 1.05), tallest)
+    best = min(tried)
+    if best[1] != height:
+        fig.set_size_inches(width, best[1])
+        with contextlib.suppress(Exception):
+            fig.tight_layout()
 
 
 def _aspect_shortfall(fig: Figure) -> float:
@@ -312,7 +334,9 @@ def phone_image(fig: Figure) -> dict[str, Any]:
     (:data:`PHONE_COLUMN_PX`), height, and smallest text in CSS px at that width."""
     import matplotlib.pyplot as plt
 
-    phone = phone_figure(fig)
+    with warnings.catch_warnings():  # a layout matplotlib cannot make is measured below, not printed
+        warnings.simplefilter("ignore")
+        phone = phone_figure(fig)
     try:
         sizes = text_sizes(phone)
         dpi = 72.0 * PHONE_DENSITY
