@@ -24,6 +24,7 @@ import base64
 import contextlib
 import io
 import pickle
+import textwrap
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
@@ -66,13 +67,18 @@ def set_phone_panel(ax: Axes, draw: Callable[[Axes], None], height_in: float) ->
     return ax
 
 
+def _panels_figure_designs(fig: Figure) -> list[tuple[Callable[[Axes], None], float]] | None:
+    found = [getattr(ax, _DESIGN_ATTR, None) for ax in fig.axes]
+    designs = [d for d in found if d is not None]
+    return designs if designs and len(designs) == len(found) else None
+
+
 def _panels_figure(fig: Figure) -> Figure | None:
     """The phone figure of a figure whose every panel has a phone drawing (:func:`set_phone_panel`)."""
     import matplotlib.pyplot as plt
 
-    found = [getattr(ax, _DESIGN_ATTR, None) for ax in fig.axes]
-    designs: list[tuple[Callable[[Axes], None], float]] = [d for d in found if d is not None]
-    if not designs or len(designs) < len(found):
+    designs = _panels_figure_designs(fig)
+    if designs is None:
         return None
     height = max(d[1] for d in designs)
     phone, axes = plt.subplots(1, len(designs), figsize=(phone_width_in(), height), squeeze=False)
@@ -192,29 +198,51 @@ def _grow_texts(fig: Figure, smallest: float, target: float) -> None:
     for text in fig.findobj(Text):
         if id(text) not in ticks:
             text.set_fontsize(grown(float(text.get_fontsize())))
-    # Titles, axis labels and free texts wrap at the figure's edge (a legend's texts cannot: matplotlib
-    # lays them out in a box without a renderer).
+    # Titles, axis labels and the figure's own texts are broken into lines that fit the column, before
+    # the layout (which then makes room for them); texts in a panel wrap at the figure's edge. (A
+    # legend's texts cannot wrap: matplotlib lays them out in a box without a renderer.)
     for ax in fig.axes:
         titles: list[Any] = [ax.title, getattr(ax, "_left_title", None), getattr(ax, "_right_title", None)]
-        for free in [*titles, ax.xaxis.label, *ax.texts]:
-            if free is not None:
-                free.set_wrap(True)
-    for text in fig.texts:
-        text.set_wrap(True)
+        for free in [*titles, ax.xaxis.label]:
+            if free is not None:  # a panel's title is centred on it: as wide as a panel beside a label
+                _break_lines(free, 0.7 if free in titles else 1.0)
+        for free in ax.texts:
+            free.set_wrap(True)
+    for free in [*fig.texts, getattr(fig, "_suptitle", None)]:
+        if free is not None:
+            _break_lines(free)
+
+
+def _break_lines(text: Text, share: float = 1.0) -> None:
+    """Breaks ``text`` into lines no wider than ``share`` of the phone's column (DejaVu Sans: about
+    0.56 em a character); mathtext ($...$) is left whole."""
+    content = text.get_text()
+    if "$" in content or not content.strip():
+        return
+    chars = max(12, int(share * (PHONE_COLUMN_PX - 16) / (0.56 * float(text.get_fontsize()))))
+    lines = [textwrap.fill(line, chars) if line else line for line in content.split("\n")]
+    text.set_text("\n".join(lines))
 
 
 def _one_column_legend(ax: Axes) -> None:
     """The legend again, one entry a line: a row of entries at body size is wider than a phone."""
-    legend = ax.get_legend()
-    if legend is None or legend._ncols == 1:
+    legend: Any = ax.get_legend()
+    if legend is None:
         return
+    handles: Any = legend.legend_handles
     labels = [text.get_text() for text in legend.get_texts()]
     anchor = getattr(legend, "_bbox_to_anchor", None)  # where the chapter put it, in its own coordinates
     placed = {}
     if anchor is not None and hasattr(anchor, "_bbox"):
         placed = {"bbox_to_anchor": anchor._bbox.bounds, "bbox_transform": anchor._transform}
+        if anchor._bbox.x0 >= 1.0 and anchor._transform == ax.transAxes:  # right of the panel: no room
+            legend.remove()
+            fontsize = legend.get_texts()[0].get_fontsize() if labels else None
+            ax.figure.legend(handles, labels, loc="lower left", bbox_to_anchor=(0, 0),
+                             frameon=False, fontsize=fontsize, ncols=1)  # fmt: skip
+            return
     ax.legend(
-        legend.legend_handles,
+        handles,
         labels,
         loc=legend._loc,
         frameon=legend.get_frame_on(),
@@ -224,7 +252,7 @@ def _one_column_legend(ax: Axes) -> None:
     )
 
 
-def refit_for_phone(fig: Figure, target_px: float = PHONE_BODY_PX) -> Figure:
+def refit_for_phone(fig: Figure, target_px: float = PHONE_BODY_PX, width_in: float | None = None) -> Figure:
     """A copy of ``fig`` laid out for the phone's column: panels stacked, every text at least
     ``target_px`` CSS px when shown :data:`PHONE_COLUMN_PX` px wide."""
     sizes = text_sizes(fig)
@@ -237,7 +265,7 @@ def refit_for_phone(fig: Figure, target_px: float = PHONE_BODY_PX) -> Figure:
     old_w, old_h = fig.get_size_inches()
     before_rows = _rows(fig)
     rows = _restack(phone)
-    width = phone_width_in()
+    width = width_in or phone_width_in()
     if sizes:
         _grow_texts(phone, sizes[0][0], target_px * 1.06)  # a margin for what the tight bounding box adds
     growth = (target_px / sizes[0][0]) if sizes else 1.0
@@ -257,8 +285,7 @@ def _lay_out(fig: Figure, rounds: int = 9) -> None:
     tried: list[tuple[int, float]] = []
     for _ in range(rounds):
         fig.set_size_inches(width, height)
-        with contextlib.suppress(Exception):
-            fig.tight_layout()
+        _tight(fig)
         _upright_crowded_ticks(fig)
         overlaps = len(overlapping_texts(fig))
         narrow = _aspect_shortfall(fig)
@@ -270,8 +297,27 @@ def _lay_out(fig: Figure, rounds: int = 9) -> None:
     best = min(tried)
     if best[1] != height:
         fig.set_size_inches(width, best[1])
-        with contextlib.suppress(Exception):
-            fig.tight_layout()
+        _tight(fig)
+
+
+def _tight(fig: Figure) -> None:
+    """tight_layout in the room the figure's own texts and legends (a key, a note) leave: those in its
+    lower third stay below the panels, those in its upper third (not the suptitle) above."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    bottom, top = 0.0, 1.0
+    for item in [*fig.texts, *fig.legends]:
+        box = item.get_window_extent(renderer)
+        y0, y1 = box.y0 / fig.bbox.height, box.y1 / fig.bbox.height
+        if y1 < 0.34:
+            bottom = max(bottom, y1 + 0.01)
+        elif y0 > 0.66:
+            top = min(top, y0 - 0.01)
+    with contextlib.suppress(Exception):
+        fig.tight_layout(rect=(0, bottom, 1, top))
 
 
 def _aspect_shortfall(fig: Figure) -> float:
@@ -295,8 +341,7 @@ def _upright_crowded_ticks(fig: Figure) -> None:
         boxes = [t.get_window_extent(renderer) for t in labels]
         if any(a.overlaps(b) for a, b in zip(boxes, boxes[1:], strict=False)):
             ax.tick_params(axis="x", labelrotation=90)
-            with contextlib.suppress(Exception):
-                fig.tight_layout()
+            _tight(fig)
 
 
 def overlapping_texts(fig: Figure) -> list[tuple[str, str]]:
@@ -331,29 +376,41 @@ def phone_figure(fig: Figure) -> Figure:
 
 def phone_image(fig: Figure) -> dict[str, Any]:
     """The phone PNG of ``fig`` (base64) and what the book checks of it: its width in CSS px
-    (:data:`PHONE_COLUMN_PX`), height, and smallest text in CSS px at that width."""
+    (:data:`PHONE_COLUMN_PX`), height, and smallest text in CSS px at that width.
+
+    A refitted figure whose bounding box came out wider than the column (a label past the edge) is
+    shown shrunk, its text below body size: it is refitted once more, as much narrower."""
     import matplotlib.pyplot as plt
 
     with warnings.catch_warnings():  # a layout matplotlib cannot make is measured below, not printed
         warnings.simplefilter("ignore")
         phone = phone_figure(fig)
-    try:
-        sizes = text_sizes(phone)
-        dpi = 72.0 * PHONE_DENSITY
-        png = _png(phone, dpi)
-        density = _png_width(png) / PHONE_COLUMN_PX  # shown PHONE_COLUMN_PX wide, whatever the bbox added
-        smallest = sizes[0][0] * dpi / 72 / density if sizes else 0.0
-        return {
-            "png": base64.b64encode(png).decode("ascii"),
-            "width": PHONE_COLUMN_PX,
-            "height": round(_png_height(png) / density),
-            "density": round(density, 4),
-            "min_text_px": round(smallest, 2),
-            "min_text": sizes[0][1] if sizes else "",
-            "overlaps": [list(pair) for pair in overlapping_texts(phone)[:5]],
-        }
-    finally:
-        plt.close(phone)
+        info = _measure(phone)
+        refitted = getattr(fig, _DESIGN_ATTR, None) is None and _panels_figure_designs(fig) is None
+        if refitted and 0 < info["min_text_px"] < PHONE_BODY_PX:
+            plt.close(phone)
+            narrower = phone_width_in() * info["min_text_px"] / (PHONE_BODY_PX * 1.01)
+            phone = refit_for_phone(fig, width_in=narrower)
+            info = _measure(phone)
+    plt.close(phone)
+    return info
+
+
+def _measure(phone: Figure) -> dict[str, Any]:
+    sizes = text_sizes(phone)
+    dpi = 72.0 * PHONE_DENSITY
+    png = _png(phone, dpi)
+    density = _png_width(png) / PHONE_COLUMN_PX  # shown PHONE_COLUMN_PX wide, whatever the bbox added
+    smallest = sizes[0][0] * dpi / 72 / density if sizes else 0.0
+    return {
+        "png": base64.b64encode(png).decode("ascii"),
+        "width": PHONE_COLUMN_PX,
+        "height": round(_png_height(png) / density),
+        "density": round(density, 4),
+        "min_text_px": round(smallest, 2),
+        "min_text": sizes[0][1] if sizes else "",
+        "overlaps": [list(pair) for pair in overlapping_texts(phone)[:5]],
+    }
 
 
 def figure_bundle(fig: Figure) -> tuple[dict[str, Any], dict[str, Any]]:
