@@ -22,7 +22,9 @@ Colab's badge and MathJax (ALLOWED_EXTERNAL). At desktop size also: no code cell
 wider than its box (an output of a cell tagged `wide-output` may be, with its scroll cue: counted and
 reported as deliberately wide). At phone size also: the page itself does not
 scroll sideways (the element sticking out is named), no heading is cut off, no box of the text clips
-its content without scrolling with the cue (animation controls, tables), and every <img> has alt text.
+its content without scrolling with the cue (animation controls, tables), every <img> has alt text, and
+every figure's smallest text, as the phone shows it, is at least the page's body text (the sizes
+tools/phone_figures.py writes on the <img>, times the scale the page shows the image at).
 Screenshots of the pages with a problem go to _build/screenshots/ (--all-screenshots: of every page).
 
 No browser: says so loudly and exits 2 (CI=true always fails; --allow-no-browser lets a local run pass).
