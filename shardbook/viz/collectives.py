@@ -307,11 +307,13 @@ def _collective_figure(
                 va="center",
                 fontsize=fontsize,
             )
-        ax.set_xlim(-2.6, max(width, 2) + 0.2)
-        bottom = sum(a.shape[0] for a in arrays) + 0.6 * (len(arrays) - 1) if phone else rows
-        ax.set_ylim(bottom + 0.2, -0.2)
-        ax.set_aspect("equal")
-        ax.set_anchor("N")  # both panels start at the top, so their device slots line up
+        ax.set_ylim((own[panels.index((name, arrays, sources))] if phone else rows) + 0.2, -0.2)
+        if phone:  # one x scale for both panels; the figure's height makes the cells about square
+            ax.set_xlim(-2.6, max(max(c, 2) for c in cols) + 0.2)
+        else:
+            ax.set_xlim(-2.6, max(width, 2) + 0.2)
+            ax.set_aspect("equal")
+            ax.set_anchor("N")  # both panels start at the top, so their device slots line up
         ax.axis("off")
         shape = "×".join(map(str, arrays[0].shape)) if arrays else ""
         ax.set_title(f"{name}: block {shape} per device", fontsize=fontsize if phone else 11)
