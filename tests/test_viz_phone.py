@@ -2,6 +2,7 @@
 least the body text's size, and the build names a figure whose phone image does not."""
 
 import base64
+import re
 import hashlib
 import json
 
@@ -120,4 +121,39 @@ def test_setup_makes_ipython_show_every_figure_with_its_phone_image():
     data, metadata = shell.display_formatter.format(fig)
     assert "image/png" in data and metadata[phone.PHONE_KEY]["min_text_px"] >= phone.PHONE_BODY_PX
     json.dumps(metadata)  # what a notebook can store
+    plt.close("all")
+
+
+def test_the_book_build_shows_the_phone_image_and_warns_of_small_text(tmp_path):
+    # End to end through Sphinx and myst-nb: the page's figure becomes a <picture> whose phone image
+    # is written to _images, and a figure whose phone image has small text is a build warning (an error
+    # under -W, as the book is built).
+    import nbformat
+
+    from tests.notebooks import sphinx_page
+
+    good = _two_panels()
+    bad = _two_panels()
+
+    def small():
+        design, ax = plt.subplots(figsize=(phone.phone_width_in(), 3))
+        ax.set_title("bytes per collective", fontsize=8)
+        return design
+
+    phone.set_phone_design(bad, small)
+    cells = []
+    for fig in (good, bad):
+        cell = nbformat.v4.new_code_cell("fig")
+        output = _output(fig)
+        cell.outputs = [nbformat.v4.new_output("display_data", output["data"], metadata=output["metadata"])]
+        cell.metadata["mystnb"] = {"image": {"alt": "Two bar charts"}}
+        cells.append(cell)
+    page, warnings = sphinx_page(tmp_path, cells, "tools.phone_figures")
+    assert page.count('<picture class="sb-figure"><source media="(max-width: 699.98px)"') == 2
+    assert page.count('alt="Two bar charts"') == 2
+    phone_images = re.findall(r'srcset="_images/([0-9a-f]{64}\.png) [0-9.]+x"', page)
+    assert len(phone_images) == 2, page
+    assert all((tmp_path / "_build" / "_images" / name).exists() for name in phone_images)
+    assert "figure on a phone: cell 1: the phone image's text 'bytes per collective'" in warnings, warnings
+    assert "cell 0" not in warnings, warnings
     plt.close("all")
