@@ -2,9 +2,9 @@
 least the body text's size, and the build names a figure whose phone image does not."""
 
 import base64
-import re
 import hashlib
 import json
+import re
 
 import matplotlib
 
