@@ -287,7 +287,11 @@ def _lay_out(fig: Figure, rounds: int = 9) -> None:
         fig.set_size_inches(width, height)
         _tight(fig)
         _upright_crowded_ticks(fig)
-        overlaps = len(overlapping_texts(fig))
+        pairs = _overlapping(fig)
+        if pairs and _stack_words(fig, pairs):
+            _tight(fig)
+            pairs = _overlapping(fig)
+        overlaps = len(pairs)
         narrow = _aspect_shortfall(fig)
         tried.append((overlaps, height))
         if (not overlaps and narrow == 1.0) or height >= tallest:
@@ -346,19 +350,43 @@ def _upright_crowded_ticks(fig: Figure) -> None:
 
 def overlapping_texts(fig: Figure) -> list[tuple[str, str]]:
     """Pairs of texts the figure draws one over the other (their boxes overlap by more than 1 px)."""
+    return [(a.get_text(), b.get_text()) for a, b in _overlapping(fig)]
+
+
+def _overlapping(fig: Figure) -> list[tuple[Text, Text]]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     with _drawn_texts() as drawn:
         canvas.draw()
     renderer = canvas.get_renderer()
-    boxes = [(t.get_text(), t.get_window_extent(renderer).expanded(1, 1).padded(-1)) for t in drawn]
+    boxes = [(t, t.get_window_extent(renderer).expanded(1, 1).padded(-1)) for t in drawn]
     pairs = []
     for i, (a, box_a) in enumerate(boxes):
         for b, box_b in boxes[i + 1 :]:
             if box_a.overlaps(box_b):
                 pairs.append((a, b))
     return pairs
+
+
+def _stack_words(fig: Figure, pairs: list[tuple[Text, Text]]) -> bool:
+    """Labels inside a panel that run into each other side by side ("p0 d2048" in narrow blocks) are
+    set one word a line; returns whether any was."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer() if not hasattr(fig.canvas, "get_renderer") else None
+    renderer = renderer or fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    inside = {id(t) for ax in fig.axes for t in ax.texts}
+    changed = False
+    for a, b in pairs:
+        box_a, box_b = a.get_window_extent(renderer), b.get_window_extent(renderer)
+        beside = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0) > 0.5 * min(box_a.height, box_b.height)
+        for text in (a, b):
+            words = text.get_text()
+            if beside and id(text) in inside and " " in words and "$" not in words:
+                text.set_text(words.replace(" ", "\n"))
+                changed = True
+    return changed
 
 
 def _rows(fig: Figure) -> int:
