@@ -193,8 +193,11 @@ def _grow_texts(fig: Figure, smallest: float, target: float) -> None:
             if which == "x" and isinstance(axis.get_major_locator(), MaxNLocator):  # numbers, not names
                 if len(axis.get_majorticklocs()) > 5:
                     ax.locator_params(axis="x", nbins=4)
+    # A legend inside a panel covers its lines or bars once its text is body size: the figure's one
+    # such legend goes under the panels.
+    inside = [ax for ax in fig.axes if ax.get_legend() is not None and _anchor(ax.get_legend()) is None]
     for ax in fig.axes:
-        _one_column_legend(ax)
+        _one_column_legend(ax, below=len(inside) == 1 and ax is inside[0])
     for text in fig.findobj(Text):
         if id(text) not in ticks:
             text.set_fontsize(grown(float(text.get_fontsize())))
@@ -224,23 +227,30 @@ def _break_lines(text: Text, share: float = 1.0) -> None:
     text.set_text("\n".join(lines))
 
 
-def _one_column_legend(ax: Axes) -> None:
-    """The legend again, one entry a line: a row of entries at body size is wider than a phone."""
+def _anchor(legend: Any) -> Any:
+    """Where a chapter put its legend (a bbox in its own coordinates), or None: matplotlib's choice."""
+    return getattr(legend, "_bbox_to_anchor", None)
+
+
+def _one_column_legend(ax: Axes, below: bool = False) -> None:
+    """The legend again, one entry a line: a row of entries at body size is wider than a phone. One
+    right of its panel, or (``below``) inside it, goes under the panels."""
     legend: Any = ax.get_legend()
     if legend is None:
         return
     handles: Any = legend.legend_handles
     labels = [text.get_text() for text in legend.get_texts()]
-    anchor = getattr(legend, "_bbox_to_anchor", None)  # where the chapter put it, in its own coordinates
+    anchor = _anchor(legend)
     placed = {}
+    right = anchor is not None and hasattr(anchor, "_bbox") and anchor._bbox.x0 >= 1.0
     if anchor is not None and hasattr(anchor, "_bbox"):
         placed = {"bbox_to_anchor": anchor._bbox.bounds, "bbox_transform": anchor._transform}
-        if anchor._bbox.x0 >= 1.0 and anchor._transform == ax.transAxes:  # right of the panel: no room
-            legend.remove()
-            fontsize = legend.get_texts()[0].get_fontsize() if labels else None
-            ax.figure.legend(handles, labels, loc="lower left", bbox_to_anchor=(0, 0),
-                             frameon=False, fontsize=fontsize, ncols=1)  # fmt: skip
-            return
+    if below or (right and anchor._transform == ax.transAxes):  # no room beside the panel
+        legend.remove()
+        fontsize = legend.get_texts()[0].get_fontsize() if labels else None
+        ax.figure.legend(handles, labels, loc="lower left", bbox_to_anchor=(0, 0),
+                         frameon=False, fontsize=fontsize, ncols=1)  # fmt: skip
+        return
     ax.legend(
         handles,
         labels,
@@ -381,9 +391,11 @@ def _stack_words(fig: Figure, pairs: list[tuple[Text, Text]]) -> bool:
     for a, b in pairs:
         box_a, box_b = a.get_window_extent(renderer), b.get_window_extent(renderer)
         beside = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0) > 0.5 * min(box_a.height, box_b.height)
+        if not (beside and id(a) in inside and id(b) in inside):  # two labels of a panel side by side
+            continue
         for text in (a, b):
             words = text.get_text()
-            if beside and id(text) in inside and " " in words and "$" not in words:
+            if " " in words and "$" not in words:
                 text.set_text(words.replace(" ", "\n"))
                 changed = True
     return changed
