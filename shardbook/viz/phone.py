@@ -298,9 +298,16 @@ def _lay_out(fig: Figure, rounds: int = 9) -> None:
         _tight(fig)
         _upright_crowded_ticks(fig)
         pairs = _overlapping(fig)
+        before = [(t, t.get_text()) for ax in fig.axes for t in ax.texts]
         if pairs and _stack_words(fig, pairs):
             _tight(fig)
-            pairs = _overlapping(fig)
+            stacked = _overlapping(fig)
+            if len(stacked) < len(pairs):
+                pairs = stacked
+            else:  # one word a line did not help: the labels as they were
+                for text, words in before:
+                    text.set_text(words)
+                _tight(fig)
         overlaps = len(pairs)
         narrow = _aspect_shortfall(fig)
         tried.append((overlaps, height))
