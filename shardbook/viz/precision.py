@@ -154,7 +154,7 @@ def _tradeoff_rows(
         label = series[case] if series is not None else None
         ax.plot([float(e[case]) for e in errors], list(range(n)), "o", ms=7, label=label)
     for i, (name, cost) in enumerate(zip(order, costs, strict=True)):
-        ax.annotate(f"{name}: {cost:g}", (0, i - 0.42), xycoords=("axes fraction", "data"), fontsize=size,
+        ax.annotate(f"{name}: {cost:.3g}", (0, i - 0.42), xycoords=("axes fraction", "data"), fontsize=size,
                     ha="left", va="center", xytext=(4, 0), textcoords="offset points")  # fmt: skip
     if reference is not None:
         ax.axvline(reference, color="grey", ls="--", label=reference_label)
