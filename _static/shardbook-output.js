@@ -62,16 +62,22 @@
   }
 
   // Each output image sits in its own box: on a phone (shardbook.css) the figure fits the column, and a
-  // tap shows it at the width it was drawn at in that box, which then scrolls sideways.
+  // tap shows it at the width it was drawn at in that box, which then scrolls sideways. A figure with a
+  // phone image (a <picture>, tools/phone_figures.py) is drawn for the phone's column: no tap needed.
   function boxFigures() {
+    var zoomable = 0;
     document.querySelectorAll(".cell_output img").forEach(function (img) {
-      var parent = img.parentElement;
+      var figure = img.parentElement && img.parentElement.tagName === "PICTURE" ? img.parentElement : img;
+      var parent = figure.parentElement;
       if (parent && parent.classList.contains("sb-figure-scroll")) return;
       var box = document.createElement("div");
       box.className = "sb-figure-scroll";
-      img.parentNode.insertBefore(box, img);
-      box.appendChild(img);
+      figure.parentNode.insertBefore(box, figure);
+      box.appendChild(figure);
       img.addEventListener("load", markScrollables);
+      if (figure !== img) return;
+      zoomable++;
+      box.classList.add("sb-zoomable");
       // A tap switches between the whole figure in the column and the figure at the size it was drawn
       // (legible labels; the box then scrolls sideways). Only on a phone does the second differ.
       img.addEventListener("click", function () {
@@ -84,9 +90,9 @@
       });
       if (PHONE.matches) img.title = "Tap for full size";
     });
-    // Said once, under a page's first figure, on a phone, until the reader has tapped a figure.
-    var first = document.querySelector(".cell_output .sb-figure-scroll");
-    if (first && PHONE.matches && !recalled("sb-tapped") && !document.querySelector(".sb-tap-hint")) {
+    // Said once, under a page's first figure that a tap enlarges, on a phone, until the reader has tapped one.
+    var first = document.querySelector(".cell_output .sb-figure-scroll.sb-zoomable");
+    if (zoomable && first && PHONE.matches && !recalled("sb-tapped") && !document.querySelector(".sb-tap-hint")) {
       var hint = document.createElement("p");
       hint.className = "sb-tap-hint";
       hint.textContent = "Tap a figure to see it at full size; tap again to fit it.";

@@ -193,7 +193,40 @@ def draw_pipeline_schedule(table: Schedule, ax: Any = None, title: str | None = 
         title or f"{stages} stages, {len(table)} ticks, {idle_steps(table)} idle (grey)",
         fontsize=11,
     )
-    return ax
+    from .viz.phone import set_phone_panel
+
+    return set_phone_panel(ax, lambda phone_ax: _draw_upright(table, phone_ax, title), 0.3 * len(table) + 1.6)
+
+
+def _draw_upright(table: Schedule, ax: Any, title: str | None) -> None:
+    """The schedule for a phone's column: one column per stage, one row per tick (down), each cell
+    "F m" or "B m" (forward or backward of microbatch m), so that two schedules fit side by side, tick
+    beside tick, with body-size text. The title is the part of the desktop's before a colon."""
+    from matplotlib.patches import Rectangle
+
+    from .viz.phone import PHONE_BODY_PX
+
+    size = PHONE_BODY_PX + 1
+    stages = len(table[0]) if table else 0
+    for t, row in enumerate(table):
+        for s, action in enumerate(row):
+            ax.add_patch(Rectangle((s, t), 0.92, 0.9, color=_COLOURS[action[0] if action else None]))
+            if action:
+                ax.text(s + 0.46, t + 0.45, f"{action[0]}{action[1]}", ha="center", va="center",
+                        fontsize=size, color="white")  # fmt: skip
+    ax.set_ylim(max(len(table), 1), 0)
+    ax.set_xlim(0, stages)
+    ax.set_xticks([s + 0.46 for s in range(stages)], [str(s) for s in range(stages)], fontsize=size)
+    ax.xaxis.tick_top()
+    ax.xaxis.set_label_position("top")
+    ax.set_xlabel("stage", fontsize=size)
+    ax.set_yticks(range(0, len(table), 5), [str(t) for t in range(0, len(table), 5)], fontsize=size)
+    ax.set_ylabel("tick", fontsize=size)
+    ax.tick_params(length=2)
+    for side in ("top", "right", "bottom", "left"):
+        ax.spines[side].set_visible(False)
+    name = (title or "").split(":")[0] if title and ":" in title else "schedule"
+    ax.set_title(f"{name}\n{idle_steps(table)} idle (grey)", fontsize=size, loc="left")
 
 
 __all__ = ["SCHEDULES", "draw_pipeline_schedule", "held_activations", "idle_steps", "pipeline_schedule"]

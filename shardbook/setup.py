@@ -519,8 +519,13 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
         if summary.simulated and kind != "cpu" and devices == "auto":
             print(_one_chip_note(kind, count))
     _explain_errors_in_notebook()
-    if getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)() is not None:
-        _short_source_paths()  # where a page is drawn: a notebook
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    if shell is not None:  # where a page is drawn: a notebook
+        _short_source_paths()
+        if hasattr(shell, "display_formatter"):
+            from .viz.phone import show_figures_for_phones
+
+            show_figures_for_phones(shell)  # every figure also drawn for a phone's column
     return summary
 
 

@@ -359,3 +359,63 @@ def test_only_a_page_with_a_problem_leaves_a_screenshot_unless_all_are_asked(tmp
         taken = sorted(p.name for p in shots.glob("*.jpg"))
         pages_shot = ["ch", "bad"] if all_shots else ["bad"]
         assert taken == sorted(f"book__{p}--{v}.jpg" for p in pages_shot for v in site_check.VIEWPORTS)
+
+
+@NEEDS_BROWSER
+def test_the_browser_measures_figure_text_as_a_phone_shows_it(tmp_path):
+    # A figure with a phone image (tools/phone_figures.py's <picture>) shows it below 700 px, its text
+    # at least the body text's size; the same figure without one is shrunk into the column and its
+    # text named as too small. A check that cannot fail is a defect: the second page must fail it.
+    import base64
+    import hashlib
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from shardbook.viz import phone
+    from tools import phone_figures
+
+    html, _ = _site(tmp_path, GOOD)
+    static = html / "_static"
+    static.mkdir()
+    for name in ("shardbook.css", "shardbook-output.js"):
+        (static / name).write_text((ROOT / "_static" / name).read_text())
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for ax in axes:
+        ax.bar(["all-gather", "all-reduce"], [3, 1])
+        ax.set_title("bytes per collective", fontsize=10)
+    data, metadata = phone.figure_bundle(fig)
+    plt.close(fig)
+    desktop = base64.b64decode(data["image/png"])
+    digest = hashlib.sha256(desktop).hexdigest()
+    info = metadata[phone.PHONE_KEY]
+    (html / "_images" / f"{digest}.png").write_bytes(desktop)
+    (html / "_images" / "phone.png").write_bytes(base64.b64decode(info["png"]))
+    img = f'<img alt="Two bar charts" src="../_images/{digest}.png" />'
+    with_phone = phone_figures.picture_html(img, {digest: info}, {digest: "phone.png"})
+    without = img.replace(" />", f' data-sb-text-px="{info["desktop_min_text_px"]}" />')
+    head = (
+        "<meta name='viewport' content='width=device-width'>"
+        "<link rel='stylesheet' href='../_static/shardbook.css'>"
+        "<script src='../_static/shardbook-output.js'></script>"
+    )
+    article = "<article class='bd-article' style='padding:0 16px'><p>Body text.</p>{}</article>"
+    bodies = {
+        "phone": article.format(f"<div class='cell_output'>{with_phone}</div>"),
+        "desktop-only": article.format(f"<div class='cell_output'>{without}</div>"),
+    }
+    for name, body in bodies.items():
+        (html / "book" / f"{name}.html").write_text(_page(body).replace("<head>", "<head>" + head))
+    pages = [html / "book" / f"{name}.html" for name in bodies]
+    results = site_check.browser_check(
+        html, pages, {}, site_check.find_browser(), None, set(), lambda text, secrets: [], False
+    )
+    found = {(r.page.removeprefix("book/").removesuffix(".html"), r.viewport): r for r in results}
+    assert not any("figure text" in p for p in found["phone", "phone"].problems), found["phone", "phone"]
+    assert found["phone", "phone"].figure_text_px[0] >= 16, found["phone", "phone"].figure_text_px
+    assert found["phone", "phone"].body_px == 16
+    [small] = [p for p in found["desktop-only", "phone"].problems if "figure text" in p]
+    assert "smaller than the body text's 16 px (the desktop image at" in small, small
+    assert not any("figure text" in p for p in found["phone", "desktop"].problems)  # phones only

@@ -22,7 +22,9 @@ Colab's badge and MathJax (ALLOWED_EXTERNAL). At desktop size also: no code cell
 wider than its box (an output of a cell tagged `wide-output` may be, with its scroll cue: counted and
 reported as deliberately wide). At phone size also: the page itself does not
 scroll sideways (the element sticking out is named), no heading is cut off, no box of the text clips
-its content without scrolling with the cue (animation controls, tables), and every <img> has alt text.
+its content without scrolling with the cue (animation controls, tables), every <img> has alt text, and
+every figure's smallest text, as the phone shows it, is at least the page's body text (the sizes
+tools/phone_figures.py writes on the <img>, times the scale the page shows the image at).
 Screenshots of the pages with a problem go to _build/screenshots/ (--all-screenshots: of every page).
 
 No browser: says so loudly and exits 2 (CI=true always fails; --allow-no-browser lets a local run pass).
@@ -374,7 +376,21 @@ LAYOUT_FACTS = """() => {
   }
   const noAlt = Array.from(document.images).filter(i => !(i.getAttribute('alt') || '').trim())
     .map(i => i.id ? `img#${i.id}` : `img ${(i.getAttribute('src') || '(no src)').slice(0, 60)}`);
-  return {pageWidth: document.documentElement.scrollWidth, viewport: vw, out, cut, clipped, noAlt};
+  // Figure text as shown: a figure's smallest text (tools/phone_figures.py writes it on the <img>, in CSS
+  // px of the image the browser chose at its own size) times the scale the page shows that image at.
+  const paragraph = document.querySelector('.bd-article p') || document.body;
+  const bodyPx = parseFloat(getComputedStyle(paragraph).fontSize);
+  const figureText = Array.from(document.querySelectorAll('.cell_output img[data-sb-text-px]'))
+    .filter(i => shown(i) && i.naturalWidth > 0).map(i => {
+      const phone = (i.currentSrc || '').endsWith('/' + i.dataset.sbPhoneSrc);
+      const own = parseFloat(phone ? i.dataset.sbPhoneTextPx : i.dataset.sbTextPx);
+      return {px: own * i.getBoundingClientRect().width / i.naturalWidth, phone,
+              width: i.getBoundingClientRect().width, alt: (i.getAttribute('alt') || '').slice(0, 60)};
+    });
+  const columnPx = article ? article.clientWidth - parseFloat(getComputedStyle(article).paddingLeft)
+    - parseFloat(getComputedStyle(article).paddingRight) : vw;
+  return {pageWidth: document.documentElement.scrollWidth, viewport: vw, out, cut, clipped, noAlt,
+          bodyPx, columnPx, figureText};
 }"""
 
 
@@ -392,7 +408,23 @@ def layout_problems(facts: dict) -> list[str]:
     problems += [f"heading cut off: {h}" for h in facts["cut"]]
     problems += [f"clipped by its box with no scroll cue: {e}" for e in facts["clipped"][:5]]
     problems += [f"image without alt text: {i}" for i in facts["noAlt"]]
+    problems += figure_text_problems(facts.get("figureText", []), facts.get("bodyPx", 0.0))
     return problems
+
+
+def figure_text_problems(figures: list[dict], body_px: float) -> list[str]:
+    """A figure whose smallest text, as the phone shows it, is smaller than the page's body text.
+
+    Example:
+      >>> figure_text_problems([{"px": 5.5, "phone": False, "width": 358, "alt": "Two grids"}], 16)
+      ["figure text 5.5 px, smaller than the body text's 16 px (the desktop image at 358 px): 'Two grids'"]
+    """
+    return [
+        f"figure text {f['px']:.1f} px, smaller than the body text's {body_px:g} px"
+        f" (the {'phone' if f['phone'] else 'desktop'} image at {f['width']:.0f} px): {f['alt']!r}"
+        for f in figures
+        if f["px"] < body_px - 0.05
+    ]
 
 
 VISIBLE = (
@@ -411,6 +443,9 @@ class PageResult:
     problems: list[str] = field(default_factory=list)
     screenshot: str = ""
     wide_outputs: int = 0  # outputs of cells tagged wide-output that scroll in their box (desktop)
+    body_px: float = 0.0  # the body text's size (phone), CSS px
+    column_px: float = 0.0  # the text column's width (phone), CSS px
+    figure_text_px: list[float] = field(default_factory=list)  # each figure's smallest text (phone), CSS px
 
 
 def find_browser() -> str | None:
@@ -616,7 +651,10 @@ def browser_check(
                         ]
                         result.wide_outputs = facts["wideOutputs"]
                     if phone:
-                        result.problems += layout_problems(page.evaluate(LAYOUT_FACTS))
+                        layout = page.evaluate(LAYOUT_FACTS)
+                        result.problems += layout_problems(layout)
+                        result.body_px, result.column_px = layout["bodyPx"], layout["columnPx"]
+                        result.figure_text_px = [f["px"] for f in layout["figureText"]]
                     name = f"{rel.replace('/', '__').removesuffix('.html')}--{viewport}"
                     if shots is not None and all_shots:
                         result.screenshot = _screenshot(page, shots, name, phone)
@@ -739,6 +777,14 @@ def main(argv: list[str] | None = None) -> int:
         f"at {VIEWPORTS['desktop'][0]} px: {code_wide} code cells and {output_wide} output boxes wider than"
         f" their box; {sum(r.wide_outputs for r in desktop)} outputs deliberately wide ({WIDE_OUTPUT_TAG!r})"
     )
+    phones = [r for r in results if r.viewport == "phone" and r.figure_text_px]
+    if phones:
+        sizes = [px for r in phones for px in r.figure_text_px]
+        print(
+            f"at {VIEWPORTS['phone'][0]} px: body text {phones[0].body_px:g} px in a"
+            f" {phones[0].column_px:.0f} px column; {len(sizes)} figures with measured text,"
+            f" the smallest {min(sizes):.1f} px"
+        )
     seconds = time.monotonic() - start
     if failed:
         print("FAILED (in Chromium):\n  " + "\n  ".join(failed), file=sys.stderr)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._common import _fig_or_axes, _finish
+from .phone import PHONE_BODY_PX, phone_width_in, set_phone_design
 
 if TYPE_CHECKING:  # matplotlib and jax are imported on first use: shardbook.setup() must run first.
     from matplotlib.axes import Axes
@@ -97,7 +98,7 @@ def draw_gradient_reduction(
     ax.set_ylim(y, -0.1)
     ax.set_xlim(0, widest * 1.3)
     ax.set_yticks([])
-    ax.xaxis.set_major_formatter(lambda value, _: f"{value:,.0f}")
+    ax.xaxis.set_major_formatter(_thousands)
     ax.set_xlabel("bytes sent per device (one segment per execution)")
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
@@ -189,4 +190,58 @@ def draw_residuals(
     ax.set_title(
         title or "Residuals alive after each step", fontsize=11, loc="left", pad=8 + 17 * len(traces)
     )
+    if created:
+        set_phone_design(fig, lambda: _residuals_upright(traces, steps, unit, title))
     return _finish(fig, created, path)
+
+
+def _residuals_upright(traces: dict, steps: Any, unit: str, title: str | None) -> Figure:
+    """The residuals for a phone's column: the steps down the page, the bytes across, and each
+    schedule's step names in a column of its colour left of the step numbers; title and legend above.
+    Laid out by hand in points (1 pt is 1 CSS px in the column): tight_layout ignores the step names."""
+    import matplotlib.pyplot as plt
+
+    size = PHONE_BODY_PX + 1
+    line = size * 1.3
+    scale = {"bytes": 1, "KiB": 1024, "MiB": 2**20}[unit]
+    n_steps = max(len(t) for t in traces.values())
+    rows = [name for name in traces if steps and name in steps and len(steps[name]) <= 24]
+    column = max((len(label) for name in rows for label in steps[name]), default=0) * 0.62 * size + 8
+    top = line * (1.4 + 2 * len(traces)) + 8  # the title, then two lines per schedule in the legend
+    bottom, left, right = 2.6 * line, 1.8 * size + column * len(rows) + 1.6 * size, 10
+    width, height = phone_width_in() * 72, top + 0.34 * 72 * n_steps + bottom
+    fig, ax = plt.subplots(figsize=(width / 72, height / 72))
+    fig.subplots_adjust(
+        left=left / width, right=1 - right / width, top=1 - top / height, bottom=bottom / height
+    )
+    styles = ["-", "--", "-.", ":"]
+    colours = {}
+    for k, (name, trace) in enumerate(traces.items()):
+        values = [v / scale for v in trace]
+        xs = [x for v in values for x in (v, v)]
+        ys = [y for i in range(len(values)) for y in (i, i + 1)]
+        (drawn,) = ax.plot(xs, ys, ls=styles[k % len(styles)], lw=2, label=f"{name}\n(peak {max(trace):,} B)")
+        colours[name] = drawn.get_color()
+    ax.set_ylim(n_steps, 0)
+    ax.set_yticks([i + 0.5 for i in range(n_steps)], [str(i + 1) for i in range(n_steps)])
+    ax.tick_params(labelsize=size, length=2)
+    ax.locator_params(axis="x", nbins=3)
+    for r, name in enumerate(rows):
+        for i, label in enumerate(steps[name]):
+            ax.annotate(label, (0, i + 0.5), xycoords=("axes fraction", "data"), textcoords="offset points",
+                        xytext=(-1.8 * size - column * r, 0), ha="right", va="center", fontsize=size,
+                        color=colours[name])  # fmt: skip
+    ax.set_ylabel("step", fontsize=size, labelpad=4 + column * len(rows))
+    ax.set_xlabel(f"saved state held ({unit})", fontsize=size)
+    most = max(max(t) for t in traces.values()) / scale
+    ax.set_xlim(0, max(most, 1e-9) * 1.05)
+    fig.text(4 / width, 1 - 4 / height, title or "Residuals alive after each step", fontsize=size,
+             va="top", ha="left", wrap=True)  # fmt: skip
+    fig.legend(fontsize=size, loc="upper left", bbox_to_anchor=(0, 1 - (line + 6) / height), frameon=False,
+               borderaxespad=0.2, handlelength=1.5)  # fmt: skip
+    return fig
+
+
+def _thousands(value: float, _: Any) -> str:
+    """A tick label with thousands separators (a function, not a lambda: the figure stays picklable)."""
+    return f"{value:,.0f}"

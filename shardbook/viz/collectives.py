@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ._common import _PALETTE
+from .phone import PHONE_BODY_PX, phone_width_in, set_phone_design
 from .sharding import _spec_text
 
 if TYPE_CHECKING:  # matplotlib and jax are imported on first use: shardbook.setup() must run first.
@@ -194,7 +196,6 @@ def draw_collective(
       "ppermute over 'X', perm 0→1 1→2 2→3 3→0"
     """
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
 
     if collective not in COLLECTIVES:
         raise ValueError(f"draw_collective: unknown collective {collective!r}; expected one of {COLLECTIVES}")
@@ -214,6 +215,35 @@ def draw_collective(
         ("before", [_as_2d(b.before) for b in blocks], None),
         ("after", [_as_2d(b.after) for b in blocks], [_as_2d(b.sources) for b in blocks]),
     ]
+    fig = _collective_figure(blocks, panels, names, id_of_position, collective, axis_name, params, title)
+    set_phone_design(
+        fig,
+        lambda: _collective_figure(
+            blocks, panels, names, id_of_position, collective, axis_name, params, title, phone=True
+        ),
+    )
+    if path is not None:
+        fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return fig
+
+
+def _collective_figure(
+    blocks: Any,
+    panels: Any,
+    names: tuple,
+    id_of_position: list[int],
+    collective: str,
+    axis_name: Any,
+    params: dict,
+    title: str | None,
+    phone: bool = False,
+) -> Any:
+    """The before/after picture of draw_collective: side by side, or (``phone``) one above the other
+    in a phone's column, its text at body size."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
     # One slot per device, as tall as its taller panel, at the same height in both panels: a device's
     # "before" block sits level with its "after" block.
     slot = [max(panels[0][1][k].shape[0], panels[1][1][k].shape[0]) for k in range(len(blocks))]
@@ -223,17 +253,31 @@ def draw_collective(
     cells = sum(a.size for _, arrays, _ in panels for a in arrays)
     label_values = cells <= 400
     cell = 0.5 if label_values else 0.24
-    fig, axes = plt.subplots(
-        1,
-        2,
-        figsize=(max(6.0, cell * (sum(cols) + 4) + 1.6), min(14.0, cell * rows + 1.9)),
-        gridspec_kw={"width_ratios": [max(c, 2) + 2.8 for c in cols]},  # = each panel's x range: one scale
-    )
-    fontsize = 10 if label_values else 7
+    if phone:  # the panels one above the other, cells wide enough for "1000" at body size
+        cell = min(0.7, (phone_width_in() - 0.3) / (max(max(c, 2) for c in cols) + 2.8))
+        label_values = label_values and cell >= 0.55
+        own = [sum(a.shape[0] for a in arrays) + 0.6 * (len(arrays) - 1) for _, arrays, _ in panels]
+        fig, axes = plt.subplots(
+            2,
+            1,
+            figsize=(phone_width_in(), cell * (sum(own) + 0.8) + 3.4),
+            gridspec_kw={"height_ratios": [r + 0.4 for r in own]},
+        )
+        fontsize = PHONE_BODY_PX + 1
+    else:
+        fig, axes = plt.subplots(
+            1,
+            2,
+            figsize=(max(6.0, cell * (sum(cols) + 4) + 1.6), min(14.0, cell * rows + 1.9)),
+            gridspec_kw={"width_ratios": [max(c, 2) + 2.8 for c in cols]},  # each panel's x range: one scale
+        )
+        fontsize = 10 if label_values else 7
     own_colour = [_PALETTE[b.device_id % len(_PALETTE)] for b in blocks]
     for ax, (name, arrays, sources), width in zip(axes, panels, cols, strict=True):
         for k, (block, arr) in enumerate(zip(blocks, arrays, strict=True)):
             top = tops[k] + (slot[k] - arr.shape[0]) / 2
+            if phone:  # stacked, each panel keeps to its own blocks' heights
+                top = sum(a.shape[0] for a in arrays[:k]) + 0.6 * k
             for (r, c), value in _ndenumerate(arr):
                 if sources is None:
                     colour = own_colour[k]
@@ -263,25 +307,36 @@ def draw_collective(
                 va="center",
                 fontsize=fontsize,
             )
-        ax.set_xlim(-2.6, max(width, 2) + 0.2)
-        ax.set_ylim(rows + 0.2, -0.2)
-        ax.set_aspect("equal")
-        ax.set_anchor("N")  # both panels start at the top, so their device slots line up
+        ax.set_ylim((own[panels.index((name, arrays, sources))] if phone else rows) + 0.2, -0.2)
+        if phone:  # one x scale for both panels; the figure's height makes the cells about square
+            ax.set_xlim(-2.6, max(max(c, 2) for c in cols) + 0.2)
+        else:
+            ax.set_xlim(-2.6, max(width, 2) + 0.2)
+            ax.set_aspect("equal")
+            ax.set_anchor("N")  # both panels start at the top, so their device slots line up
         ax.axis("off")
         shape = "×".join(map(str, arrays[0].shape)) if arrays else ""
-        ax.set_title(f"{name}: block {shape} per device", fontsize=11)
+        ax.set_title(f"{name}: block {shape} per device", fontsize=fontsize if phone else 11)
     call = f"{collective} over {axis_name!r}" + "".join(
         f", {k}={v!r}" for k, v in params.items() if k != "perm"
     )
     if "perm" in params:
         call += ", perm " + " ".join(f"{s}→{t}" for s, t in params["perm"])
     legend = "colour: the device a value came from;\ngrey: combined from several; white: nothing arrived"
+    if phone:
+        legend = "colour: the device a value came\nfrom; grey: combined from several;\nwhite: nothing arrived"
+        call = "\n".join(textwrap.wrap(title or call, 30))
+        height = fig.get_size_inches()[1] * 72  # points
+        fig.suptitle(call, fontsize=fontsize, y=1 - 4 / height, va="top")
+        fig.text(0.02, 0.005, legend, ha="left", va="bottom", fontsize=fontsize)
+        lines = call.count("\n") + 1
+        fig.tight_layout(
+            rect=(0, 3.6 * 1.3 * fontsize / height, 1, 1 - (lines * 1.3 * fontsize + 8) / height)
+        )
+        return fig
     fig.suptitle(title or call, fontsize=11)
     fig.text(0.5, 0.01, legend, ha="center", va="bottom", fontsize=10)
     fig.tight_layout(rect=(0, 0.06 if label_values else 0.04, 1, 1))
-    if path is not None:
-        fig.savefig(path, dpi=150, bbox_inches="tight")
-    plt.close(fig)
     return fig
 
 

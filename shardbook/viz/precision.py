@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._common import _fig_or_axes, _finish
+from .phone import PHONE_BODY_PX, phone_width_in, set_phone_design
 
 if TYPE_CHECKING:  # matplotlib and jax are imported on first use: shardbook.setup() must run first.
     from matplotlib.axes import Axes
@@ -84,7 +85,7 @@ def draw_precision_tradeoff(
         from matplotlib.ticker import FuncFormatter
 
         ax.set_xscale("log")
-        plain = FuncFormatter(lambda value, _: f"{value:g}")
+        plain = FuncFormatter(_plain)
         ax.xaxis.set_major_formatter(plain)
         ax.xaxis.set_minor_formatter(plain)
         ax.tick_params(axis="x", which="minor", labelsize=7)
@@ -114,4 +115,63 @@ def draw_precision_tradeoff(
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
     ax.set_title(title or "Error against cost", fontsize=10, loc="left")
+    if created:
+        set_phone_design(
+            fig,
+            lambda: _tradeoff_rows(
+                order, costs, errors, series, reference, reference_label, budget, xlabel, title
+            ),
+        )
     return _finish(fig, created, path)
+
+
+def _tradeoff_rows(
+    order: list[str],
+    costs: list[float],
+    errors: list[Any],
+    series: Sequence[str] | None,
+    reference: float | None,
+    reference_label: str,
+    budget: float | None,
+    xlabel: str,
+    title: str | None,
+) -> Figure:
+    """The trade-off for a phone's column: one row per algorithm, cheapest first, its name and cost on
+    a line above its error(s) on a shared logarithmic axis (names beside points do not fit a phone)."""
+    import matplotlib.pyplot as plt
+
+    size = PHONE_BODY_PX + 1
+    line = 1.3 * size  # points; 1 pt is 1 CSS px in the phone's column
+    n = len(order)
+    n_cases = len(errors[0])
+    entries = (n_cases if series is not None else 0) + (reference is not None) + (budget is not None)
+    top = line * 4 + 6  # the title on up to two lines, the cost's meaning on up to two
+    bottom = line * (2.4 + entries) + 6  # the ticks, the axis label, the legend
+    width, height = phone_width_in() * 72, top + 0.62 * 72 * n + bottom
+    fig, ax = plt.subplots(figsize=(width / 72, height / 72))
+    fig.subplots_adjust(left=8 / width, right=1 - 8 / width, top=1 - top / height, bottom=bottom / height)
+    for case in range(n_cases):
+        label = series[case] if series is not None else None
+        ax.plot([float(e[case]) for e in errors], list(range(n)), "o", ms=7, label=label)
+    for i, (name, cost) in enumerate(zip(order, costs, strict=True)):
+        ax.annotate(f"{name}: {cost:.3g}", (0, i - 0.42), xycoords=("axes fraction", "data"), fontsize=size,
+                    ha="left", va="center", xytext=(4, 0), textcoords="offset points")  # fmt: skip
+    if reference is not None:
+        ax.axvline(reference, color="grey", ls="--", label=reference_label)
+    if budget is not None:
+        ax.axvline(budget, color="#d62728", ls=":", lw=1.5, label=f"budget {budget:g}")
+    ax.set_xscale("log")
+    ax.set_ylim(n - 0.6, -0.9)
+    ax.set_yticks([])
+    ax.tick_params(labelsize=size)
+    ax.set_xlabel("relative error", fontsize=size)
+    if entries:
+        fig.legend(fontsize=size, loc="lower left", bbox_to_anchor=(0, 0), frameon=False, borderaxespad=0.1)
+    fig.text(4 / width, 1 - 4 / height, f"{title or 'Error against cost'}\n(after each name: {xlabel})",
+             fontsize=size, va="top", ha="left", wrap=True)  # fmt: skip
+    return fig
+
+
+def _plain(value: float, _: Any) -> str:
+    """A tick label in plain numbers (a function, not a lambda: the figure stays picklable)."""
+    return f"{value:g}"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._common import _PALETTE
+from .phone import PHONE_BODY_PX, phone_width_in, set_phone_design
 
 if TYPE_CHECKING:  # matplotlib and jax are imported on first use: shardbook.setup() must run first.
     from matplotlib.figure import Figure
@@ -96,6 +97,7 @@ def draw_ring_steps(
       after 4 steps every device has added all 4
     """
     fig = _ring_figure(mesh, axis_name, perm, where, title)[0]
+    set_phone_design(fig, lambda: _ring_phone_figure(mesh, axis_name, perm, where, title))
     import matplotlib.pyplot as plt
 
     if path is not None:
@@ -244,3 +246,46 @@ def _ring_figure(
     )
     fig.tight_layout()
     return fig, columns
+
+
+def _ring_phone_figure(mesh: Any, axis_name: str, perm: Any, where: Any, title: str | None) -> Figure:
+    """The ring's steps for a phone's column: the steps one under the other, a device a row, each row
+    naming the block it holds and the product it adds (the desktop's grid has n columns of two-line
+    cells, too narrow for body-size text)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    ids, held = ring_schedule(mesh, axis_name, perm=perm, where=where)
+    n = len(ids)
+    size = PHONE_BODY_PX + 1  # pt; 1 pt is 1 CSS px in the phone's column
+    row, head = 0.42, 0.5  # inches
+    height = n * (head + n * row) + 0.8
+    fig, ax = plt.subplots(figsize=(phone_width_in(), height))
+    ax.set_xlim(0, 1)
+    ax.set_ylim(n * (head + n * row), 0)
+    ax.axis("off")
+    moved = "each block one to the left" if perm is None else "each block one along the ring"
+    y = 0.0
+    for s in range(n):
+        label = f"step {s}" if s == 0 else f"step {s}: {moved}"
+        ax.text(0, y + head * 0.55, label, fontsize=size, va="center", ha="left", wrap=True, weight="bold")
+        y += head
+        for d in range(n):
+            k = held[s][d]
+            ax.add_patch(
+                Rectangle((0, y + 0.03), 1, row - 0.06, facecolor=_PALETTE[ids[k] % len(_PALETTE)], lw=0.6,
+                          edgecolor="black")
+            )  # fmt: skip
+            text = f"d{ids[d]} ({axis_name}={d}): $A_{{{k}}}$ from d{ids[k]}, + $A_{{{k}}} W_{{{k},{d}}}$"
+            ax.text(0.03, y + row / 2, text, fontsize=size, va="center", ha="left")
+            y += row
+    ax.set_title(
+        title
+        or f"ring along {axis_name!r}: block $A_k$ moves, W stays; after {n} steps every device has "
+        f"added all {n}",
+        fontsize=size,
+        loc="left",
+        wrap=True,
+    )
+    fig.tight_layout()
+    return fig
