@@ -47,7 +47,7 @@ venv: $(VENV)/.installed
 # env -u: a matplotlib backend set in the caller's environment (MPLBACKEND=Agg) would reach the kernels
 # and turn every figure into "<Figure size ...>" text; the kernels' own inline backend draws images.
 book: venv
-	env -u MPLBACKEND $(BIN)/jupyter-book build . -W -n --keep-going --builder html
+	env -u MPLBACKEND SHARDBOOK_PHONE_FIGURES=1 $(BIN)/jupyter-book build . -W -n --keep-going --builder html
 	cp _static/* _build/html/_static/  # a build with no page out of date does not copy a changed one
 	@echo "Open $(CURDIR)/_build/html/index.html"
 

@@ -522,9 +522,11 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     if shell is not None:  # where a page is drawn: a notebook
         _short_source_paths()
-        if hasattr(shell, "display_formatter"):
-            from .viz.phone import show_figures_for_phones
+        from .viz.phone import PHONE_FIGURES_ENV, show_figures_for_phones
 
+        # Only where the book's pages are made (tools/notebooks.py run, make book): Colab and grading
+        # show the one figure, and drawing a second would only cost them time.
+        if hasattr(shell, "display_formatter") and os.environ.get(PHONE_FIGURES_ENV):
             show_figures_for_phones(shell)  # every figure also drawn for a phone's column
     return summary
 

@@ -157,3 +157,28 @@ def test_the_book_build_shows_the_phone_image_and_warns_of_small_text(tmp_path):
     assert "figure on a phone: cell 1: the phone image's text 'bytes per collective'" in warnings, warnings
     assert "cell 0" not in warnings, warnings
     plt.close("all")
+
+
+def test_only_the_books_own_runs_draw_phone_images(monkeypatch):
+    # Colab and grading run shardbook.setup() too: there a figure is drawn once, as before; the book's
+    # runs (tools/notebooks.py, make book) set the variable and get the phone image.
+    interactiveshell = pytest.importorskip("IPython.core.interactiveshell")
+    import IPython
+    from matplotlib.figure import Figure
+
+    import shardbook
+    from tools import notebooks
+
+    shell = interactiveshell.InteractiveShell.instance()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    formatter = shell.display_formatter.mimebundle_formatter
+    for value, hooked in ((None, False), ("1", True)):
+        formatter.pop(Figure, None)
+        if value is None:
+            monkeypatch.delenv(phone.PHONE_FIGURES_ENV, raising=False)
+        else:
+            monkeypatch.setenv(phone.PHONE_FIGURES_ENV, value)
+        shardbook.setup(quiet=True)
+        assert (Figure in formatter) == hooked, value
+    assert notebooks._env()[phone.PHONE_FIGURES_ENV] == "1"
+    formatter.pop(Figure, None)

@@ -217,6 +217,7 @@ def _env() -> dict[str, str]:
     env.pop("MPLBACKEND", None)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["SHARDBOOK_PHONE_FIGURES"] = "1"  # the pages' figures get their phone images (shardbook.viz.phone)
     return env
 
 

@@ -1,12 +1,14 @@
 """Every figure twice: as drawn (the desktop image) and redrawn for a phone's text column.
 
-On a 390 px wide phone the book's column is :data:`PHONE_COLUMN_PX` CSS px wide, and a figure drawn
-7 inches wide is shrunk into it until its labels are 5 to 7 px tall. So a notebook that ran
-``shardbook.setup()`` shows a matplotlib figure as two PNGs in one output: the figure as drawn (what
-Jupyter and Colab show) and, in the output's metadata under :data:`PHONE_KEY`, a phone drawing whose
-every label is at least :data:`PHONE_BODY_PX` CSS px, the body text's size there. The book's pages
-offer the phone image on narrow screens only (tools/phone_figures.py writes a ``<picture>``), and the
-build fails when a figure has no phone image or one with text smaller than the body text.
+On a 390 px wide phone the book's column is :data:`PHONE_COLUMN_PX` CSS px wide, and a figure drawn 7
+inches wide is shrunk into it until its labels are 5 to 7 px tall. So a notebook that ran
+``shardbook.setup()`` with :data:`PHONE_FIGURES_ENV` set (the book's own runs: tools/notebooks.py and
+make book set it; Colab and grading do not, and draw each figure once) shows a matplotlib figure as two
+PNGs in one output: the figure as drawn (what Jupyter and Colab show) and, in the output's metadata
+under :data:`PHONE_KEY`, a phone drawing whose every label is at least :data:`PHONE_BODY_PX` CSS px, the
+body text's size there. The book's pages offer the phone image on narrow screens only
+(tools/phone_figures.py writes a ``<picture>``), and the build fails when a figure has no phone image or
+one with text smaller than the body text.
 
 The phone drawing is, in order of preference: the figure's own phone design (a function set with
 :func:`set_phone_design`, for figures too dense to scale: a ring's steps), its panels' own designs
@@ -42,6 +44,8 @@ PHONE_COLUMN_PX = 358
 PHONE_BODY_PX = 16.0
 #: The output metadata key of the phone image and its measurements.
 PHONE_KEY = "shardbook/phone"
+#: The environment variable under which ``shardbook.setup()`` adds a phone image to every figure.
+PHONE_FIGURES_ENV = "SHARDBOOK_PHONE_FIGURES"
 #: Pixels per CSS px of the phone image (sharp on a phone's 2x and 3x screens).
 PHONE_DENSITY = 3
 # How much larger than the smallest label the largest may be drawn on a phone (titles over tick labels).
