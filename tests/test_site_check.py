@@ -228,6 +228,16 @@ def test_the_browser_sees_what_breaks_a_phone_layout(tmp_path):
     assert phone["fine"] == [], phone["fine"]
 
 
+def _site_with_book_static(tmp_path):
+    """A small built site (GOOD) carrying the book's own CSS and output script."""
+    html, _ = _site(tmp_path, GOOD)
+    static = html / "_static"
+    static.mkdir()
+    for name in ("shardbook.css", "shardbook-output.js"):
+        (static / name).write_text((ROOT / "_static" / name).read_text())
+    return html
+
+
 @NEEDS_BROWSER
 def test_the_site_css_keeps_a_phone_page_in_its_column(tmp_path):
     # The book's own _static files on a page with what broke the phone layout: long inline code in a
@@ -240,11 +250,7 @@ def test_the_site_css_keeps_a_phone_page_in_its_column(tmp_path):
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation
 
-    html, _ = _site(tmp_path, GOOD)
-    static = html / "_static"
-    static.mkdir()
-    for name in ("shardbook.css", "shardbook-output.js"):
-        (static / name).write_text((ROOT / "_static" / name).read_text())
+    html = _site_with_book_static(tmp_path)
     fig, ax = plt.subplots(figsize=(9, 3), dpi=100)
     ax.set_title("a wide figure")
     fig.savefig(html / "_images" / "wide.png")
@@ -377,11 +383,7 @@ def test_the_browser_measures_figure_text_as_a_phone_shows_it(tmp_path):
     from shardbook.viz import phone
     from tools import phone_figures
 
-    html, _ = _site(tmp_path, GOOD)
-    static = html / "_static"
-    static.mkdir()
-    for name in ("shardbook.css", "shardbook-output.js"):
-        (static / name).write_text((ROOT / "_static" / name).read_text())
+    html = _site_with_book_static(tmp_path)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     for ax in axes:
         ax.bar(["all-gather", "all-reduce"], [3, 1])

@@ -58,17 +58,19 @@ def test_the_refitted_phone_figure_has_body_size_text_stacked_panels_and_no_over
     plt.close("all")
 
 
+def _small_phone_design():
+    """A phone design that keeps an 8 pt title in the column's width: too small on a phone."""
+    design, ax = plt.subplots(figsize=(phone.phone_width_in(), 3))
+    ax.set_title("bytes per collective", fontsize=8)
+    return design
+
+
 def test_a_phone_image_with_small_text_fails_the_build_check():
     # A check that cannot fail is a defect: a figure whose own phone design keeps 8 pt labels in the
     # column's width is named, with the text and its size.
     fig = _two_panels()
 
-    def small():
-        design, ax = plt.subplots(figsize=(phone.phone_width_in(), 3))
-        ax.set_title("bytes per collective", fontsize=8)
-        return design
-
-    phone.set_phone_design(fig, small)
+    phone.set_phone_design(fig, _small_phone_design)
     [finding] = phone_figures.phone_findings(_notebook(_output(fig)))
     assert finding.startswith("cell 0: the phone image's text 'bytes per collective' is "), finding
     assert finding.endswith(" px, smaller than the body text's 16 px"), finding
@@ -135,12 +137,7 @@ def test_the_book_build_shows_the_phone_image_and_warns_of_small_text(tmp_path):
     good = _two_panels()
     bad = _two_panels()
 
-    def small():
-        design, ax = plt.subplots(figsize=(phone.phone_width_in(), 3))
-        ax.set_title("bytes per collective", fontsize=8)
-        return design
-
-    phone.set_phone_design(bad, small)
+    phone.set_phone_design(bad, _small_phone_design)
     cells = []
     for fig in (good, bad):
         cell = nbformat.v4.new_code_cell("fig")
