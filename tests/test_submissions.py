@@ -16,7 +16,7 @@ import pytest
 from grading import grade
 from grading.assignment import grade_id, metadata
 from tests import submissions
-from tests.conftest import GRADED_ASSIGNMENT
+from tests.conftest import GRADED_ASSIGNMENT, LLVM_LEVEL_FLAG
 from tests.submissions import SubmissionError
 
 # An assignment is graded in-process once per pytest-xdist worker (the session fixture
@@ -77,6 +77,36 @@ def test_reference_solution_scores_full_marks_in_time(assignment, graded_in_proc
     assert got["scores"] == cells, got["output"]
     slow = {g: (s, got["seconds"][g]) for g, s in got["cpu_seconds"].items() if s > SLOWEST_TEST_CELL}
     assert not slow, f"test cells over {SLOWEST_TEST_CELL} s of CPU in-process (CPU s, wall s): {slow}"
+
+
+def test_llvm_at_o0_leaves_the_program_and_its_memory_as_they_are():
+    # The in-process grading compiles with LLVM at -O0 (conftest.in_process_env). What a grader reads
+    # of a compiled program is decided before LLVM runs: a sharded, scanned, rematerialised gradient
+    # step, whose collectives the analyzer reads, compiles to the same text and the same memory.
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import AxisType, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from shardbook import comms
+
+    flag, value = LLVM_LEVEL_FLAG.removeprefix("--").split("=")
+    mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2)
+
+    def loss(ws, x):
+        h, _ = jax.lax.scan(jax.checkpoint(lambda h, w: (jax.nn.relu(h @ w), None)), x, ws)
+        return (h**2).sum()
+
+    step = jax.jit(jax.value_and_grad(loss))
+    ws = jax.ShapeDtypeStruct((4, 256, 256), jnp.float32, sharding=NamedSharding(mesh, P(None, "data")))
+    x = jax.ShapeDtypeStruct((64, 256), jnp.float32, sharding=NamedSharding(mesh, P("data")))
+    lowered = step.lower(ws, x)
+    default, at_o0 = lowered.compile(), lowered.compile(compiler_options={flag: int(value)})
+    assert comms.analyze_text(default.as_text()).collectives, "a program with collectives"
+    assert at_o0.as_text() == default.as_text()
+    fields = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes")
+    memory = [tuple(getattr(c.memory_analysis(), f) for f in fields) for c in (default, at_o0)]
+    assert memory[0] == memory[1]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ Two kinds live in ``tests/submissions/<assignment>/``:
 * ``wrong_*.py`` / ``ok_*.py`` — answer-only submissions. A docstring says the mistake; ``EXPECTED``
   (a literal dict, read with ``ast.literal_eval``) says what must happen when it is graded: the
   ``lost`` grade_ids score 0, every other test cell full marks, ``feedback`` texts appear in what the
-  test cells print or raise, ``notes`` in the grading report. Then come only the answers that differ
+  test cells print or raise, ``notes`` in the grading report; ``waits`` (seconds) marks one whose
+  grading mostly waits (a collective no other process joins, until JAX gives up), which the tests
+  grade in a process of its own beside the others. Then come only the answers that differ
   from the reference solution: a top-level ``def`` named after an answer cell's grade_id starts that
   cell's new source, which runs to the next such ``def`` (private helpers of the answer included).
   :func:`notebook` builds the notebook a learner would hand in: the released exercise notebook, every
@@ -342,29 +344,42 @@ def _defined(source: str) -> set[str]:
 
 
 def grade_assignment(
-    assignment: str, names: list[str] | None = None, root: Path = ROOT, all_tests: bool = False
+    assignment: str,
+    names: list[str] | None = None,
+    root: Path = ROOT,
+    all_tests: bool = False,
+    reference: bool = True,
 ) -> dict[str, dict]:
     """In-process results of the reference solution (``reference_solution``) and each answer-only
     submission of ``assignment`` (or those in ``names``); call in a process of its own.
 
     A submission runs only its :func:`affected_tests` (``all_tests``: every test cell); the others
-    get the reference solution's result, and ``ran`` lists the test cells that did run.
+    get the reference solution's result, and ``ran`` lists the test cells that did run. Without
+    ``reference`` the reference solution is not graded, and each submission's result holds only the
+    test cells that ran (:func:`merged` completes it with a reference graded elsewhere).
     """
     subs = answer_only(assignment, root)
-    reference = grade_in_process(notebook(None, assignment, root), assignment, root)
-    reference["ran"] = sorted(reference["scores"])
-    results = {"reference_solution": reference}
+    results = {}
+    if reference:
+        results["reference_solution"] = grade_in_process(notebook(None, assignment, root), assignment, root)
+        results["reference_solution"]["ran"] = sorted(results["reference_solution"]["scores"])
     for name in names if names is not None else list(subs):
         if name == "reference_solution":
             continue
         sub = subs[name]
         only = None if all_tests else affected_tests(sub, assignment, root)
         got = grade_in_process(notebook(sub, assignment, root), assignment, root, only)
-        merged: dict = {"ran": sorted(got["scores"]), "errors": got["errors"]}
-        for key in ("scores", "output", "seconds", "cpu_seconds"):
-            merged[key] = {gid: got[key].get(gid, reference[key][gid]) for gid in reference[key]}
-        results[name] = merged
+        got["ran"] = sorted(got["scores"])
+        results[name] = merged(results["reference_solution"], got) if reference else got
     return results
+
+
+def merged(reference: dict, got: dict) -> dict:
+    """A submission's result for every test cell: those it ran (``got``), the reference's for the rest."""
+    result: dict = {"ran": got["ran"], "errors": got["errors"]}
+    for key in ("scores", "output", "seconds", "cpu_seconds"):
+        result[key] = {gid: got[key].get(gid, reference[key][gid]) for gid in reference[key]}
+    return result
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """python -m tests.submissions convert <assignment> [--keep-all]   wrong_*.ipynb -> answer-only .py
-python -m tests.submissions grade <assignment> [--out results.json] [names...]
+python -m tests.submissions grade <assignment> [--out results.json] [--no-reference] [names...]
     grades the reference solution and the answer-only submissions in this (fresh) process
 python -m tests.submissions build <assignment> <name> <out.ipynb>   the notebook, as Colab downloads it
 """
@@ -30,6 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--out", type=Path)
     g.add_argument("--all-tests", action="store_true", help="run every test cell for every submission")
     g.add_argument(
+        "--no-reference",
+        action="store_true",
+        help="grade only the submissions named, each result holding only the test cells that ran",
+    )
+    g.add_argument(
         "--memory-gb",
         type=float,
         default=MEMORY_GB,
@@ -56,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("SHARDBOOK_COURSE_ROOT", str(submissions.ROOT))
     os.chdir(submissions.ROOT / "exercises" / args.assignment)
-    results = submissions.grade_assignment(args.assignment, args.names or None, all_tests=args.all_tests)
+    results = submissions.grade_assignment(
+        args.assignment, args.names or None, all_tests=args.all_tests, reference=not args.no_reference
+    )
     text = json.dumps(results, indent=1)
     if args.out:
         args.out.write_text(text)
