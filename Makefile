@@ -66,9 +66,9 @@ unit: venv
 	mkdir -p _build
 	$(BIN)/pytest -q --durations=15 --junitxml=$(CURDIR)/_build/unit-times.xml --basetemp=$(CURDIR)/_build/pytest $(if $(filter-out 0,$(UNIT_JOBS)),-n $(UNIT_JOBS) --dist loadgroup)
 
-# Chapters executed two at a time, the longest (chapter 11) first. Measured once, clean clone, quiet
-# 2-core machine (2026-12-03): make test 1,006 s wall / 1,481 s CPU with 2, 1,032 s / 1,374 s with 1
-# (a small gain for more CPU; the lanes come out even with 2). CHAPTER_JOBS=1 runs them one by one.
+# Chapters executed two at a time, the longest (chapter 11) first. Clean clone, quiet 2-core machine,
+# three lanes (2026-12-03): make test 690 s with 2; 723 s with 1 (unit 580 s, but the chapters 567 s
+# and the machine idle 17% of the run). CHAPTER_JOBS=1 runs them one by one.
 CHAPTER_JOBS ?= 2
 
 notebooks: venv
@@ -106,14 +106,18 @@ learner-path: venv
 site-check: venv
 	$(PY) tools/site_check.py $(SITE_CHECK_FLAGS)
 
-# Two lanes side by side on 2 cores: the tests beside the book's execution and the checks that read
-# the built book. First, on a still quiet machine, the Ray cluster the grading engine's tests use. A lane stops at its first failure; tools/run_steps.py prints each step's log as it
-# ends, then a table of seconds per step, the wall time and the CPU time.
-# Balanced by a quiet clean-clone run (2026-12-03): lint 28 + unit 779 s against notebooks 617 (one
-# chapter at a time) + book 22 + leaks 3 + site-check 100 + learner-path 80 s; with the chapters two at
-# a time, check-exercises (67 s) moved to lane 2.
-TEST_LANE_1 := lint unit
-TEST_LANE_2 := notebooks check-exercises book leaks site-check learner-path
+# Three lanes side by side on 2 cores: the tests; the book's execution and the checks that read the
+# built book; lint and the learner's path (mostly pip and a kernel, waiting on the network and on disk).
+# First, on a still quiet machine, the Ray cluster the grading engine's tests use. A lane stops at its
+# first failure; tools/run_steps.py prints each step's log as it ends, then a table of seconds per
+# step, the wall time and the CPU time.
+# Quiet clean-clone runs (2026-12-03): two lanes (lint and unit; the rest) took 714 s, ray 21 + lint 29
+# + unit 620 s against notebooks 406 + check-exercises 38 + book 15 + leaks 4 + site-check 88 +
+# learner-path 122 s; these three 689 s. Three unit workers took 723 s (75 s more CPU). The machine is
+# busy throughout: the run is as long as its CPU time over 2 cores.
+TEST_LANE_1 := unit
+TEST_LANE_2 := notebooks check-exercises book leaks site-check
+TEST_LANE_3 := lint learner-path
 
 # Debian's chromium (the site check) and bubblewrap (the grading sandbox), the two things make test
 # needs besides PyPI: installed with apt-get when run as root, else named in the first seconds.
@@ -121,7 +125,7 @@ system-packages:
 	@$(or $(PYTHON),python3) tools/system_packages.py
 
 test: system-packages venv
-	@$(PY) tools/run_steps.py --ray-cluster "$(TEST_LANE_1)" "$(TEST_LANE_2)"
+	@$(PY) tools/run_steps.py --ray-cluster "$(TEST_LANE_1)" "$(TEST_LANE_2)" "$(TEST_LANE_3)"
 
 grade: venv
 	@if [ -z "$(ASSIGNMENT)" ] || [ -z "$(SUBMISSIONS)" ]; then \

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import time
 import types
 
 import nbformat
@@ -344,3 +345,19 @@ def test_a_notebook_run_that_leaves_a_process_or_a_file_behind_is_named(tmp_path
         child.wait()
     (scratch / "shardbook-hosts-x").rmdir()
     assert nbtools.left_behind(scratch, settle=0.5) == []
+
+
+def test_the_machines_busy_time_counts_this_process_too():
+    # make test's table adds the machine's busy CPU time over the run (/proc/stat), which counts every
+    # process: at least what this one burns in between, whatever else the machine is doing.
+    from tools import run_steps
+
+    busy, idle = run_steps.machine_cpu()
+    if busy + idle == 0:
+        pytest.skip("no /proc/stat on this system")
+    mine = time.process_time()
+    while time.process_time() - mine < 0.3:
+        pass
+    burnt = time.process_time() - mine
+    after, _ = run_steps.machine_cpu()
+    assert after - busy >= burnt - 0.05  # /proc/stat counts in ticks of 10 ms

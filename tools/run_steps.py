@@ -1,6 +1,6 @@
 """Runs `make test`'s steps in lanes side by side, then prints where the time went.
 
-Usage: ``python tools/run_steps.py [--ray-cluster] "lint unit" "notebooks book"`` (lanes as in the
+Usage: ``python tools/run_steps.py [--ray-cluster] "unit" "notebooks book" "lint"`` (lanes as in the
 Makefile).
 
 ``--ray-cluster`` first starts the Ray cluster the grading engine's tests use (grading/local_ray.py),
@@ -73,6 +73,19 @@ def stop_ray_cluster(proc: subprocess.Popen) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(busy, idle) CPU seconds of the whole machine since it booted, summed over its cores, from
+    /proc/stat ((0, 0) where there is none). Every process counts, including those no step waited
+    for (a Ray worker, a browser's helpers), so the difference over a run is what it really cost."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / tick, idle / tick
+
+
 def run_lane(steps: list[str], lane: int, results: list, lock: threading.Lock) -> None:
     for step in steps:
         log = LOGS / f"{step}.log"
@@ -106,6 +119,7 @@ def main(argv: list[str]) -> int:
     results: list[tuple[str, int, float, float, int]] = []
     lock = threading.Lock()
     start = time.monotonic()
+    busy_before, idle_before = machine_cpu()
     cluster = None
     if ray:
         cluster, ray_seconds = start_ray_cluster()
@@ -138,6 +152,12 @@ def main(argv: list[str]) -> int:
             else:
                 print(f"  {step:<16}      -         -    lane {k}  (not run: an earlier step failed)")
     print(f"  {'all':<16} {wall:6.0f} s {cpu:6.0f} s  (cpu: user + system of every process started)")
+    busy, idle = (now - then for now, then in zip(machine_cpu(), (busy_before, idle_before), strict=True))
+    if busy + idle > 0:
+        print(
+            f"  machine: {busy:.0f} s of CPU busy, {idle:.0f} s idle ({busy / (busy + idle):.0%} busy; every"
+            " process, those no step waited for too)"
+        )
     failed = [step for step, _, _, _, code in results if code != 0]
     if failed or len(done) < sum(map(len, lanes)):
         print(f"make test: FAILED ({' '.join(failed)})")
