@@ -149,10 +149,13 @@ def _png_height(png: bytes) -> int:
     return int.from_bytes(png[20:24], "big")
 
 
-def desktop_text_px(fig: Figure, png_width: int) -> tuple[float, float]:
+def desktop_text_px(
+    fig: Figure, png_width: int, sizes: list[tuple[float, str]] | None = None
+) -> tuple[float, float]:
     """The smallest text of the desktop image in CSS px: at its own size, and shrunk into the phone's
-    column (how a phone showed every figure before it had a phone image)."""
-    sizes = text_sizes(fig)
+    column (how a phone showed every figure before it had a phone image). ``sizes``: the figure's
+    :func:`text_sizes`, if already measured (each measure draws the figure)."""
+    sizes = text_sizes(fig) if sizes is None else sizes
     if not sizes:
         return (0.0, 0.0)
     px = sizes[0][0] * fig.dpi / 72
@@ -266,10 +269,16 @@ def _one_column_legend(ax: Axes, below: bool = False) -> None:
     )
 
 
-def refit_for_phone(fig: Figure, target_px: float = PHONE_BODY_PX, width_in: float | None = None) -> Figure:
+def refit_for_phone(
+    fig: Figure,
+    target_px: float = PHONE_BODY_PX,
+    width_in: float | None = None,
+    sizes: list[tuple[float, str]] | None = None,
+) -> Figure:
     """A copy of ``fig`` laid out for the phone's column: panels stacked, every text at least
-    ``target_px`` CSS px when shown :data:`PHONE_COLUMN_PX` px wide."""
-    sizes = text_sizes(fig)
+    ``target_px`` CSS px when shown :data:`PHONE_COLUMN_PX` px wide. ``sizes``: ``fig``'s
+    :func:`text_sizes`, if already measured."""
+    sizes = text_sizes(fig) if sizes is None else sizes
     with warnings.catch_warnings():  # Python 3.12-3.13 warn of itertools' pickling (a Figure's cyclers)
         warnings.simplefilter("ignore", DeprecationWarning)
         phone: Figure = pickle.loads(pickle.dumps(fig))
@@ -417,31 +426,33 @@ def _rows(fig: Figure) -> int:
     return specs[0].get_gridspec().get_geometry()[0] if specs else 1
 
 
-def phone_figure(fig: Figure) -> Figure:
-    """The phone drawing of ``fig``: its own design (:func:`set_phone_design`) or the refitted copy."""
+def phone_figure(fig: Figure, sizes: list[tuple[float, str]] | None = None) -> Figure:
+    """The phone drawing of ``fig``: its own design (:func:`set_phone_design`) or the refitted copy
+    (``sizes``: ``fig``'s :func:`text_sizes`, if already measured)."""
     design = getattr(fig, _DESIGN_ATTR, None)
     if design is not None:
         return design()
-    return _panels_figure(fig) or refit_for_phone(fig)
+    return _panels_figure(fig) or refit_for_phone(fig, sizes=sizes)
 
 
-def phone_image(fig: Figure) -> dict[str, Any]:
+def phone_image(fig: Figure, sizes: list[tuple[float, str]] | None = None) -> dict[str, Any]:
     """The phone PNG of ``fig`` (base64) and what the book checks of it: its width in CSS px
     (:data:`PHONE_COLUMN_PX`), height, and smallest text in CSS px at that width.
 
     A refitted figure whose bounding box came out wider than the column (a label past the edge) is
-    shown shrunk, its text below body size: it is refitted once more, as much narrower."""
+    shown shrunk, its text below body size: it is refitted once more, as much narrower. ``sizes``:
+    ``fig``'s :func:`text_sizes`, if already measured (each measure draws the figure)."""
     import matplotlib.pyplot as plt
 
     with warnings.catch_warnings():  # a layout matplotlib cannot make is measured below, not printed
         warnings.simplefilter("ignore")
-        phone = phone_figure(fig)
+        phone = phone_figure(fig, sizes)
         info = _measure(phone)
         refitted = getattr(fig, _DESIGN_ATTR, None) is None and _panels_figure_designs(fig) is None
         if refitted and 0 < info["min_text_px"] < PHONE_BODY_PX:
             plt.close(phone)
             narrower = phone_width_in() * info["min_text_px"] / (PHONE_BODY_PX * 1.01)
-            phone = refit_for_phone(fig, width_in=narrower)
+            phone = refit_for_phone(fig, width_in=narrower, sizes=sizes)
             info = _measure(phone)
     plt.close(phone)
     return info
@@ -476,14 +487,15 @@ def figure_bundle(fig: Figure) -> tuple[dict[str, Any], dict[str, Any]]:
     data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": repr(fig)}
     metadata: dict[str, Any] = {}
     try:
-        phone = phone_image(fig)
+        sizes = text_sizes(fig)  # drawn once, for the refit and for the desktop image's smallest text
+        phone = phone_image(fig, sizes)
     except Exception as error:  # the learner's own figure must still show
         where = traceback.extract_tb(error.__traceback__)[-1]
         metadata[PHONE_KEY] = {
             "error": f"{type(error).__name__}: {error} ({Path(where.filename).name}:{where.lineno})"
         }
     else:
-        px, fitted = desktop_text_px(fig, _png_width(png))
+        px, fitted = desktop_text_px(fig, _png_width(png), sizes)
         phone.update(desktop_min_text_px=round(px, 2), fitted_min_text_px=round(fitted, 2))
         metadata[PHONE_KEY] = phone
     return data, metadata
