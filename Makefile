@@ -113,8 +113,9 @@ site-check: venv
 # step, the wall time and the CPU time.
 # Quiet clean-clone runs (2026-12-03): two lanes (lint and unit; the rest) took 714 s, ray 21 + lint 29
 # + unit 620 s against notebooks 406 + check-exercises 38 + book 15 + leaks 4 + site-check 88 +
-# learner-path 122 s; these three 689 s. Three unit workers took 723 s (75 s more CPU). The machine is
-# busy throughout: the run is as long as its CPU time over 2 cores.
+# learner-path 122 s; these three 643-690 s (unit 602-649 s, notebooks 421-464 s). Three unit workers
+# took 723 s (75 s more CPU). The machine is busy throughout (94-100%, the table's last line): the run
+# is as long as its CPU time over 2 cores.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks site-check
 TEST_LANE_3 := lint learner-path
