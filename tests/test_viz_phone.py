@@ -58,6 +58,23 @@ def test_the_refitted_phone_figure_has_body_size_text_stacked_panels_and_no_over
     plt.close("all")
 
 
+@pytest.mark.filterwarnings("ignore:Tight layout not applied")  # a round before the figure grows taller
+def test_crowded_category_names_are_turned_upright_on_the_phone():
+    # Names that fit side by side on a desktop run into each other in the phone's column: they are
+    # turned upright there, and nothing in the phone image is drawn over anything else.
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3))
+    for ax in axes:
+        ax.bar(["all-gather", "all-reduce", "reduce-scatter", "all-to-all", "permute"], [3, 1, 2, 2, 1])
+        ax.set_ylabel("MiB")
+    fig.tight_layout()
+    assert all(t.get_rotation() == 0 for ax in fig.axes for t in ax.get_xticklabels())
+    refitted = phone.refit_for_phone(fig)
+    assert all(t.get_rotation() == 90 for ax in refitted.axes for t in ax.get_xticklabels())
+    assert phone.overlapping_texts(refitted) == []
+    assert all(t.get_rotation() == 0 for ax in fig.axes for t in ax.get_xticklabels())  # the copy's
+    plt.close("all")
+
+
 def _small_phone_design():
     """A phone design that keeps an 8 pt title in the column's width: too small on a phone."""
     design, ax = plt.subplots(figsize=(phone.phone_width_in(), 3))

@@ -117,6 +117,16 @@ def _drawn_texts() -> Iterator[list[Text]]:
         Text.draw = original  # type: ignore[method-assign]
 
 
+def _draw(fig: Figure) -> tuple[list[Text], Any]:
+    """Draws ``fig`` off screen once: (the texts it drew, the renderer that measures them)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    with _drawn_texts() as drawn:
+        canvas.draw()
+    return drawn, canvas.get_renderer()
+
+
 def text_sizes(fig: Figure) -> list[tuple[float, str]]:
     """(font size in points, text) of every text the figure draws, smallest first.
 
@@ -127,11 +137,10 @@ def text_sizes(fig: Figure) -> list[tuple[float, str]]:
       >>> text_sizes(fig)
       [(14.0, 't')]
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    return _sizes(_draw(fig)[0])
 
-    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-    with _drawn_texts() as drawn:
-        canvas.draw()
+
+def _sizes(drawn: list[Text]) -> list[tuple[float, str]]:
     return sorted((float(t.get_fontsize()), t.get_text()) for t in drawn)
 
 
@@ -309,8 +318,10 @@ def _lay_out(fig: Figure, rounds: int = 9) -> None:
     for _ in range(rounds):
         fig.set_size_inches(width, height)
         _tight(fig)
-        _upright_crowded_ticks(fig)
-        pairs = _overlapping(fig)
+        drawn, renderer = _draw(fig)  # one drawing for both checks, unless a label is turned
+        if _upright_crowded_ticks(fig, renderer):
+            drawn, renderer = _draw(fig)
+        pairs = _overlaps(drawn, renderer)
         before = [(t, t.get_text()) for ax in fig.axes for t in ax.texts]
         if pairs and _stack_words(fig, pairs):
             _tight(fig)
@@ -340,7 +351,8 @@ def _tight(fig: Figure) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-    canvas.draw()
+    if fig.texts or fig.legends:  # drawn to place them (tight_layout measures the panels itself)
+        canvas.draw()
     renderer = canvas.get_renderer()
     bottom, top = 0.0, 1.0
     for item in [*fig.texts, *fig.legends]:
@@ -364,18 +376,19 @@ def _aspect_shortfall(fig: Figure) -> float:
     return short
 
 
-def _upright_crowded_ticks(fig: Figure) -> None:
-    """x tick labels that overlap their neighbours are turned upright (categories' names)."""
-    renderer = fig.canvas.get_renderer() if hasattr(fig.canvas, "get_renderer") else None
-    if renderer is None:
-        return
-    fig.canvas.draw()
+def _upright_crowded_ticks(fig: Figure, renderer: Any) -> bool:
+    """x tick labels that overlap their neighbours in the figure as just drawn are turned upright
+    (categories' names); returns whether any were (the figure is then laid out again)."""
+    turned = False
     for ax in fig.axes:
         labels = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text().strip()]
         boxes = [t.get_window_extent(renderer) for t in labels]
         if any(a.overlaps(b) for a, b in zip(boxes, boxes[1:], strict=False)):
             ax.tick_params(axis="x", labelrotation=90)
             _tight(fig)
+            fig.canvas.draw()  # the next panels' labels as laid out now
+            turned = True
+    return turned
 
 
 def overlapping_texts(fig: Figure) -> list[tuple[str, str]]:
@@ -384,12 +397,11 @@ def overlapping_texts(fig: Figure) -> list[tuple[str, str]]:
 
 
 def _overlapping(fig: Figure) -> list[tuple[Text, Text]]:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    return _overlaps(*_draw(fig))
 
-    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-    with _drawn_texts() as drawn:
-        canvas.draw()
-    renderer = canvas.get_renderer()
+
+def _overlaps(drawn: list[Text], renderer: Any) -> list[tuple[Text, Text]]:
+    """The pairs of ``drawn`` texts whose boxes overlap by more than 1 px."""
     boxes = [(t, t.get_window_extent(renderer).expanded(1, 1).padded(-1)) for t in drawn]
     pairs = []
     for i, (a, box_a) in enumerate(boxes):
@@ -459,7 +471,8 @@ def phone_image(fig: Figure, sizes: list[tuple[float, str]] | None = None) -> di
 
 
 def _measure(phone: Figure) -> dict[str, Any]:
-    sizes = text_sizes(phone)
+    drawn, renderer = _draw(phone)  # one drawing for its text sizes and overlaps
+    sizes, overlaps = _sizes(drawn), _overlaps(drawn, renderer)
     dpi = 72.0 * PHONE_DENSITY
     png = _png(phone, dpi)
     density = _png_width(png) / PHONE_COLUMN_PX  # shown PHONE_COLUMN_PX wide, whatever the bbox added
@@ -471,7 +484,7 @@ def _measure(phone: Figure) -> dict[str, Any]:
         "density": round(density, 4),
         "min_text_px": round(smallest, 2),
         "min_text": sizes[0][1] if sizes else "",
-        "overlaps": [list(pair) for pair in overlapping_texts(phone)[:5]],
+        "overlaps": [[a.get_text(), b.get_text()] for a, b in overlaps[:5]],
     }
 
 
