@@ -364,8 +364,10 @@ def test_a_notebook_stopped_at_its_time_limit_leaves_no_process_or_folder(tmp_pa
     course = grade.copy_course(tmp_path)
     submissions = tmp_path / "subs"
     submissions.mkdir()
-    loop = ROOT / "tests" / "submissions" / ASSIGNMENT / "broken_infinite_loop.ipynb"
-    (submissions / "loop.ipynb").write_bytes(loop.read_bytes())
+    # The solution with a first cell that sleeps past the limit (a loop would spin a core all along).
+    sleeper = nbformat.read(next((ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")), as_version=4)
+    sleeper.cells.insert(0, nbformat.v4.new_code_cell("import time\ntime.sleep(600)"))
+    nbformat.write(sleeper, submissions / "sleeper.ipynb")
     # grade.py's scratch folders go to the system's temporary folder, as in real use: under pytest's
     # basetemp (make unit keeps it in _build/, inside the course) the sandbox mounts over them and the
     # kernel starts in a folder it cannot see (os.getcwd() fails).
