@@ -5,7 +5,9 @@ did, with the same arguments, configuration, log and exit code, but its process 
 server (``python -m grading.nbgrader_process``, one per grading process, started by the first
 command) that imported nbgrader, nbconvert, jupyter_client and this course's preprocessors once.
 Importing them costs about 2.5 s a process, more than executing a short notebook, and grading a
-notebook takes two or three such processes.
+notebook takes two or three such processes. The server also renders a small notebook of its own to
+HTML before it serves (:func:`_warm`), so that each child finds the compiled patterns and schema
+validator a feedback page needs: a notebook's feedback page went from 0.51 s to 0.28 s.
 
 The server is single-threaded and only forks: on each connection to its unix socket (in a folder
 only this user can enter) it forks a child, which reads the command, says its pid, runs the command
@@ -57,6 +59,26 @@ def _preload() -> None:
 
     alembic_head()
     nbgrader.api.get_alembic_version = alembic_head  # the forked processes inherit it
+    _warm()
+
+
+def _warm() -> None:
+    """Fills, once, caches each forked child would otherwise fill for itself: nbformat's compiled
+    schema validator, the compiled patterns of Pygments' lexers, of the Markdown renderer and of
+    nbconvert's filters, and the modules nbconvert imports on first use. It renders a notebook of
+    this module's own to HTML with the template the feedback pages extend: nothing of a learner's."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# A *title*\n\nSome `code`, a [link](https://jax.dev), $x^2$."),
+            nbformat.v4.new_code_cell("import numpy as np\nx = np.arange(3)  # a comment\nprint(f'{x!r}')"),
+        ]
+    )
+    notebook.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="[0 1 2]\n")]
+    nbformat.validate(notebook)
+    HTMLExporter(template_name="classic").from_notebook_node(notebook)
 
 
 @cache
