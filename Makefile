@@ -114,8 +114,10 @@ site-check: venv
 # Quiet clean-clone runs (2026-12-03): two lanes (lint and unit; the rest) took 714 s, ray 21 + lint 29
 # + unit 620 s against notebooks 406 + check-exercises 38 + book 15 + leaks 4 + site-check 88 +
 # learner-path 122 s; these three 643-690 s (unit 602-649 s, notebooks 421-464 s). Three unit workers
-# took 723 s (75 s more CPU). The machine is busy throughout (94-100%, the table's last line): the run
-# is as long as its CPU time over 2 cores.
+# took 723 s (75 s more CPU). The machine is busy throughout (92-100%, the table's last line): the run
+# is as long as its CPU time over 2 cores. Then, as CPU was cut (jsonschema's import; the phone
+# figures' drawings and the spinning loop in two tests; the nbgrader server's warm-up): 598, 566 and
+# 527 s (unit 566, 533, 505 s; the machine 1,101, 1,038, 992 s busy).
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks site-check
 TEST_LANE_3 := lint learner-path
