@@ -90,7 +90,9 @@ PREAMBLE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\n"
 
 # The program every worker runs: read its orders, join the others, call the function, write the value.
 _BOOT = r"""
-import json, os, pickle, sys, traceback
+import faulthandler, json, os, pickle, signal, sys, traceback
+# Before stopping a worker, the launcher asks where it is: every thread's Python stack, into its log.
+faulthandler.register(signal.SIGUSR1, all_threads=True)
 orders = json.load(open(sys.argv[1]))
 import jax
 from jax._src import xla_bridge
@@ -138,6 +140,12 @@ with open(orders["value"] + ".part", "wb") as f:
 os.replace(orders["value"] + ".part", orders["value"])
 sys.stdout.flush(); sys.stderr.flush()
 jax.distributed.shutdown()  # a barrier: process 0 hosts the coordinator, so it must leave last
+# Leave without Python's clean-up. A device's share of a program whose result the function never waited
+# for may still be running (on a busy machine, it may not even have started), and its collective needs
+# the coordinator that shutdown() just closed: in the other process it fails unseen, in this one it may
+# wait for its peer to connect. Python's clean-up would then wait on that device's thread for ever
+# (seen on a loaded machine: the value written, process 0 stuck in the JAX client's destructor).
+os._exit(0)
 """
 
 
@@ -155,6 +163,17 @@ class WorkerResult:
     error: tuple[str, str] | None = None  # (exception type, message) when the function raised
     #: (function, source line) of each frame of the function sent that led to the error, outermost first
     error_lines: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: every thread's Python stack when the launcher stopped it (faulthandler's words), else ""
+    stacks: str = ""
+
+    def stopped_at(self, source: str) -> list[tuple[str, str]]:
+        """(function, source line) of each frame of the function sent (``source``) that the process was
+        in when the launcher stopped it, outermost first; empty when it was elsewhere (starting, leaving
+        the job) or not stopped."""
+        main = [block for block in self.stacks.split("\n\n") if _BOOT_FRAME.search(block)]
+        lines = source.splitlines()
+        frames = _SENT_FRAME.findall(main[0]) if main else []
+        return [(name, lines[int(n) - 1].strip()) for n, name in reversed(frames) if 0 < int(n) <= len(lines)]
 
     @property
     def ok(self) -> bool:
@@ -208,6 +227,13 @@ COORDINATOR_PORTS = range(20000, 32000)
 
 #: How a run stopped before its processes joined is named (the function never started).
 START_LIMIT = "the start-up limit"
+
+#: Written into a worker's log before the launcher asks it for its stacks; what follows is theirs.
+STACKS_HEADER = "\n── where this process was when the launcher stopped it ──\n"
+#: In faulthandler's stacks: the boot program's own frame (the main thread's outermost) and a frame of
+#: the function sent.
+_BOOT_FRAME = re.compile(r'File "<string>", line \d+ in <module>')
+_SENT_FRAME = re.compile(r'File "<function sent to the workers>", line (\d+) in (\S+)')
 
 
 def free_port(rng: random.Random | None = None) -> int:
@@ -462,10 +488,11 @@ def run_workers(
                 )
             )
         joined = [os.path.join(folder, f"joined{pid}") for pid in range(num_processes)]
-        results = _watch(procs, joined, timeout, start_timeout, after_death)
+        results = _watch(procs, joined, timeout, start_timeout, after_death, logs)
         for r in results:
             with open(os.path.join(folder, f"output{r.process_id}.txt"), "rb") as f:
-                r.output = drop_gloo_lines(f.read().decode(errors="replace"))
+                output, _, r.stacks = f.read().decode(errors="replace").partition(STACKS_HEADER)
+            r.output = drop_gloo_lines(output)
             r.coordinator = coordinator
             value_path = os.path.join(folder, f"value{r.process_id}.pkl")
             if r.ok and os.path.exists(value_path):
@@ -488,12 +515,18 @@ def run_workers(
 
 
 def _watch(
-    procs: list[subprocess.Popen], joined: list[str], timeout: float, start_timeout: float, after_death: float
+    procs: list[subprocess.Popen],
+    joined: list[str],
+    timeout: float,
+    start_timeout: float,
+    after_death: float,
+    logs: Sequence[Any],
 ) -> list[WorkerResult]:
     """Waits for the workers; kills them all at a deadline, or ``after_death`` s after one died.
 
     The deadline is ``start_timeout`` s after the start until every worker has written its ``joined``
-    file, then ``timeout`` s after the last one did.
+    file, then ``timeout`` s after the last one did. Those still running then are asked where they are
+    first (:func:`_ask_where`, into ``logs``, their open log files).
     """
     start = time.monotonic()
     ended: dict[int, float] = {}
@@ -517,6 +550,7 @@ def _watch(
                 if p.poll() is None:
                     stopped[pid] = reason
                     ended[pid] = now - start
+            _ask_where([procs[pid] for pid in stopped], [logs[pid] for pid in stopped])
             _kill(procs)
             break
         time.sleep(0.05)
@@ -530,6 +564,34 @@ def _watch(
         )
         for pid, p in enumerate(procs)
     ]
+
+
+def _ask_where(procs: Sequence[subprocess.Popen], logs: Sequence[Any], wait: float = 2.0) -> None:
+    """Asks each process to write every thread's Python stack under :data:`STACKS_HEADER` in its log
+    (SIGUSR1: faulthandler, registered by the boot program), and waits up to ``wait`` s for them to.
+
+    The launcher's writes and the worker's share the log's file offset (one open file, inherited), so
+    the header lands in order. A process that has not registered the handler yet (still starting
+    Python) dies of the signal; it was about to be killed anyway.
+    """
+    sizes: dict[Any, tuple[int, float]] = {}  # log -> (its size, when it last changed)
+    for p, log in zip(procs, logs, strict=True):
+        if p.poll() is None:
+            log.write(STACKS_HEADER.encode())
+            log.flush()
+            sizes[log] = (os.fstat(log.fileno()).st_size, 0.0)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGUSR1)
+    end = time.monotonic() + wait
+    while sizes and time.monotonic() < end:  # until each log grew, then stayed put for 0.2 s
+        time.sleep(0.05)
+        now = time.monotonic()
+        for log, (n, changed) in list(sizes.items()):
+            size = os.fstat(log.fileno()).st_size
+            if size != n:
+                sizes[log] = (size, now)
+            elif changed and now - changed > 0.2:
+                del sizes[log]
 
 
 def _never_joined(results: Sequence[WorkerResult]) -> bool:
@@ -570,6 +632,7 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
     from shardbook.checks import CheckFailed
 
     try:
+        sent = function_source(fn)
         results = run_workers(fn, *args, check=False, **kwargs)
     except ValueError as e:  # the function cannot be sent to the workers
         raise CheckFailed(f"{what}: {e}.") from None
@@ -585,6 +648,17 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
             f"  process {source.process_id} of {len(results)}, in {name}: {line}"
             for name, line in source.error_lines
         ]
+    elif stopped := [(r, r.stopped_at(sent)) for r in results if r.stopped_by_launcher]:
+        # where each process was in the function when it was stopped (its innermost line)
+        failed.worker_lines = [  # type: ignore[attr-defined]
+            f"  process {r.process_id} of {len(results)}, stopped in {at[-1][0]}: {at[-1][1]}"
+            for r, at in stopped
+            if at
+        ]
+    # Every stopped process's stacks, JAX's frames too, for whoever debugs the check (never shown).
+    failed.worker_stacks = "".join(  # type: ignore[attr-defined]
+        f"process {r.process_id} of {len(results)} ({r.describe()}):\n{r.stacks}" for r in results if r.stacks
+    )
     raise failed
 
 

@@ -3,6 +3,7 @@
 import math
 import os
 import random
+import re
 import socket
 import tempfile
 import time
@@ -195,6 +196,28 @@ def test_check_false_returns_the_results_of_a_failed_run():
     results = hosts.run_workers(_sleep_forever, timeout=8, check=False)
     assert [r.stopped_by_launcher for r in results] == ["the 8 s timeout passed"] * 2
     assert not any(r.ok for r in results)
+
+
+def test_a_check_stopped_at_its_timeout_says_where_each_process_was():
+    # Property: a learner whose check timed out sees the line of their function each process was
+    # stopped in (never a worker's output); whoever debugs a hang gets every stopped process's Python
+    # stacks, JAX's frames too: here process 0 had returned and waited in the job's leaving barrier.
+    from tests.notebooks import run_cell
+
+    namespace: dict = {"__name__": "__main__"}
+    source = (
+        "import time\n\nimport jax\n\n\ndef wait_for_ever():\n    while True:\n        time.sleep(0.1)\n\n\n"
+        "def answer():\n    if jax.process_index() == 1:\n        wait_for_ever()\n    return 0\n"
+    )
+    run_cell(source, "<cell 7>", namespace)
+    with pytest.raises(CheckFailed, match="within 6 s, got them still running; they were stopped") as e:
+        hosts.run_check(namespace["answer"], what="the check", timeout=6)
+    assert e.value.worker_lines == ["  process 1 of 2, stopped in wait_for_ever: time.sleep(0.1)"]
+    first, _, second = e.value.worker_stacks.partition("process 1 of 2 (")
+    assert first.startswith("process 0 of 2 (process 0 was stopped by the launcher (the 6 s timeout")
+    assert "in shutdown" in first and "<function sent to the workers>" not in first
+    assert re.search(r'File "<function sent to the workers>", line \d+ in wait_for_ever', second)
+    assert _workers_alive() == []
 
 
 def test_keyboard_interrupt_leaves_no_process_behind(monkeypatch):

@@ -34,6 +34,13 @@ ASSIGNMENTS = [
 SLOWEST_TEST_CELL = 12.0
 
 
+def _stacks(got: dict, cells) -> str:
+    """Where the worker processes of these test cells were when their check stopped them, if it did: a
+    chance hang in CI then says where it hung."""
+    found = {gid: text for gid, text in got["diagnostics"].items() if gid in cells}
+    return "".join(f"\n{gid}'s workers when stopped:\n{text}" for gid, text in found.items())
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_each_wrong_answer_loses_exactly_the_intended_points_and_says_why(assignment, graded_in_process):
     results = graded_in_process(assignment)
@@ -47,7 +54,10 @@ def test_each_wrong_answer_loses_exactly_the_intended_points_and_says_why(assign
         want = {gid: 0.0 if gid in lost else points for gid, points in cells.items()}
         if got["scores"] != want:
             wrong = {g: (want[g], got["scores"].get(g)) for g in want if got["scores"].get(g) != want[g]}
-            problems.append(f"{name}: (expected, got) per test cell {wrong}; outputs {got['output']}")
+            problems.append(
+                f"{name}: (expected, got) per test cell {wrong}; outputs {got['output']}"
+                + _stacks(got, wrong)
+            )
         printed = "\n".join(got["output"].values())
         for text in sub.expected.get("feedback", []):
             if text not in printed:
@@ -74,7 +84,7 @@ def test_reference_solution_scores_full_marks_in_time(assignment, graded_in_proc
     got = graded_in_process(assignment)["reference_solution"]
     cells = dict(grade.graded_cells(assignment))
     assert not got["errors"], got["errors"]
-    assert got["scores"] == cells, got["output"]
+    assert got["scores"] == cells, f"{got['output']}{_stacks(got, cells)}"
     slow = {g: (s, got["seconds"][g]) for g, s in got["cpu_seconds"].items() if s > SLOWEST_TEST_CELL}
     assert not slow, f"test cells over {SLOWEST_TEST_CELL} s of CPU in-process (CPU s, wall s): {slow}"
 

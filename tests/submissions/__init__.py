@@ -244,7 +244,9 @@ def grade_in_process(
     "cpu_seconds": {grade_id: s}}`` for every test cell (its wall and CPU time in this process);
     ``output`` is what the cell printed plus, if it raised, what the feedback page shows of the error
     (``grading.preprocessors.feedback_lines``: the Colab sentence and hint, or ``ErrorName: message``);
-    ``errors``: ``"cell N (grade_id)": message`` for every other cell that raised.
+    ``errors``: ``"cell N (grade_id)": message`` for every other cell that raised; ``diagnostics``: for a
+    cell whose multi-process check stopped its workers (``shardbook.hosts.run_check``), every thread's
+    Python stack in each, JAX's frames too (never part of the grade or the feedback).
     ``only``: run only these test cells (every other cell runs).
     """
     tests = graded_test_cells(assignment, root)
@@ -263,7 +265,14 @@ def _run_cells(nb, assignment: str, root: Path, only: set[str] | None, tests: di
     from grading.preprocessors import feedback_lines
 
     namespace: dict = {"__name__": "__main__"}
-    result: dict = {"scores": {}, "output": {}, "seconds": {}, "cpu_seconds": {}, "errors": {}}
+    result: dict = {
+        "scores": {},
+        "output": {},
+        "seconds": {},
+        "cpu_seconds": {},
+        "errors": {},
+        "diagnostics": {},
+    }
     for index, (gid, source) in enumerate(cells_to_run(nb, assignment, root)):
         if gid in tests and only is not None and gid not in only:
             continue
@@ -275,6 +284,8 @@ def _run_cells(nb, assignment: str, root: Path, only: set[str] | None, tests: di
                 run_cell(source, f"<cell {index} {gid or ''}>", namespace)
             except Exception as e:  # as the feedback page shows it
                 error = "\n".join(feedback_lines(type(e).__name__, str(e)))
+                if stacks := getattr(e, "worker_stacks", ""):  # a multi-process check stopped them
+                    result["diagnostics"][gid or f"cell {index}"] = stacks
             except (SystemExit, KeyboardInterrupt) as e:
                 if not _raised_by_cell(e):
                     raise
@@ -379,6 +390,10 @@ def merged(reference: dict, got: dict) -> dict:
     result: dict = {"ran": got["ran"], "errors": got["errors"]}
     for key in ("scores", "output", "seconds", "cpu_seconds"):
         result[key] = {gid: got[key].get(gid, reference[key][gid]) for gid in reference[key]}
+    result["diagnostics"] = {
+        **{gid: d for gid, d in reference["diagnostics"].items() if gid not in got["scores"]},
+        **got["diagnostics"],
+    }
     return result
 
 
