@@ -220,6 +220,23 @@ def test_a_check_stopped_at_its_timeout_says_where_each_process_was():
     assert _workers_alive() == []
 
 
+def _leaves_a_thread_running() -> int:
+    import threading
+    import time
+
+    threading.Thread(target=time.sleep, args=(3600,)).start()  # not a daemon: Python's exit waits for it
+    return 7
+
+
+def test_a_worker_ends_once_its_function_returned_whatever_it_left_running():
+    # Property: once the function has returned (its value written, the job left), the worker ends at
+    # once, without waiting for what still runs in it. The CI failure this guards against: a device's
+    # share of a program the function never waited for was still connecting to a peer that had left,
+    # and the JAX client's destructor, at Python's exit, waited on it until the 90 s timeout.
+    results = hosts.run_workers(_leaves_a_thread_running, timeout=20)
+    assert [r.value for r in results] == [7, 7]
+
+
 def test_keyboard_interrupt_leaves_no_process_behind(monkeypatch):
     # Property: an interrupt while waiting (the learner pressing stop) still kills every worker.
     calls = []
