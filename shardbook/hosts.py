@@ -628,6 +628,11 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
     came from. A worker's output is never shown (it may hold a grader's traceback); a
     NotImplementedError (an exercise not written yet) is raised again as itself. ``what`` names the
     check in messages; ``kwargs`` go to :func:`run_workers`.
+
+    Under the message a notebook shows ``worker_lines``: the lines of the function sent that led to
+    the error in the process that raised it, or, for processes the launcher stopped (a timeout, a peer
+    that died), the line each was stopped in. ``worker_stacks`` holds every stopped process's Python
+    stacks, JAX's frames too, for whoever debugs the check; it is never shown.
     """
     from shardbook.checks import CheckFailed
 
