@@ -228,6 +228,9 @@ COORDINATOR_PORTS = range(20000, 32000)
 #: How a run stopped before its processes joined is named (the function never started).
 START_LIMIT = "the start-up limit"
 
+#: How a run stopped at its timeout is named (the function ran that long).
+TIMED_OUT = "timeout passed"
+
 #: Written into a worker's log before the launcher asks it for its stacks; what follows is theirs.
 STACKS_HEADER = "\n── where this process was when the launcher stopped it ──\n"
 #: In faulthandler's stacks: the boot program's own frame (the main thread's outermost) and a frame of
@@ -539,7 +542,7 @@ def _watch(
         if not all_joined and all(os.path.exists(j) for j in joined):
             all_joined = True
             if "died" not in reason:
-                deadline, reason = now + timeout, f"the {timeout:g} s timeout passed"
+                deadline, reason = now + timeout, f"the {timeout:g} s {TIMED_OUT}"
         for pid, p in enumerate(procs):
             if pid not in ended and p.poll() is not None:
                 ended[pid] = now - start
@@ -630,8 +633,8 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
     check in messages; ``kwargs`` go to :func:`run_workers`.
 
     Under the message a notebook shows ``worker_lines``: the lines of the function sent that led to
-    the error in the process that raised it, or, for processes the launcher stopped (a timeout, a peer
-    that died), the line each was stopped in. ``worker_stacks`` holds every stopped process's Python
+    the error in the process that raised it, or, when the timeout stopped the run, the line each process
+    was stopped in. ``worker_stacks`` holds every stopped process's Python
     stacks, JAX's frames too, for whoever debugs the check; it is never shown.
     """
     from shardbook.checks import CheckFailed
@@ -653,8 +656,8 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
             f"  process {source.process_id} of {len(results)}, in {name}: {line}"
             for name, line in source.error_lines
         ]
-    elif stopped := [(r, r.stopped_at(sent)) for r in results if r.stopped_by_launcher]:
-        # where each process was in the function when it was stopped (its innermost line)
+    elif stopped := [(r, r.stopped_at(sent)) for r in results if TIMED_OUT in (r.stopped_by_launcher or "")]:
+        # where each process was in the function when the timeout stopped it (its innermost line)
         failed.worker_lines = [  # type: ignore[attr-defined]
             f"  process {r.process_id} of {len(results)}, stopped in {at[-1][0]}: {at[-1][1]}"
             for r, at in stopped

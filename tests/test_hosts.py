@@ -206,8 +206,10 @@ def test_a_check_stopped_at_its_timeout_says_where_each_process_was():
 
     namespace: dict = {"__name__": "__main__"}
     source = (
-        "import time\n\nimport jax\n\n\ndef wait_for_ever():\n    while True:\n        time.sleep(0.1)\n\n\n"
-        "def answer():\n    if jax.process_index() == 1:\n        wait_for_ever()\n    return 0\n"
+        "import os\nimport time\n\nimport jax\n\n\n"
+        "def wait_for_ever():\n    while True:\n        time.sleep(0.1)\n\n\n"
+        "def answer():\n    if jax.process_index() == 1:\n        wait_for_ever()\n    return 0\n\n\n"
+        "def answer_and_die():\n    if jax.process_index() == 1:\n        os._exit(3)\n    wait_for_ever()\n"
     )
     run_cell(source, "<cell 7>", namespace)
     with pytest.raises(CheckFailed, match="within 6 s, got them still running; they were stopped") as e:
@@ -217,6 +219,14 @@ def test_a_check_stopped_at_its_timeout_says_where_each_process_was():
     assert first.startswith("process 0 of 2 (process 0 was stopped by the launcher (the 6 s timeout")
     assert "in shutdown" in first and "<function sent to the workers>" not in first
     assert re.search(r'File "<function sent to the workers>", line \d+ in wait_for_ever', second)
+    # After a death the message names the dead process alone: where the survivor happened to be when
+    # it was stopped depends on timing, and feedback pages must not (its stacks are still kept).
+    with pytest.raises(CheckFailed, match="worker process 1 of 2 died \\(exit code 3\\)") as e:
+        hosts.run_check(namespace["answer_and_die"], what="the check", timeout=60)
+    assert getattr(e.value, "worker_lines", []) == []
+    assert e.value.worker_stacks.startswith(
+        "process 0 of 2 (process 0 was stopped by the launcher (process 1"
+    )
     assert _workers_alive() == []
 
 
