@@ -13,8 +13,11 @@ started — on success, failure, timeout or ``KeyboardInterrupt`` — and never 
   JAX, reaching the coordinator) has its own, longer bound, ``start_timeout``, so a busy machine that
   is slow to start Python processes does not eat the function's time.
 
-JAX catches SIGTERM (its preemption notifier turns it into a "preemption" the program may never
-act on), so workers are ended with SIGKILL, after which no process or port of theirs is left.
+A worker the launcher stops is first asked where it is (every thread's Python stack:
+:attr:`WorkerResult.stacks`). JAX catches SIGTERM (its preemption notifier turns it into a "preemption"
+the program may never act on), so workers are then ended with SIGKILL, after which no process or port
+of theirs is left. A worker whose function returned leaves at once, once every process has: nothing
+left running in it (a device's share of a program never waited for) can hold it.
 
 How the function reaches the workers: a function importable by module and name (a library's, a
 grader's) is imported there; one defined in a notebook travels as source text (:func:`function_source`),
@@ -634,8 +637,8 @@ def run_check(fn: Callable, *args: Any, what: str, **kwargs: Any) -> list[Worker
 
     Under the message a notebook shows ``worker_lines``: the lines of the function sent that led to
     the error in the process that raised it, or, when the timeout stopped the run, the line each process
-    was stopped in. ``worker_stacks`` holds every stopped process's Python
-    stacks, JAX's frames too, for whoever debugs the check; it is never shown.
+    was stopped in. ``worker_stacks`` holds every stopped process's Python stacks, JAX's frames too,
+    for whoever debugs the check; it is never shown.
     """
     from shardbook.checks import CheckFailed
 
