@@ -18,6 +18,21 @@ from tests import submissions
 INPROCESS_TIMEOUT = 900
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that failed on a multi-process check its workers were stopped in (a timeout, a death)
+    shows their Python stacks at that moment (``shardbook.hosts.run_check``'s ``worker_stacks``)
+    under its failure: a hang in CI then says where it hung."""
+    report = yield
+    seen = call.excinfo.value if call.excinfo else None
+    while seen is not None:
+        if stacks := getattr(seen, "worker_stacks", ""):
+            report.sections.append(("the workers' stacks when they were stopped", stacks))
+            break
+        seen = seen.__cause__ or seen.__context__
+    return report
+
+
 #: LLVM's optimisation level for the in-process grading's compiles (see in_process_env).
 LLVM_LEVEL_FLAG = "--xla_backend_optimization_level=0"
 
