@@ -9,6 +9,7 @@
 #   make regrade ASSIGNMENT=01_meshes  grade the stored submissions again; prints whose scores changed
 #   make export ASSIGNMENT=01_meshes FORMAT=canvas|gradescope|csv [ROSTER=...]  scores for an LMS to import
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
+#   make bench-hosts  how often a 2-process run of shardbook.hosts fails to end (RUNS=40; OLD=1: the old ending)
 #   make mutants    mutation testing of the graders (ASSIGNMENT=, SAMPLE=N, JOBS=); reports in _build/mutants
 
 SHELL := /bin/bash
@@ -26,7 +27,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help venv system-packages book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade export bench bench-grading mutants clean
+.PHONY: help venv system-packages book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade export bench bench-grading bench-hosts mutants clean
 
 help:
 	@sed -n '2,12p' Makefile | sed 's/^# *//'
@@ -155,6 +156,9 @@ bench: venv
 bench-grading: venv
 	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30) --rounds $(or $(ROUNDS),5) \
 		$(if $(CONFIGS),--configs $(CONFIGS)) $(if $(LOUD),--loud) $(if $(UNSANDBOXED),--unsandboxed)
+
+bench-hosts: venv
+	$(PY) -m benchmarks.hosts_endings --runs $(or $(RUNS),40) $(if $(OLD),--old-ending)
 
 mutants: venv
 	$(PY) -m grading.mutants $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT)) $(if $(SAMPLE),--sample $(SAMPLE)) \
