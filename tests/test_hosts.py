@@ -219,8 +219,8 @@ def test_a_check_stopped_at_its_timeout_says_where_each_process_was():
     assert first.startswith("process 0 of 2 (process 0 was stopped by the launcher (the 6 s timeout")
     assert "in shutdown" in first and "<function sent to the workers>" not in first
     assert re.search(r'File "<function sent to the workers>", line \d+ in wait_for_ever', second)
-    # After a death the message names the dead process alone: where the survivor happened to be when
-    # it was stopped depends on timing, and feedback pages must not (its stacks are still kept).
+    # After a death the message names the dead process alone: the death is the cause, and where the
+    # survivor happened to wait when it was stopped only follows from it (its stacks are still kept).
     with pytest.raises(CheckFailed, match="worker process 1 of 2 died \\(exit code 3\\)") as e:
         hosts.run_check(namespace["answer_and_die"], what="the check", timeout=60)
     assert getattr(e.value, "worker_lines", []) == []
