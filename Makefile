@@ -30,7 +30,7 @@ export PYTHONPATH := $(CURDIR)
 .PHONY: help venv system-packages book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade export bench bench-grading bench-hosts mutants clean
 
 help:
-	@sed -n '2,12p' Makefile | sed 's/^# *//'
+	@sed -n '2,/^$$/p' Makefile | sed -e '/^$$/d' -e 's/^# *//'  # the comment block above, whole
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Python 3.12 or newer is needed: install it, or run make PYTHON=/path/to/python3.12"; exit 1; fi

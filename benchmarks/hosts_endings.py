@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from grading.assignment import run_cell
 from shardbook import hosts
-from tests.notebooks import run_cell
 
 #: The function, as a notebook cell defines it (so it travels to the workers as source).
 UNAWAITED = """
