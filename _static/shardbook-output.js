@@ -57,9 +57,17 @@
       if (!box.dataset.sbCue) {
         box.dataset.sbCue = "1";
         box.addEventListener("scroll", function () { updateCue(box); }, { passive: true });
+        if (resized) resized.observe(box);
       }
     });
   }
+  // Content drawn after the page loaded changes a box's size: a treescope tree (`nnx.display`) is drawn
+  // only when the reader comes near it. The box then gets its cue as it grows.
+  var resized = window.ResizeObserver
+    ? new ResizeObserver(function (entries) {
+        entries.forEach(function (entry) { updateCue(entry.target); });
+      })
+    : null;
 
   // Each output image sits in its own box: on a phone (shardbook.css) the figure fits the column, and a
   // tap shows it at the width it was drawn at in that box, which then scrolls sideways. A figure with a

@@ -16,7 +16,8 @@ the images of cell outputs loaded (naturalWidth > 0) and are as many as the note
 JavaScript error comes from the site's own files; no local request fails; the navigation works (phone:
 ☰ opens the sidebar, "On this page" opens the contents, tapped as a finger does, and leaves
 no tooltip up when it closes; desktop: ☰ collapses the sidebar); nothing that
-scrolls sideways lacks the scroll cue of _static/shardbook-output.js; the text shown holds no solution
+scrolls sideways lacks the scroll cue of _static/shardbook-output.js; every treescope output
+(`nnx.display`) shows its tree once scrolled to; the text shown holds no solution
 or hidden-test line (tools/notebooks.py's leak logic); the page asks no outside host for anything but
 Colab's badge and MathJax (ALLOWED_EXTERNAL). At desktop size also: no code cell and no output box is
 wider than its box (an output of a cell tagged `wide-output` may be, with its scroll cue: counted and
@@ -476,6 +477,31 @@ def _visible(page, selector: str):
     return None
 
 
+def _check_treescope(page) -> list[str]:
+    """Every treescope output (an `nnx.display` tree) shows its tree once a reader scrolls to it: treescope
+    draws it into the container's shadow root only when it comes near the screen, and draws nothing at
+    all when its set-up script did not run (what _static/shardbook-treescope-fix.js prevents)."""
+    problems = []
+    containers = page.query_selector_all("treescope-container")
+    for number, container in enumerate(containers, start=1):
+        container.scroll_into_view_if_needed()
+        try:
+            page.wait_for_function(
+                "el => !!el.shadowRoot && !!el.shadowRoot.querySelector('.treescope_root')",
+                arg=container,
+                timeout=5000,
+            )
+        except Exception:
+            shown = container.evaluate("el => el.shadowRoot ? el.shadowRoot.textContent.trim() : ''")
+            problems.append(
+                f"treescope output {number} shows no tree 5 s after scrolling to it"
+                f" ({'shows ' + repr(shown[:40]) if shown else 'empty'})"
+            )
+    if containers:
+        page.evaluate("window.scrollTo(0, 0)")
+    return problems
+
+
 def _check_navigation(page, viewport: str, require: bool) -> list[str]:
     """Phone: ☰ opens the site navigation, "On this page" the contents (where the page has them);
     desktop: ☰ collapses the sidebar and a second click brings it back."""
@@ -625,6 +651,7 @@ def browser_check(
                     page.wait_for_function("Array.from(document.images).every(i => i.complete)", timeout=5000)
                 except Exception:
                     result.problems.append("images still loading after 5 s")
+                result.problems += _check_treescope(page)
                 facts = page.evaluate(PAGE_FACTS, WIDE_OUTPUT_TAG)
                 result.images, result.loaded = facts["outputImages"], facts["loadedOutputImages"]
                 if result.loaded != result.expected or result.images != result.expected:
