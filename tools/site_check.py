@@ -67,6 +67,9 @@ ALLOWED_EXTERNAL = (
 )
 # A cell tagged like this may print wider than the column (myst-nb writes tags as classes tag_<tag>).
 WIDE_OUTPUT_TAG = "wide-output"
+#: How long the check waits for a page to do what it should (draw a tree, open a dialog, load its
+#: images). Only a broken page waits it out, so it is long enough for a machine busy with other work.
+PATIENCE_MS = 10_000
 # Paths of the machine that built the site: its checkout, an environment's packages, a home folder, a
 # kernel's temporary files. A reader needs none of them, and they say where and by whom a page was built.
 MACHINE_PATH = re.compile(
@@ -480,23 +483,30 @@ def _visible(page, selector: str):
 def _check_treescope(page) -> list[str]:
     """Every treescope output (an `nnx.display` tree) shows its tree once a reader scrolls to it: treescope
     draws it into the container's shadow root only when it comes near the screen, and draws nothing at
-    all when its set-up script did not run (what _static/shardbook-treescope-fix.js prevents)."""
+    all when its set-up script did not run (what _static/shardbook-treescope-fix.js prevents). The page
+    has loaded by now, so a container that was never set up (no data-setup, treescope's mark) never will
+    be: that is said at once, without waiting."""
     problems = []
     containers = page.query_selector_all("treescope-container")
+    drawn = "el => !!el.shadowRoot && !!el.shadowRoot.querySelector('.treescope_root')"
     for number, container in enumerate(containers, start=1):
         container.scroll_into_view_if_needed()
         try:
             page.wait_for_function(
-                "el => !!el.shadowRoot && !!el.shadowRoot.querySelector('.treescope_root')",
-                arg=container,
-                timeout=5000,
+                f"el => ({drawn})(el) || !el.dataset.setup", arg=container, timeout=PATIENCE_MS
             )
         except Exception:
-            shown = container.evaluate("el => el.shadowRoot ? el.shadowRoot.textContent.trim() : ''")
-            problems.append(
-                f"treescope output {number} shows no tree 5 s after scrolling to it"
-                f" ({'shows ' + repr(shown[:40]) if shown else 'empty'})"
+            pass
+        if container.evaluate(drawn):
+            continue
+        shown = container.evaluate("el => el.shadowRoot ? el.shadowRoot.textContent.trim() : ''")
+        if not container.evaluate("el => !!el.dataset.setup"):
+            why = "its set-up script never ran"
+        else:
+            why = f"{PATIENCE_MS // 1000} s after scrolling to it, " + (
+                f"it shows {shown[:40]!r}" if shown else "empty"
             )
+        problems.append(f"treescope output {number} shows no tree ({why})")
     if containers:
         page.evaluate("window.scrollTo(0, 0)")
     return problems
@@ -513,23 +523,23 @@ def _check_navigation(page, viewport: str, require: bool) -> list[str]:
         toggle.tap()
         try:
             page.wait_for_selector(
-                "#pst-primary-sidebar-modal[open] .bd-docs-nav, dialog[open] nav", timeout=2000
+                "#pst-primary-sidebar-modal[open] .bd-docs-nav, dialog[open] nav", timeout=PATIENCE_MS
             )
         except Exception:
             problems.append("☰ did not open the site navigation")
         page.keyboard.press("Escape")
-        page.wait_for_selector("dialog[open]", state="detached", timeout=2000)
+        page.wait_for_selector("dialog[open]", state="detached", timeout=PATIENCE_MS)
         secondary = _visible(page, ".secondary-toggle")
         if secondary is not None and page.query_selector(
             "#pst-page-navigation-heading-2, .page-toc, nav.bd-toc-nav"
         ):
             secondary.tap()  # a finger, as on a phone: a tap also leaves the button's tooltip behind
             try:
-                page.wait_for_selector("#pst-secondary-sidebar-modal[open]", timeout=2000)
+                page.wait_for_selector("#pst-secondary-sidebar-modal[open]", timeout=PATIENCE_MS)
             except Exception:
                 problems.append('"On this page" did not open the contents')
             page.keyboard.press("Escape")
-            page.wait_for_selector("dialog[open]", state="detached", timeout=2000)
+            page.wait_for_selector("dialog[open]", state="detached", timeout=PATIENCE_MS)
             page.wait_for_timeout(700)  # past Bootstrap's delay before a tooltip shows
             tip = _visible(page, ".tooltip")
             if tip is not None:
@@ -548,7 +558,7 @@ def _check_navigation(page, viewport: str, require: bool) -> list[str]:
             toggle.click()
             try:
                 page.wait_for_function(
-                    f"el => ({VISIBLE})(el) === {str(state).lower()}", arg=sidebar, timeout=2000
+                    f"el => ({VISIBLE})(el) === {str(state).lower()}", arg=sidebar, timeout=PATIENCE_MS
                 )
             except Exception:
                 problems.append(problem)
@@ -648,9 +658,11 @@ def browser_check(
                     results.append(result)
                     continue
                 try:
-                    page.wait_for_function("Array.from(document.images).every(i => i.complete)", timeout=5000)
+                    page.wait_for_function(
+                        "Array.from(document.images).every(i => i.complete)", timeout=PATIENCE_MS
+                    )
                 except Exception:
-                    result.problems.append("images still loading after 5 s")
+                    result.problems.append(f"images still loading after {PATIENCE_MS // 1000} s")
                 result.problems += _check_treescope(page)
                 facts = page.evaluate(PAGE_FACTS, WIDE_OUTPUT_TAG)
                 result.images, result.loaded = facts["outputImages"], facts["loadedOutputImages"]
