@@ -328,6 +328,10 @@ def explain_common_errors(shell: Any) -> None:
     ``shardbook.setup()`` calls this when it runs in a notebook.
 
     Example:
-      >>> explain_common_errors(get_ipython())  # doctest: +SKIP
+      >>> class Shell:  # stands in for get_ipython(), the shell of a notebook
+      ...     def set_custom_exc(self, types, handler):
+      ...         print(types, handler.__name__)
+      >>> explain_common_errors(Shell())
+      (<class 'Exception'>,) _explain_or_show
     """
     shell.set_custom_exc((Exception,), _explain_or_show)
