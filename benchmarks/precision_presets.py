@@ -20,6 +20,7 @@ shipped with the helper package so the chapter runs on Colab too); CI never runs
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import platform
 import time
@@ -97,6 +98,10 @@ def main() -> None:
         "platform": device.platform,
         "jax": jax.__version__,
         "python": platform.python_version(),
+        "date": datetime.date.today().isoformat(),
+        "command": "python -m benchmarks.precision_presets --out FILE"
+        + (f" --size {args.size}" if args.size != 8192 else "")
+        + (f" --repeats {args.repeats}" if args.repeats != 10 else ""),
         "size": args.size,
         "repeats": args.repeats,
         "error_shape": "f32 256x512 . 512x256, N(0,1), numpy default_rng(0); and 64x4096 . 4096x64",

@@ -1,0 +1,163 @@
+"""Times and memory of the programs of ``benchmarks/tpu_programs.py`` on the TPU at hand, as JSON.
+
+Run on a machine with one TPU chip: ``python -m benchmarks.tpu_record --out DIR``. It needs only JAX
+and NumPy (not shardbook), so it runs on a bare TPU image with that image's own JAX. It writes
+
+* ``DIR/tpu_<kind>.json``: the provenance (device kind, JAX, libtpu, Python, date, command, the chip's
+  usable HBM) and, per program, what the chip's compiler says of it (``memory_analysis()``: arguments,
+  outputs, aliased, temporaries; ``cost_analysis()``: FLOPs and bytes accessed), the median time of a
+  call, or the first lines of the error the compiler raised (a program that does not fit);
+* ``DIR/tpu_<kind>_programs.json.gz``: each compiled program's text (``compiled.as_text()``), the
+  TPU's own program, which ``shardbook``'s cost model reads (``shardbook/data``).
+
+Timing: a call is run until its outputs are ready, then repeated ``inner`` times back to back (enough
+for about 50 ms, so dispatch is hidden behind the chip's work) and the batch is timed; the median of
+``--repeats`` batches, divided by ``inner``, is the time of one call. A training step's updated state
+is fed back as its next input (its state is donated). CI never runs this script; the chapters read the
+committed record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import json
+import platform
+import time
+
+import jax
+import numpy as np
+
+from benchmarks import tpu_programs
+
+#: the names this book gives the chips JAX calls by their device kinds
+KINDS = {"TPU v5 lite": "v5e", "TPU v6 lite": "v6e", "TPU v5": "v5p", "TPU v4": "v4"}
+
+
+def first_lines(error: BaseException, n: int = 6) -> str:
+    """The error's type and its first n lines (an HBM error's verdict is in its first lines)."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: " + "\n".join(lines[:n])[:1500]
+
+
+def compiler_view(compiled) -> dict:
+    """memory_analysis() and cost_analysis() of a compiled program, as plain numbers."""
+    stats = compiled.memory_analysis()
+    out = {
+        "arguments": int(stats.argument_size_in_bytes),
+        "outputs": int(stats.output_size_in_bytes),
+        "aliased": int(stats.alias_size_in_bytes),
+        "temporaries": int(stats.temp_size_in_bytes),
+    }
+    cost = compiled.cost_analysis()
+    if isinstance(cost, list):  # older JAX: one dict per program
+        cost = cost[0] if cost else {}
+    cost = cost or {}
+    out["flops"] = float(cost.get("flops", 0.0))
+    out["bytes_accessed"] = float(cost.get("bytes accessed", 0.0))
+    return out
+
+
+def time_calls(program: tpu_programs.Program, args: list, repeats: int) -> dict:
+    """Median seconds of one call (see the module docstring), with the batches' spread."""
+    fn, keep = program.fn, program.feeds_back
+
+    def call(args):
+        out = fn(*args)
+        if keep:
+            args = list(out[:keep]) + list(args[keep:])
+        return out, args
+
+    for _ in range(2):  # warm-up: the first call may still load the program
+        out, args = call(args)
+        jax.block_until_ready(out)
+    start = time.perf_counter()
+    out, args = call(args)
+    jax.block_until_ready(out)
+    once = time.perf_counter() - start
+    inner = int(min(200, max(1, 0.05 // max(once, 1e-6))))
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            out, args = call(args)
+        jax.block_until_ready(out)
+        samples.append((time.perf_counter() - start) / inner)
+    del out, args
+    return {
+        "seconds": float(np.median(samples)),
+        "min_seconds": float(min(samples)),
+        "max_seconds": float(max(samples)),
+        "inner": inner,
+        "repeats": repeats,
+    }
+
+
+def record_program(program: tpu_programs.Program, repeats: int, texts: dict) -> dict:
+    """What the chip's compiler says of a program and how long it takes (or why it cannot run)."""
+    row: dict = {"family": program.family, "about": program.about}
+    start = time.perf_counter()
+    try:
+        compiled = program.fn.lower(*program.shapes).compile()
+    except Exception as e:  # e.g. a program whose memory exceeds the chip's HBM
+        row["raises"] = first_lines(e)
+        return row
+    row["compile_seconds"] = time.perf_counter() - start
+    row.update(compiler_view(compiled))
+    texts[program.name] = compiled.as_text()
+    try:
+        args = tpu_programs.arguments_for(program)
+        row.update(time_calls(program, args, repeats))
+    except Exception as e:
+        row["run_raises"] = first_lines(e)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="a folder")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--only", default="", help="record programs whose name contains this")
+    args = parser.parse_args()
+
+    device = jax.devices()[0]
+    kind = KINDS.get(device.device_kind, device.device_kind.lower().replace(" ", "_"))
+    stats = device.memory_stats() or {}
+    try:
+        from importlib.metadata import version
+
+        libtpu = version("libtpu")
+    except Exception:
+        libtpu = "unknown"
+    record = {
+        "device_kind": device.device_kind,
+        "platform": device.platform,
+        "devices": jax.device_count(),
+        "hbm_bytes_limit": int(stats.get("bytes_limit", 0)),
+        "jax": jax.__version__,
+        "libtpu": libtpu,
+        "python": platform.python_version(),
+        "date": datetime.date.today().isoformat(),
+        "command": "python -m benchmarks.tpu_record --out DIR"
+        + (f" --repeats {args.repeats}" if args.repeats != 7 else "")
+        + (f" --only {args.only!r}" if args.only else ""),
+        "timing": f"median of {args.repeats} batches of back-to-back calls, each batch about 50 ms",
+        "programs": {},
+    }
+    texts: dict[str, str] = {}
+    for program in tpu_programs.all_programs():
+        if args.only not in program.name:
+            continue
+        row = record_program(program, args.repeats, texts)
+        record["programs"][program.name] = row
+        shown = {k: v for k, v in row.items() if k not in ("about",)}
+        print(program.name, json.dumps(shown)[:400], flush=True)
+    with open(f"{args.out}/tpu_{kind}.json", "w") as f:
+        json.dump(record, f, indent=1)
+    with gzip.open(f"{args.out}/tpu_{kind}_programs.json.gz", "wt") as f:
+        json.dump(texts, f)
+
+
+if __name__ == "__main__":
+    main()
