@@ -39,6 +39,8 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e ".[tpu]" || echo "The TPU compiler (libtpu) could not be installed here: \
+	chapters read the programs compiled for a TPU from shardbook/data/tpu_compiled and say which one is missing."
 	touch $@
 
 venv: $(VENV)/.installed

@@ -18,6 +18,8 @@ chapters). The modules are where a maintainer reads them:
              concern: report, queries, cpu (the simulator's differences), compiling, analysis,
              memory (footprint: a compiled program's peak memory per device).
   hlo     -- the parser of XLA's program text that comms and cost read.
+  tpu     -- compile for a TPU topology on any machine (compile_for_tpu): the TPU compiler's program,
+             its memory and its fits/does-not-fit verdict, cached by the program's fingerprint.
   cost    -- the TPU cost model (estimate, draw_timeline).
   pipeline -- pipeline schedules (GPipe, 1F1B): the table, its bubble, the activations kept, a picture.
   hosts   -- many JAX processes on one machine (run_workers): multi-host programs on localhost.
@@ -61,6 +63,12 @@ _EXPORTS = {
     "footprint": "comms",
     "Footprint": "comms",
     "format_bytes": "comms",
+    "TpuProgram": "comms",
+    "DoesNotFit": "comms",
+    "compile_for_tpu": "tpu",
+    "tpu_devices": "tpu",
+    "TOPOLOGIES": "tpu",
+    "TpuCompilerUnavailable": "tpu",
     "estimate": "cost",
     "draw_timeline": "cost",
     "CHIPS": "cost",
@@ -87,7 +95,7 @@ _EXPORTS = {
 }
 
 # modules reachable as attributes without an import statement (``shardbook.comms.analyze``)
-_MODULES = ("viz", "checks", "comms", "hlo", "cost", "pipeline", "hosts", "claims", "tables")
+_MODULES = ("viz", "checks", "comms", "hlo", "tpu", "cost", "pipeline", "hosts", "claims", "tables")
 
 __all__ = [
     "NUM_DEVICES",

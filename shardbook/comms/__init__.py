@@ -18,6 +18,8 @@ One module per concern (each readable in one sitting; the names below are re-exp
                   longer knows a pass name) is said in ``Report.notes``, never silently skipped.
   compiling    -- lowering and compiling a function; the platform and mesh of a compiled program.
   analysis     -- :func:`analyze` and :func:`analyze_text`, which put these together.
+  compiled     -- what a compiler says of a program: :class:`Footprint` (memory per device) and
+                  :class:`TpuProgram` (a program compiled for a TPU, or the compiler's refusal).
   memory       -- :func:`footprint`: a compiled program's memory per device at its peak, read on CPU
                   from a copy scheduled for memory (XLA:CPU's default keeps every all-gather alive).
 
@@ -29,8 +31,9 @@ counted once and flagged (``Collective.unknown_trip_count``, ``Report.notes``).
 from __future__ import annotations
 
 from .analysis import analyze, analyze_text, collectives_in
+from .compiled import DoesNotFit, Footprint, TpuProgram, parse_hbm_oom
 from .compiling import compile_texts, lower
-from .memory import Footprint, footprint
+from .memory import footprint
 from .queries import (
     collective_kind,
     dot_flops,
@@ -44,8 +47,10 @@ from .report import COLLECTIVE_KINDS, Collective, Report, format_bytes, ring_byt
 __all__ = [
     "COLLECTIVE_KINDS",
     "Collective",
+    "DoesNotFit",
     "Footprint",
     "Report",
+    "TpuProgram",
     "analyze",
     "analyze_text",
     "collective_kind",
@@ -58,6 +63,7 @@ __all__ = [
     "format_bytes",
     "largest_intermediates",
     "lower",
+    "parse_hbm_oom",
     "ring_bytes",
     "source_text",
     "total_flops",

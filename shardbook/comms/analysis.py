@@ -8,6 +8,7 @@ in the records of :mod:`~shardbook.comms.report`.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,8 +26,8 @@ from ..hlo import (
     replica_groups_text,
 )
 from . import cpu
+from .compiled import Footprint, TpuProgram
 from .compiling import compile_texts, find_mesh, platform_of
-from .memory import Footprint
 from .queries import (
     axes_of_groups,
     collective_kind,
@@ -44,7 +45,8 @@ def analyze(fn: Callable, *args: Any, **kwargs: Any) -> Report:
     """Compiles ``fn(*args, **kwargs)`` and reports its collectives, matmul FLOPs and temporary memory.
 
     Args:
-      fn: a jitted function (anything with ``.lower``) or a function ``jax.jit`` accepts.
+      fn: a jitted function (anything with ``.lower``), a function ``jax.jit`` accepts, or a program
+        compiled for a TPU (:func:`shardbook.compile_for_tpu`; no arguments then: its text is read).
       *args, **kwargs: the arguments, already placed (their NamedShardings name the mesh axes).
 
     Returns:
@@ -69,6 +71,8 @@ def analyze(fn: Callable, *args: Any, **kwargs: Any) -> Report:
       >>> print(report.collectives[0].describe())
       all-gather bf16[512,2048] over 'Y' (groups of 4), 1.5 MiB per device
     """
+    if isinstance(fn, TpuProgram):
+        return _analyze_tpu_program(fn)
     start = time.perf_counter()
     compiled, text, corrected_text, notes = compile_texts(fn, *args, **kwargs)
     mesh = find_mesh(compiled, args)
@@ -80,6 +84,18 @@ def analyze(fn: Callable, *args: Any, **kwargs: Any) -> Report:
     report.platform = platform_of(compiled)
     report.text = text
     report.seconds = time.perf_counter() - start
+    return report
+
+
+def _analyze_tpu_program(program: TpuProgram) -> Report:
+    """The report of a program compiled for a TPU (:func:`shardbook.compile_for_tpu`)."""
+    program.require_compiled()
+    assert program.text is not None
+    report = analyze_text(program.text, mesh=program.mesh_axes)
+    report.memory = program.memory
+    report.temp_bytes = program.memory.temporaries if program.memory else None
+    report.platform = "tpu"
+    report.seconds = program.compile_seconds
     return report
 
 
@@ -127,7 +143,24 @@ def analyze_text(text: str, mesh: Any = None, executed_text: str | None = None) 
         module=module,
         text=text,
         executions=executions,
+        platform=platform_of_text(text),
     )
+
+
+# A TPU program's arrays carry tiled layouts: ``f32[8,128]{1,0:T(8,128)}``.
+_TPU_TILED_LAYOUT = re.compile(r"\{[0-9,]*:T\(\d")
+
+
+def platform_of_text(text: str) -> str:
+    """``'tpu'`` for a program compiled by the TPU compiler (its layouts are tiled), else ``''``.
+
+    Example:
+      >>> platform_of_text("ENTRY %e (p: f32[8,128]) -> f32[8,128] { %p = f32[8,128]{1,0:T(8,128)} ...")
+      'tpu'
+      >>> platform_of_text("ENTRY %e (p: f32[8,128]) -> f32[8,128] { %p = f32[8,128]{1,0} ...")
+      ''
+    """
+    return "tpu" if _TPU_TILED_LAYOUT.search(text) else ""
 
 
 def collectives_in(

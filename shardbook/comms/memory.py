@@ -17,11 +17,10 @@ the combiner (:data:`CPU_MEMORY_OPTIONS`): its temporaries are what the program 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from .compiled import Footprint, TpuProgram
 from .compiling import lower
-from .report import format_bytes
 
 #: XLA options of the CPU copy that :func:`footprint` reads (jax/jaxlib 0.12.0.1).
 CPU_MEMORY_OPTIONS = {
@@ -30,49 +29,21 @@ CPU_MEMORY_OPTIONS = {
 }
 
 
-@dataclass(frozen=True)
-class Footprint:
-    """Per-device bytes of a compiled program, from ``compiled.memory_analysis()``."""
-
-    arguments: int
-    outputs: int
-    aliased: int  # outputs written into donated arguments' buffers
-    temporaries: int
-
-    @classmethod
-    def of(cls, stats: Any) -> Footprint:
-        """The footprint that ``compiled.memory_analysis()`` reports, as it reports it."""
-        return cls(
-            arguments=int(stats.argument_size_in_bytes),
-            outputs=int(stats.output_size_in_bytes),
-            aliased=int(stats.alias_size_in_bytes),
-            temporaries=int(stats.temp_size_in_bytes),
-        )
-
-    @property
-    def peak(self) -> int:
-        """Bytes a device holds at the program's peak: arguments + outputs - aliased + temporaries."""
-        return self.arguments + self.outputs - self.aliased + self.temporaries
-
-    def __str__(self) -> str:
-        return (
-            f"peak {format_bytes(self.peak)} per device: arguments {format_bytes(self.arguments)}, outputs "
-            f"{format_bytes(self.outputs)} ({format_bytes(self.aliased)} of them in donated buffers), "
-            f"temporaries {format_bytes(self.temporaries)}"
-        )
-
-
 def footprint(fn: Callable, *args: Any, **kwargs: Any) -> Footprint:
     """Compiles ``fn(*args, **kwargs)`` and reports its memory per device (nothing is executed).
 
     Args:
-      fn: a jitted function (give it ``donate_argnums`` to count updates made in place) or a function
-        ``jax.jit`` accepts.
+      fn: a jitted function (give it ``donate_argnums`` to count updates made in place), a function
+        ``jax.jit`` accepts, or a program compiled for a TPU (:func:`shardbook.compile_for_tpu`; no
+        arguments then).
       *args, **kwargs: the arguments: arrays or ``jax.ShapeDtypeStruct`` with their shardings.
 
     Returns:
       A :class:`Footprint`; on the CPU backend read from a copy compiled with
       :data:`CPU_MEMORY_OPTIONS` (see the module's docstring).
+
+    Raises:
+      DoesNotFit: a TPU program the compiler refused for lack of HBM (its verdict says by how much).
 
     Example: doubling 1,024 floats in place holds them once:
 
@@ -82,11 +53,24 @@ def footprint(fn: Callable, *args: Any, **kwargs: Any) -> Footprint:
       >>> memory.arguments, memory.outputs, memory.aliased, memory.peak
       (4096, 4096, 4096, 4096)
     """
-    import jax
-
+    if isinstance(fn, TpuProgram):
+        fn.require_compiled()
+        assert fn.memory is not None
+        return fn.memory
     lowered = lower(fn, args, kwargs)
-    options = CPU_MEMORY_OPTIONS if jax.default_backend() == "cpu" else None
+    options = CPU_MEMORY_OPTIONS if _lowered_for_cpu(args, kwargs) else None
     stats = lowered.compile(compiler_options=options).memory_analysis()
     if stats is None:
         raise ValueError("this backend reports no memory analysis (compiled.memory_analysis() is None)")
     return Footprint.of(stats)
+
+
+def _lowered_for_cpu(args: tuple, kwargs: dict) -> bool:
+    """Whether arguments placed on devices (or, when none is, JAX's default backend) are CPU ones."""
+    import jax
+
+    for leaf in jax.tree_util.tree_leaves((args, kwargs)):
+        devices = getattr(getattr(leaf, "sharding", None), "device_set", None)
+        if devices:
+            return next(iter(devices)).platform == "cpu"
+    return jax.default_backend() == "cpu"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..hlo import ArrayType, Computation, Instruction, Module, parse_module, parse_type
 from .report import COLLECTIVE_KINDS
 
@@ -101,8 +103,15 @@ def executions_per_computation(module: Module) -> tuple[dict[str, int], set[str]
 
 
 def dot_flops(inst: Instruction, comp: Computation) -> int:
-    """2·(result elements)·(contracted size) for a dot; 2·(result)·(kernel elements / out features)
-    for a convolution. 0 for anything else."""
+    """2·(result elements)·(contracted size) for a dot; for a convolution 2·(result elements)·(input
+    features per group)·(kernel taps that meet an input element, averaged over the output). 0 for
+    anything else.
+
+    The TPU compiler writes a batched matmul (an einsum with batch dimensions) as a convolution whose
+    batch dimensions are spatial ones, dilated so that each output position meets exactly one input
+    position (``window={size=8x16 stride=7x15 lhs_dilate=8x16}``): counting every kernel tap would
+    overstate it by the window's size, so the taps are counted as the convolution visits them.
+    """
     if inst.opcode not in ("dot", "convolution"):
         return 0
     result = inst.arrays[0].elements if inst.arrays else 0
@@ -113,13 +122,65 @@ def dot_flops(inst: Instruction, comp: Computation) -> int:
         dims = [int(d) for d in dims_text.split(",") if d.strip()]
         k = math.prod(lhs.dims[d] for d in dims) if lhs is not None else 1
         return 2 * result * k
-    kernel = operand_types[1] if len(operand_types) > 1 else None
+    lhs, kernel = (operand_types + [None, None])[:2]
     labels = inst.attr("dim_labels") or ""
-    if kernel is None or "_" not in labels:
+    if lhs is None or kernel is None or not inst.arrays or "_" not in labels or "->" not in labels:
         return 0
-    kernel_labels = labels.split("_")[1].split("->")[0]
-    out_features = kernel.dims[kernel_labels.index("o")] if "o" in kernel_labels else 1
-    return 2 * result * kernel.elements // max(out_features, 1)
+    lhs_labels, rest = labels.split("_", 1)
+    kernel_labels, out_labels = rest.split("->")
+    if "i" not in kernel_labels or len(kernel_labels) != len(kernel.dims):
+        return 0
+    in_features = kernel.dims[kernel_labels.index("i")]
+    out = inst.arrays[0]
+    outputs = out.elements  # output positions × features; the spatial ones are replaced by taps below
+    window = _window(inst.attr("window") or "")
+    for d, size in enumerate(window.get("size", [])):
+        label = str(d)
+        if label not in lhs_labels or label not in out_labels:
+            return 0
+        n, m = lhs.dims[lhs_labels.index(label)], out.dims[out_labels.index(label)]
+        pad = window.get("pad", [])
+        lo = pad[d][0] if d < len(pad) else 0
+        taps = _valid_taps(
+            n,
+            size,
+            m,
+            _at(window, "stride", d),
+            lo,
+            _at(window, "lhs_dilate", d),
+            _at(window, "rhs_dilate", d),
+        )
+        outputs = outputs // max(m, 1) * taps
+    return 2 * outputs * in_features
+
+
+def _window(text: str) -> dict[str, list]:
+    """``{size=8x16 stride=7x15 pad=0_0x0_-288 lhs_dilate=8x16}`` as lists per spatial dimension."""
+    out: dict[str, list] = {}
+    for part in text.strip("{}").split():
+        key, _, value = part.partition("=")
+        if key == "pad":
+            out[key] = [tuple(int(v) for v in p.split("_")) for p in value.split("x")]
+        elif key in ("size", "stride", "lhs_dilate", "rhs_dilate"):
+            out[key] = [int(v) for v in value.split("x")]
+    return out
+
+
+def _at(window: dict[str, list], key: str, d: int) -> int:
+    values = window.get(key, [])
+    return values[d] if d < len(values) else 1
+
+
+def _valid_taps(n: int, k: int, m: int, stride: int, lo: int, lhs_dilate: int, rhs_dilate: int) -> int:
+    """(output position, kernel tap) pairs of one spatial dimension that land on an input element
+    (not on padding, nor on a hole left by ``lhs_dilate``)."""
+    o = np.arange(m)
+    last = (n - 1) * lhs_dilate
+    total = 0
+    for tap in range(k):
+        p = o * stride + tap * rhs_dilate - lo
+        total += int(np.count_nonzero((p >= 0) & (p <= last) & (p % lhs_dilate == 0)))
+    return total
 
 
 def flops_per_computation(module: Module) -> dict[str, int]:

@@ -1,0 +1,149 @@
+"""Tests for shardbook.tpu: compiling for a TPU topology on this machine, its cache and its verdicts."""
+
+import importlib.util
+import json
+from importlib.resources import files
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.sharding import AxisType, NamedSharding, SingleDeviceSharding
+from jax.sharding import PartitionSpec as P
+
+from benchmarks import tpu_programs
+from shardbook import comms, tpu
+
+
+def _matmul(rows):
+    """A builder: A[B_X, D_Y] @ W[D, F_Y] on a (2, 4) mesh of the devices it is given."""
+
+    def build(devices):
+        mesh = jax.make_mesh((2, 4), ("X", "Y"), (AxisType.Auto,) * 2, devices=devices)
+        a = jax.ShapeDtypeStruct((rows, 2048), jnp.bfloat16, sharding=NamedSharding(mesh, P("X", "Y")))
+        w = jax.ShapeDtypeStruct((2048, 8192), jnp.bfloat16, sharding=NamedSharding(mesh, P(None, "Y")))
+        return jax.jit(lambda a, w: a @ w, out_shardings=NamedSharding(mesh, P("X", "Y"))), (a, w)
+
+    return build
+
+
+def _too_big(devices):
+    """A builder: 32 GiB replicated on every device, twice a v5e's HBM."""
+    mesh = jax.make_mesh((8,), ("X",), (AxisType.Auto,), devices=devices)
+    x = jax.ShapeDtypeStruct((8, 2**30), jnp.float32, sharding=NamedSharding(mesh, P()))
+    return jax.jit(lambda x: x * 2), (x,)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHARDBOOK_TPU_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def test_compile_for_tpu_gives_the_tpu_program(cache):
+    # property: the TPU compiler's own program: it splits the all-gather matmul into collective-permutes
+    # (XLA:CPU all-gathers), its memory, and the usable HBM of a v5e
+    program = tpu.compile_for_tpu(_matmul(1024), "v5e-8")
+    assert program.fits and not program.from_cache
+    assert program.mesh_axes == {"X": 2, "Y": 4}
+    report = comms.analyze(program)
+    assert report.platform == "tpu"
+    assert report.count("collective-permute") == 3 and report.count("all-gather") == 0
+    assert {c.axes for c in report.collectives} == {("Y",)}
+    assert report.flops == 2 * 512 * 2048 * 2048
+    assert comms.footprint(program) == program.memory
+    assert program.memory.arguments == (512 * 512 + 2048 * 2048) * 2
+    assert program.hbm_bytes == int(15.75 * 2**30)
+    assert program.verdict().startswith("fits a TPU v5e chip: peak ")
+
+
+def test_compile_for_tpu_reads_back_what_did_not_change(cache):
+    # property: the same program is read from the cache (no compile), a changed one is compiled
+    first = tpu.compile_for_tpu(_matmul(1024), "v5e-8")
+    again = tpu.compile_for_tpu(_matmul(1024), "v5e-8")
+    assert again.from_cache and again.fingerprint == first.fingerprint
+    assert again.text == first.text and again.memory == first.memory
+    changed = tpu.compile_for_tpu(_matmul(2048), "v5e-8")
+    assert not changed.from_cache and changed.fingerprint != first.fingerprint
+    assert tpu.fingerprint(_matmul(1024), "v6e-8")[0] != first.fingerprint  # another topology
+    assert len(list(cache.glob("*.json.gz"))) == 3  # two programs and the HBM probe
+
+
+def test_cached_programs_need_no_tpu_compiler(cache, monkeypatch):
+    # property: where libtpu is missing a cached program is read back; an uncached one says what to install
+    tpu.compile_for_tpu(_matmul(1024), "v5e-8")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "libtpu" else real(n, *a))
+    tpu.tpu_devices.cache_clear()
+    try:
+        assert tpu.compile_for_tpu(_matmul(1024), "v5e-8").from_cache
+        with pytest.raises(tpu.TpuCompilerUnavailable, match=r"pip install 'jax\[tpu\]==0.12.0.1'"):
+            tpu.compile_for_tpu(_matmul(2048), "v5e-8")
+    finally:
+        tpu.tpu_devices.cache_clear()
+
+
+def test_a_program_too_big_is_a_verdict(cache):
+    # property: the compiler's CompileTimeHbmOom becomes "does not fit" with its figures, cached too;
+    # analyze and footprint refuse it with the verdict
+    for _ in range(2):
+        program = tpu.compile_for_tpu(_too_big, "v5e-8")
+        assert not program.fits and program.needs_bytes == 64 * 2**30
+        assert (
+            program.verdict()
+            == "does not fit a TPU v5e chip: needs 64 GiB of 15.75 GiB (TPU compiler, v5e-8)"
+        )
+    assert program.from_cache
+    with pytest.raises(comms.DoesNotFit, match="needs 64 GiB of 15.75 GiB"):
+        comms.analyze(program)
+    with pytest.raises(comms.DoesNotFit, match="CompileTimeHbmOom"):
+        comms.footprint(program)
+
+
+def test_unknown_topology_and_bad_builder():
+    # property: mistakes are named with what was expected
+    with pytest.raises(ValueError, match=r"unknown TPU topology 'v5e-3': expected one of \['v5e-1'"):
+        tpu.compile_for_tpu(_matmul(1024), "v5e-3")
+    with pytest.raises(
+        TypeError, match=r"must return \(fn, args\) or \(fn, args, kwargs\), got builtin_function_or_method"
+    ):
+        tpu.compile_for_tpu(lambda devices: abs, "v5e-1")
+
+
+def _one_chip(name):
+    """A builder of the recorded one-chip program called ``name``."""
+    program = next(p for p in tpu_programs.all_programs() if p.name == name)
+
+    def build(devices):
+        place = SingleDeviceSharding(devices[0])
+        shapes = jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=place), program.shapes
+        )
+        return program.fn, shapes
+
+    return build
+
+
+RECORD = json.loads((files("shardbook") / "data" / "tpu_v5e.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["attention bfloat16 2048", "GPT 0.16B Adam step", "GPT 0.61B Adam step"])
+def test_a_one_chip_compile_here_matches_the_chips(name):
+    # property: compiled here (the book's JAX and libtpu, committed cache) the program's memory is what a
+    # real v5e's own compile said (its JAX 0.10.2) within 0.2%
+    chip = RECORD["programs"][name]
+    memory = tpu.compile_for_tpu(_one_chip(name), "v5e-1").memory
+    for field in ("arguments", "outputs", "aliased", "temporaries"):
+        assert getattr(memory, field) == pytest.approx(chip[field], rel=0.002, abs=4096), field
+
+
+@pytest.mark.parametrize("name", ["GPT 0.84B Adam step", "GPT 1.42B Adam step"])
+def test_a_one_chip_refusal_here_matches_the_chips(name):
+    # property: a program the real chip refused is refused here with the same figures
+    program = tpu.compile_for_tpu(_one_chip(name), "v5e-1")
+    assert not program.fits
+    assert (program.needs_bytes, program.hbm_bytes) == comms.parse_hbm_oom(RECORD["programs"][name]["raises"])
+
+
+def test_usable_hbm_is_the_chips():
+    # property: the compiler's available HBM is a real v5e's bytes_limit (the compiler rounds to 0.01 GiB)
+    assert tpu.usable_hbm("v5e-1") == pytest.approx(RECORD["hbm_bytes_limit"], abs=0.005 * 2**30)
