@@ -53,8 +53,11 @@ LIBTPU = "0.0.50.1"
 #: Raise this when the cache's layout changes: every entry is then compiled again.
 CACHE_VERSION = 1
 
-#: What libtpu reads at start; without them it prints warnings meant for a TPU VM. Set only where unset.
+#: What libtpu reads at start; without them it prints warnings meant for a TPU VM, and a second process
+#: that loads it (two chapters executed side by side, a test beside them) is refused its lock file.
+#: Only compiling happens here, so processes may share it. Set only where unset.
 _LIBTPU_ENVIRONMENT = {
+    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
     "TPU_SKIP_MDS_QUERY": "1",
     "TPU_ACCELERATOR_TYPE": "v5litepod-8",
     "TPU_WORKER_HOSTNAMES": "localhost",
@@ -137,21 +140,26 @@ def cache_folder() -> Path:
     return Path(override) if override else Path(__file__).parent / "data" / "tpu_compiled"
 
 
-def _built(build: Callable, devices: Sequence) -> tuple[Callable, tuple, dict]:
-    out = build(list(devices))
-    if not isinstance(out, tuple) or len(out) not in (2, 3):
-        raise TypeError(
-            f"build(devices) must return (fn, args) or (fn, args, kwargs), got {type(out).__name__}"
-        )
-    fn, args = out[0], tuple(out[1])
-    kwargs = dict(out[2]) if len(out) == 3 else {}
-    return fn, args, kwargs
+def _lowered(build: Callable, devices: Sequence) -> tuple[Any, dict[str, int]]:
+    """``build(devices)``'s program lowered, and its mesh's axes.
 
+    The caller's mesh in context (``jax.set_mesh``) is set aside while ``build`` runs, since the
+    program is built on other devices; it is lowered with its own arguments' mesh in context (an
+    Explicit mesh's program may need it).
+    """
+    import jax
 
-def _lowered(fn: Callable, args: tuple, kwargs: dict) -> Any:
     from .comms.compiling import lower
 
-    return lower(fn, args, kwargs)
+    with jax.set_mesh(None):
+        out = build(list(devices))
+    if not isinstance(out, tuple) or len(out) not in (2, 3):
+        got = type(out).__name__
+        raise TypeError(f"build(devices) must return (fn, args) or (fn, args, kwargs), got {got}")
+    fn, args = out[0], tuple(out[1])
+    kwargs = dict(out[2]) if len(out) == 3 else {}
+    with jax.set_mesh(_mesh_of(args)):
+        return lower(fn, args, kwargs), mesh_axes_of(args)
 
 
 def fingerprint(build: Callable, name: str = "v5e-8") -> tuple[str, dict[str, int]]:
@@ -170,24 +178,32 @@ def fingerprint(build: Callable, name: str = "v5e-8") -> tuple[str, dict[str, in
             f"a fingerprint for {name} lowers the program for {t.devices} CPU devices, and this process "
             f"has {len(cpus)}: call shardbook.setup() first (it gives 8)"
         )
-    fn, args, kwargs = _built(build, cpus[: t.devices])
-    text = _lowered(fn, args, kwargs).as_text()
+    lowered, axes = _lowered(build, cpus[: t.devices])
+    text = lowered.as_text()
     digest = hashlib.sha256()
     for part in (f"v{CACHE_VERSION}", name, jax.__version__, LIBTPU, text):
         digest.update(part.encode())
         digest.update(b"\0")
-    return digest.hexdigest(), mesh_axes_of(args)
+    return digest.hexdigest(), axes
 
 
-def mesh_axes_of(args: Any) -> dict[str, int]:
-    """The axes of the mesh of the first named sharding among ``args`` ({} when none has one)."""
+def _mesh_of(args: Any) -> Any:
+    """The concrete mesh of the first named sharding among ``args``, else None."""
     import jax
 
     for leaf in jax.tree_util.tree_leaves(args):
         mesh = getattr(getattr(leaf, "sharding", None), "mesh", None)
-        if mesh is not None and getattr(mesh, "axis_names", None):
-            return {str(a): int(n) for a, n in zip(mesh.axis_names, mesh.axis_sizes, strict=True)}
-    return {}
+        if isinstance(mesh, jax.sharding.Mesh) and mesh.axis_names:
+            return mesh
+    return None
+
+
+def mesh_axes_of(args: Any) -> dict[str, int]:
+    """The axes of the mesh of the first named sharding among ``args`` ({} when none has one)."""
+    mesh = _mesh_of(args)
+    if mesh is None:
+        return {}
+    return {str(a): int(n) for a, n in zip(mesh.axis_names, mesh.axis_sizes, strict=True)}
 
 
 def compile_for_tpu(build: Callable, name: str = "v5e-8", *, cache: bool = True) -> TpuProgram:
@@ -214,8 +230,7 @@ def compile_for_tpu(build: Callable, name: str = "v5e-8", *, cache: bool = True)
     if cache and path.exists():
         return _read(path, t, key)
     devices = tpu_devices(name)
-    fn, args, kwargs = _built(build, devices)
-    lowered = _lowered(fn, args, kwargs)
+    lowered, _ = _lowered(build, devices)
     start = time.perf_counter()
     entry: dict[str, Any] = {"topology": name, "jax": _jax_version(), "libtpu": LIBTPU, "mesh_axes": axes}
     try:
@@ -253,9 +268,9 @@ def usable_hbm(name: str = "v5e-8") -> int:
     path = cache_folder() / f"{key}.json.gz"
     if path.exists():
         return int(json.loads(gzip.decompress(path.read_bytes()))["hbm_bytes"])
-    fn, args, _ = _built(build, tpu_devices(name))
+    lowered, _ = _lowered(build, tpu_devices(name))
     try:
-        _lowered(fn, args, {}).compile()
+        lowered.compile()
     except Exception as e:  # jax.errors.JaxRuntimeError
         figures = parse_hbm_oom(str(e))
         if figures is None:
