@@ -9,6 +9,7 @@
 #   make regrade ASSIGNMENT=01_meshes  grade the stored submissions again; prints whose scores changed
 #   make export ASSIGNMENT=01_meshes FORMAT=canvas|gradescope|csv [ROSTER=...]  scores for an LMS to import
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
+#   make tpu-cache  run the book and the TPU tests, then keep only the programs compiled for a TPU they used
 #   make bench-hosts  how often a 2-process run of shardbook.hosts fails to end (RUNS=40; OLD=1: the old ending)
 #   make mutants    mutation testing of the graders (ASSIGNMENT=, SAMPLE=N, JOBS=); reports in _build/mutants
 
@@ -27,7 +28,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help venv system-packages book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade export bench bench-grading bench-hosts mutants clean
+.PHONY: help venv system-packages book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade export bench tpu-cache bench-grading bench-hosts mutants clean
 
 help:
 	@sed -n '2,/^$$/p' Makefile | sed -e '/^$$/d' -e 's/^# *//'  # the comment block above, whole
@@ -154,6 +155,14 @@ export: venv
 
 bench: venv
 	$(PY) -m benchmarks.collective_matmul
+
+# The programs compiled for a TPU (shardbook/data/tpu_compiled, committed): every chapter executed and
+# the TPU tests run, each program they compile or read noted, then only those entries kept.
+tpu-cache: venv
+	mkdir -p _build && rm -f _build/tpu-used.txt
+	SHARDBOOK_TPU_USED=$(CURDIR)/_build/tpu-used.txt $(PY) tools/notebooks.py run --chapters --force --jobs $(CHAPTER_JOBS)
+	SHARDBOOK_TPU_USED=$(CURDIR)/_build/tpu-used.txt $(BIN)/pytest -q -p no:xdist tests/test_tpu.py
+	$(PY) tools/tpu_cache.py prune _build/tpu-used.txt
 
 bench-grading: venv
 	$(PY) -m benchmarks.grading_throughput --assignment $(or $(ASSIGNMENT),01_meshes) --count $(or $(COUNT),30) --rounds $(or $(ROUNDS),5) \

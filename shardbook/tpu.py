@@ -134,6 +134,18 @@ def tpu_devices(name: str = "v5e-8") -> tuple:
     return tuple(desc.devices)
 
 
+#: A file that, when this variable names it, gets the fingerprint of every program compiled or read,
+#: a line each: `make tpu-cache` keeps only the entries a whole run of the book and its tests used.
+USED_LOG_VARIABLE = "SHARDBOOK_TPU_USED"
+
+
+def _note_use(key: str) -> None:
+    log = os.environ.get(USED_LOG_VARIABLE)
+    if log:
+        with open(log, "a") as f:
+            f.write(key + "\n")
+
+
 def cache_folder() -> Path:
     """Where compiled programs are kept: ``$SHARDBOOK_TPU_CACHE``, else ``shardbook/data/tpu_compiled``."""
     override = os.environ.get("SHARDBOOK_TPU_CACHE")
@@ -227,6 +239,7 @@ def compile_for_tpu(build: Callable, name: str = "v5e-8", *, cache: bool = True)
     t = topology(name)
     key, axes = fingerprint(build, name)
     path = cache_folder() / f"{key}.json.gz"
+    _note_use(key)
     if cache and path.exists():
         return _read(path, t, key)
     devices = tpu_devices(name)
@@ -266,6 +279,7 @@ def usable_hbm(name: str = "v5e-8") -> int:
 
     key, _ = fingerprint(build, name)
     path = cache_folder() / f"{key}.json.gz"
+    _note_use(key)
     if path.exists():
         return int(json.loads(gzip.decompress(path.read_bytes()))["hbm_bytes"])
     lowered, _ = _lowered(build, tpu_devices(name))
@@ -324,6 +338,7 @@ def _write(path: Path, entry: dict) -> None:
 
 __all__ = [
     "CACHE_VERSION",
+    "USED_LOG_VARIABLE",
     "LIBTPU",
     "TOPOLOGIES",
     "Topology",

@@ -361,3 +361,31 @@ def test_the_machines_busy_time_counts_this_process_too():
     burnt = time.process_time() - mine
     after, _ = run_steps.machine_cpu()
     assert after - busy >= burnt - 0.05  # /proc/stat counts in ticks of 10 ms
+
+
+def test_tpu_cache_prune_keeps_what_a_run_used(tmp_path, monkeypatch):
+    # property: a run notes each program it compiled or read (SHARDBOOK_TPU_USED); prune keeps exactly
+    # those entries, and refuses to empty the cache from a list that names nothing
+    import jax
+    import jax.numpy as jnp
+
+    from shardbook import tpu
+    from tools import tpu_cache
+
+    folder, used = tmp_path / "cache", tmp_path / "used.txt"
+    monkeypatch.setenv("SHARDBOOK_TPU_CACHE", str(folder))
+
+    def build(devices, n):
+        one = jax.sharding.SingleDeviceSharding(devices[0])
+        return jax.jit(jnp.sin), (jax.ShapeDtypeStruct((n,), jnp.float32, sharding=one),)
+
+    old = tpu.compile_for_tpu(lambda d: build(d, 8), "v5e-1")
+    monkeypatch.setenv(tpu.USED_LOG_VARIABLE, str(used))
+    new = tpu.compile_for_tpu(lambda d: build(d, 16), "v5e-1")  # also notes the HBM probe
+    assert len(list(folder.glob("*.json.gz"))) == 3
+    assert tpu_cache.prune(used, folder) == (2, 1)
+    assert not (folder / f"{old.fingerprint}.json.gz").exists()
+    assert (folder / f"{new.fingerprint}.json.gz").exists()
+    used.write_text("")
+    with pytest.raises(SystemExit, match="lists no program: nothing pruned"):
+        tpu_cache.prune(used, folder)
