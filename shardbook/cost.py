@@ -1,28 +1,40 @@
 """A TPU cost model for a compiled program: how long one step would take on a real chip.
 
 ``estimate(report, chip="v5e")`` walks the compiled program read by :func:`shardbook.comms.analyze`
-in schedule order and plays it on two streams per chip: the matrix unit (matmuls) and the
-inter-chip links (collectives). An op starts when the values it reads are ready and its stream is
+in schedule order and plays it on two streams per chip: the chip's kernels (matmuls first of all) and
+the inter-chip links (collectives). An op starts when the values it reads are ready and its stream is
 free, so
 
 * a collective whose result feeds a matmul blocks that matmul (the all-gather before ``A @ W``);
 * a collective that nothing running needs yet overlaps with the matmul in flight (the ring of
   ``ppermute``\\ s in a collective matmul).
 
-Times per op (roofline, per device):
+A collective over mesh axes whose groups have ``n`` devices and move ``b`` bytes per device
+(:func:`shardbook.comms.ring_bytes`) takes ``b / (links × W) + hops × latency``, where ``W`` is the
+one-way bandwidth of one ICI link, ``links`` is 2 on an axis that closes into a ring (wraparound: data
+flows both ways round it) and 1 on an axis that is a line (a ring algorithm on a line is limited by its
+busiest link, which carries ``n-1`` blocks one way), summed over the axes the group spans; ``hops`` is
+``n-1`` ring steps (``2(n-1)`` for all-reduce; the farthest pair for a permute).
 
-* matmul: ``max(flops / peak, bytes / HBM bandwidth)``; other ops (element-wise work, slices,
-  copies, layout changes) are taken as free — on a TPU XLA fuses most of them into the matmuls
-  around them; the CPU program's separate fusions say nothing about that.
-* collective over mesh axes whose groups have ``n`` devices and move ``b`` bytes per device
-  (:func:`shardbook.comms.ring_bytes`): ``b / (links × W) + hops × latency``, where ``W`` is the one-way
-  bandwidth of one ICI link, ``links`` is 2 on an axis that closes into a ring (wraparound: data flows
-  both ways round it) and 1 on an axis that is a line (a ring algorithm on a line is limited by its
-  busiest link, which carries ``n-1`` blocks one way), summed over the axes the group spans; ``hops``
-  is ``n-1`` ring steps (``2(n-1)`` for all-reduce; the farthest pair for a permute).
+What the compute stream runs depends on which compiler wrote the program (``report.platform``):
 
-Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. One constant is
-calibrated, not published: the throughput of **int32** matmuls (:data:`INT32_MATMUL_SLOWDOWN`).
+* **a CPU program** (the 8 simulated devices): matmuls only, each ``max(flops / peak, bytes / HBM
+  bandwidth)`` at the chip's published peaks; every other op is free — on a TPU XLA fuses most of them
+  into the matmuls around them, and the CPU program's separate fusions say nothing about that.
+* **a TPU program** (:func:`shardbook.compile_for_tpu`, or a real chip's ``compiled.as_text()``):
+  every top-level op, in the entry and in loop bodies (their trip counts read from the loop's
+  condition when XLA leaves none), is a kernel. One that holds a matmul costs ``max(flops / measured
+  matmul rate, HBM bytes / measured bandwidth)``; any other costs its HBM bytes at the measured
+  bandwidth, counted by :func:`tpu_hbm_bytes` (slices and in-place updates, arrays in VMEM, async
+  copies). A call takes at least the measured fixed cost of one call (the host's dispatch, which
+  overlaps the device's work).
+
+Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
+also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from
+one-chip programs timed on a real one (``shardbook/data/tpu_v5e.json``); estimated from the chip's own
+programs, all 28 of them are within 15% of the measured times (:func:`calibration`; ``python -m
+benchmarks.tpu_calibration`` prints the table). One constant is fitted, not measured: the throughput of **int32**
+matmuls (:data:`INT32_MATMUL_SLOWDOWN`).
 
 Example: the sharded matmul of :func:`shardbook.comms.analyze`'s example, whose all-gather of A over
 'Y' blocks the matmul (8 simulated CPU devices, as ``shardbook.setup()`` gives):
@@ -47,11 +59,16 @@ Example: the sharded matmul of :func:`shardbook.comms.analyze`'s example, whose 
 
 from __future__ import annotations
 
+import gzip
+import json
+import math
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from .comms import Collective, Report, collective_kind, dot_flops
-from .hlo import Computation, Instruction, Module
+from .comms import Collective, Report, analyze_text, collective_kind, dot_flops, trip_count
+from .hlo import DTYPE_BYTES, Computation, Instruction, Module, parse_type, tuple_elements
 
 # Sources:
 #   [GC]  Google Cloud TPU documentation, "TPU v4", "TPU v5e", "TPU v6e" system architecture pages
@@ -60,11 +77,26 @@ from .hlo import Computation, Instruction, Module
 #         table of chip specifications: HBM bandwidth, ICI one-way bandwidth per link, topology;
 #         the same chapter gives ~1 µs per ICI hop and says that only full-axis slices (16 on v5e and
 #         v6e, multiples of 4 on v4) have wraparound links.
+#   [REC] shardbook/data/tpu_v5e.json: median times of one-chip programs measured on a TPU v5e
+#         (benchmarks/tpu_record.py, its JAX 0.10.2, 2026-12-05); tpu_v5e_programs.json.gz holds the
+#         programs the chip ran. calibration() compares every one with its estimate.
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Rates measured on one real chip, per second, and the fixed cost of one call: what a TPU program's
+    estimate uses in place of the published peaks."""
+
+    bf16_matmul_flops: float  # a large bf16 matmul
+    f32_matmul_flops: float  # f32 operands at JAX's default precision (one bf16 pass)
+    hbm_bandwidth: float  # bytes/s that an element-wise op moves between HBM and the chip
+    call_seconds: float  # the least one call takes: the host's dispatch, overlapped with the device
+    source: str
 
 
 @dataclass(frozen=True)
 class Chip:
-    """Public figures of one TPU chip (per chip, per second)."""
+    """Public figures of one TPU chip (per chip, per second), and what was measured on one."""
 
     name: str
     bf16_flops: float  # peak bf16 matmul FLOP/s [GC]
@@ -74,13 +106,29 @@ class Chip:
     hop_latency: float  # seconds per ICI hop [HTS]
     wraparound_size: int  # an axis this long (or a multiple of it) closes into a ring [HTS]
     source: str
+    measured: Measured | None = None  # [REC]; None: a TPU program is estimated at the published peaks
 
+
+# [REC] The v5e's measured rates, each read off one program of the record (median time per call).
+V5E_MEASURED = Measured(
+    # "matmul bfloat16 8192": 2·8192³ FLOP in 6.001 ms (93% of the 197 TFLOP/s peak)
+    bf16_matmul_flops=1.832e14,
+    # "matmul float32 4096" takes 0.737 ms, the bf16 4096 time to 0.1%: the same bf16 pass. "matmul
+    # float32 8192" runs at 161 TFLOP/s, not for want of FLOP/s: its 1024×1024 output tiles re-read the
+    # f32 operands eight times (4.6 GB of HBM traffic), which this model does not see (-12%).
+    f32_matmul_flops=1.832e14,
+    # "add f32": x + y on f32[16384,8192], 1.61 GB read and written in 2.438 ms (81% of 819 GB/s)
+    hbm_bandwidth=6.607e11,
+    # "one small add": f32[8,128] + 1 takes 120.7 µs a call, all of it the host's dispatch
+    call_seconds=1.207e-4,
+    source="[REC] shardbook/data/tpu_v5e.json, one TPU v5e chip, 2026-12-05",
+)
 
 CHIPS: dict[str, Chip] = {
     # v4: 275 TFLOP/s bf16, 1.2 TB/s HBM [GC]; ICI 4.5e10 B/s one way per link, 3D torus [HTS]
     "v4": Chip("v4", 2.75e14, 2.75e14, 1.2e12, 4.5e10, 1e-6, 4, "[GC] TPU v4; [HTS] table of chips"),
     # v5e: 197 TFLOP/s bf16, 394 TOP/s int8, 819 GB/s HBM [GC]; ICI 4.5e10 B/s one way, 2D [HTS]
-    "v5e": Chip("v5e", 1.97e14, 3.94e14, 8.1e11, 4.5e10, 1e-6, 16, "[GC] TPU v5e; [HTS] table of chips"),
+    "v5e": Chip("v5e", 1.97e14, 3.94e14, 8.1e11, 4.5e10, 1e-6, 16, "[GC] TPU v5e; [HTS]", V5E_MEASURED),
     # v5p: 459 TFLOP/s bf16, 918 TOP/s int8, 2.76 TB/s HBM [GC]; ICI 9e10 B/s one way, 3D torus [HTS]
     "v5p": Chip("v5p", 4.59e14, 9.18e14, 2.76e12, 9e10, 1e-6, 4, "[GC] TPU v5p; [HTS] table of chips"),
     # v6e (Trillium): 918 TFLOP/s bf16, 1836 TOP/s int8, 1.64 TB/s HBM [GC]; ICI 9e10 B/s one way [HTS]
@@ -117,6 +165,18 @@ def matmul_rate(chip: Chip, dtype: str) -> float:
     return chip.bf16_flops
 
 
+def measured_matmul_rate(chip: Chip, dtype: str) -> float:
+    """FLOP/s of a TPU program's matmul with ``dtype`` operands: the chip's :class:`Measured` rates for
+    bf16 and f32; other types at :func:`matmul_rate` scaled by the measured bf16 rate's share of its
+    peak (a chip measured on nothing: :func:`matmul_rate`)."""
+    m = chip.measured
+    if m is None:
+        return matmul_rate(chip, dtype)
+    if dtype == "f32":
+        return m.f32_matmul_flops
+    return matmul_rate(chip, dtype) * m.bf16_matmul_flops / chip.bf16_flops
+
+
 @dataclass
 class Event:
     """One op on one stream of the timeline."""
@@ -125,7 +185,7 @@ class Event:
     label: str
     start: float  # seconds from the start of the step
     end: float
-    kind: str  # "matmul" or a collective kind
+    kind: str  # "matmul", "memory" (a TPU program's other kernels) or a collective kind
     blocked: bool = False  # a matmul that waited for a collective's result
 
     @property
@@ -143,11 +203,15 @@ class Estimate:
     communication_seconds: float  # sum of collective times
     events: list[Event] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    memory_seconds: float = 0.0  # a TPU program: sum of its other kernels' times (their HBM traffic)
+    fixed_seconds: float = 0.0  # a TPU program: the least one call takes (Measured.call_seconds)
+    device_seconds: float | None = None  # a TPU program: the timeline's end, before the fixed floor
 
     @property
     def exposed_communication_seconds(self) -> float:
-        """Communication that is not hidden behind matmuls: step time minus matmul time."""
-        return max(self.seconds - self.compute_seconds, 0.0)
+        """Communication that is not hidden behind kernels: the timeline's end minus kernel time."""
+        end = self.seconds if self.device_seconds is None else self.device_seconds
+        return max(end - self.compute_seconds - self.memory_seconds, 0.0)
 
     @property
     def microseconds(self) -> float:
@@ -155,12 +219,16 @@ class Estimate:
 
     def __repr__(self) -> str:
         us = 1e6
+        kernels = f"matmuls {self.compute_seconds * us:.1f} µs, "
+        if self.device_seconds is not None:  # a TPU program
+            kernels += f"other kernels {self.memory_seconds * us:.1f} µs, "
         lines = [
             f"estimated step on TPU {self.chip.name}: {self.seconds * us:.1f} µs",
-            f"  matmuls {self.compute_seconds * us:.1f} µs, "
-            f"collectives {self.communication_seconds * us:.1f} µs, "
+            f"  {kernels}collectives {self.communication_seconds * us:.1f} µs, "
             f"exposed communication {self.exposed_communication_seconds * us:.1f} µs",
         ]
+        if self.device_seconds is not None:
+            lines.append(f"  a call takes at least {self.fixed_seconds * us:.1f} µs (the host's dispatch)")
         lines += [f"  * {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -188,13 +256,18 @@ def collective_seconds(c: Collective, chip: Chip, mesh_axes: dict[str, int]) -> 
 def estimate(report: Report, chip: str | Chip = "v5e") -> Estimate:
     """Models one step of the analysed program on a TPU ``chip`` ("v4", "v5e", "v5p", "v6e").
 
+    A program the TPU compiler wrote (``report.platform == "tpu"``) has every kernel charged, at the
+    chip's measured rates; a CPU program has its matmuls alone charged, at the published peaks (the
+    module docstring says why).
+
     Args:
-      report: the result of :func:`shardbook.comms.analyze`.
+      report: the result of :func:`shardbook.comms.analyze` (or :func:`shardbook.comms.analyze_text`).
       chip: a name from :data:`CHIPS` or a :class:`Chip`.
 
     Returns:
-      An :class:`Estimate`: ``.seconds`` per step, the matmul and collective totals, the ``.events`` of
-      the timeline (draw them with :func:`draw_timeline`) and ``.notes`` on what was assumed.
+      An :class:`Estimate`: ``.seconds`` per step (a TPU program: at least the fixed cost of a call),
+      the matmul, other-kernel (a TPU program) and collective totals, the ``.events`` of the timeline
+      (draw them with :func:`draw_timeline`) and ``.notes`` on what was assumed.
 
     Raises:
       ValueError: an unknown chip name, or a report without its program.
@@ -208,12 +281,90 @@ def estimate(report: Report, chip: str | Chip = "v5e") -> Estimate:
     sim = _Simulator(report, chip)
     ready = sim.run(report.module.entry, [0.0] * _num_params(report.module.entry))
     end = max([_latest(ready), sim.compute_free, sim.comm_free])
-    compute = sum(e.seconds for e in sim.events if e.stream == "compute") + sim.extra_compute
+    compute = sum(e.seconds for e in sim.events if e.kind == "matmul") + sim.extra_compute
     comm = sum(e.seconds for e in sim.events if e.stream == "communication") + sim.extra_comm
     notes = list(dict.fromkeys(sim.notes))
     if any(c.unknown_trip_count for c in report.collectives):
         notes.append("a loop with an unknown trip count was modelled as running once")
-    return Estimate(chip, end, compute, comm, sim.events, notes)
+    if not sim.tpu:
+        return Estimate(chip, end, compute, comm, sim.events, notes)
+    memory = sum(e.seconds for e in sim.events if e.kind == "memory") + sim.extra_memory
+    fixed = chip.measured.call_seconds if chip.measured else 0.0
+    if chip.measured is None:
+        notes.append(f"no rates measured on a TPU {chip.name}: its published peaks, and no fixed cost")
+    return Estimate(chip, max(end, fixed), compute, comm, sim.events, notes, memory, fixed, end)
+
+
+#: The records of real chips (benchmarks/tpu_record.py): ``tpu_<chip>.json`` (each program's median
+#: time, memory and provenance) and ``tpu_<chip>_programs.json.gz`` (the program the chip compiled).
+RECORDS = Path(__file__).parent / "data"
+
+#: Every recorded program's estimate is within this fraction of its measured time (tests/test_cost.py).
+CALIBRATION_TARGET = 0.15
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """One program timed on a real chip: its measured median time and the model's estimate, in seconds."""
+
+    program: str
+    family: str  # "matmul", "memory", "attention" or "training"
+    measured: float
+    estimated: float
+    matmul: float  # the matmul kernels' time
+    memory: float  # the other kernels' time
+    fixed: float  # the least one call takes
+
+    @property
+    def error(self) -> float:
+        """(estimated - measured) / measured."""
+        return self.estimated / self.measured - 1
+
+
+def record(chip: str = "v5e") -> dict[str, Any]:
+    """The record of one-chip programs timed on a real ``chip`` (``shardbook/data/tpu_<chip>.json``):
+    its provenance (``device_kind``, ``jax``, ``libtpu``, ``date``, ``command``, ``timing``) and
+    ``programs``, each with its ``family``, ``seconds`` (absent where the chip refused it), FLOPs,
+    bytes and memory_analysis."""
+    path = RECORDS / f"tpu_{chip}.json"
+    if not path.exists():
+        raise ValueError(f"no record of a real TPU {chip}: expected {path}")
+    result: dict[str, Any] = json.loads(path.read_text())
+    return result
+
+
+def calibration(chip: str = "v5e") -> list[Calibrated]:
+    """Every program of ``record(chip)`` that ran, estimated from the program the chip itself compiled
+    (the TPU-program path of :func:`estimate`) next to its measured time.
+
+    Four of the model's constants are read off four of these programs (:data:`V5E_MEASURED`), so those
+    four agree by construction; the other 24 are predictions.
+
+    Example:
+      >>> rows = calibration("v5e")
+      >>> len(rows), max(abs(r.error) for r in rows) < CALIBRATION_TARGET
+      (28, True)
+    """
+    programs = record(chip)["programs"]
+    with gzip.open(RECORDS / f"tpu_{chip}_programs.json.gz", "rt") as f:
+        texts = json.load(f)
+    rows = []
+    for name, entry in programs.items():
+        if "seconds" not in entry:  # the chip refused it (did not fit): nothing to compare
+            continue
+        est = estimate(analyze_text(texts[name]), CHIPS[chip])
+        rows.append(
+            Calibrated(
+                name,
+                entry["family"],
+                entry["seconds"],
+                est.seconds,
+                est.compute_seconds,
+                est.memory_seconds,
+                est.fixed_seconds,
+            )
+        )
+    return rows
 
 
 def _num_params(comp: Computation) -> int:
@@ -241,9 +392,16 @@ class _Simulator:
         self.events: list[Event] = []
         self.notes: list[str] = []
         self.extra_compute = 0.0  # time of loop iterations not simulated one by one
+        self.extra_memory = 0.0
         self.extra_comm = 0.0
         self.collectives = {(c.computation, c.name): c for c in report.collectives}
         self.produced_by_collective: set[str] = set()
+        self.tpu = report.platform == "tpu"  # a TPU program: every kernel is charged
+        measured = chip.measured
+        self.hbm_bandwidth = measured.hbm_bandwidth if measured and self.tpu else chip.hbm_bandwidth
+
+    def _trips(self, loop: Instruction) -> int | None:
+        return trip_count(loop, self.module, infer=self.tpu)
 
     def run(self, comp: Computation, params: list[Any]) -> Any:
         ready: dict[str, Any] = {}
@@ -272,6 +430,11 @@ class _Simulator:
             elif phase == "done":
                 ready[inst.name] = after
                 from_collective[inst.name] = True
+            elif self.tpu and inst.opcode in ("call", "conditional"):
+                ready[inst.name] = self._branch(inst, ins)
+            elif self.tpu:
+                ready[inst.name] = self._kernel(comp, inst, after, waited_on_collective)
+                from_collective[inst.name] = waited_on_collective and ready[inst.name] == after
             else:
                 flops, dtype = self._flops(comp, inst)
                 if flops:
@@ -281,13 +444,59 @@ class _Simulator:
                     from_collective[inst.name] = waited_on_collective
         return ready.get(comp.root.name, 0.0)
 
+    def _kernel(self, comp: Computation, inst: Instruction, after: float, blocked: bool) -> float:
+        """A TPU program's op: a kernel on the compute stream, at its roofline time (or free)."""
+        seconds, kind = self._kernel_seconds(comp, inst)
+        if kind == "":
+            return after
+        start = max(after, self.compute_free)
+        blocked = blocked and after > self.compute_free
+        self.compute_free = start + seconds
+        self.events.append(
+            Event("compute", f"{inst.opcode} {inst.name}", start, start + seconds, kind, blocked)
+        )
+        return start + seconds
+
+    def _branch(self, inst: Instruction, ins: list[Any]) -> Any:
+        """A call, or a conditional's costliest branch (as in :meth:`_flops`), played op by op."""
+        calls = [(k, c) for k, (_, n) in enumerate(inst.called()) if (c := self.module.computations.get(n))]
+        if not calls:
+            return _latest(ins)
+        if inst.opcode == "call":
+            return self.run(calls[0][1], ins)
+        k, branch = max(calls, key=lambda kc: self._serial_seconds(kc[1]))
+        return self.run(branch, ins[k + 1 : k + 2])  # branch k reads operand k + 1
+
+    def _kernel_seconds(self, comp: Computation, inst: Instruction) -> tuple[float, str]:
+        """(seconds, "matmul" or "memory") of one op of a TPU program; (0, "") for one that is free."""
+        if inst.opcode in ("conditional", "call", "while"):  # weighing branches: what this one runs
+            per_callee = [self._serial_seconds(c) for r, n in inst.called() if r != "condition"
+                          if (c := self.module.computations.get(n)) is not None]  # fmt: skip
+            if inst.opcode == "conditional":
+                return max(per_callee, default=0.0), "memory"
+            trips = self._trips(inst) if inst.opcode == "while" else 1
+            return sum(per_callee) * (1 if trips is None else trips), "memory"
+        nbytes = tpu_hbm_bytes(self.module, comp, inst)
+        if nbytes is None:
+            return 0.0, ""
+        flops, _ = self._flops(comp, inst)
+        memory = nbytes / self.hbm_bandwidth
+        if not flops:
+            return memory, "memory"
+        rate = measured_matmul_rate(self.chip, _dot_dtype(self.module, comp, inst))
+        return max(flops / rate, memory), "matmul"
+
+    def _serial_seconds(self, comp: Computation) -> float:
+        """Kernel time of a computation of a TPU program, its kernels run one after another."""
+        return sum(self._kernel_seconds(comp, sub)[0] for sub in comp.instructions)
+
     def _loop(self, inst: Instruction, state: Any) -> Any:
         calls = dict(inst.called())
         body = self.module.computations.get(calls.get("body", ""))
         if body is None:
             return state
-        n = inst.backend_config().get("known_trip_count", {}).get("n")
-        trips = int(n) if n is not None else 1
+        n = self._trips(inst)
+        trips = n if n is not None else 1
         simulated = min(trips, self.MAX_SIMULATED_ITERATIONS)
         marks = []
         for _ in range(simulated):
@@ -299,7 +508,8 @@ class _Simulator:
             step = max(self.compute_free - c0, self.comm_free - m0, _latest(state) - s0)
             last = self.events[e0:]
             rest = trips - simulated
-            self.extra_compute += rest * sum(e.seconds for e in last if e.stream == "compute")
+            self.extra_compute += rest * sum(e.seconds for e in last if e.kind == "matmul")
+            self.extra_memory += rest * sum(e.seconds for e in last if e.kind == "memory")
             self.extra_comm += rest * sum(e.seconds for e in last if e.stream == "communication")
             self.compute_free += rest * step
             self.comm_free += rest * step
@@ -329,13 +539,13 @@ class _Simulator:
             body = self.module.computations.get(calls.get("body", ""))
             if body is None:
                 return 0, ""
-            n = inst.backend_config().get("known_trip_count", {}).get("n")
+            n = self._trips(inst)
             total, dtype = 0, ""
             for sub in body.instructions:
                 f, d = self._flops(body, sub)
                 if f:
                     total, dtype = total + f, d
-            return total * (int(n) if n is not None else 1), dtype
+            return total * (n if n is not None else 1), dtype
         if inst.opcode in ("fusion", "call", "custom-call", "conditional"):
             # A conditional runs one of its branches: it is charged its costliest one (in an SPMD
             # program whose devices meet after it, the device on that branch sets the pace).
@@ -391,10 +601,197 @@ def _operand_dtype(comp: Computation, inst: Instruction) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------
+# a TPU program's HBM traffic
+
+# ops that move no data: views, the loop state, and the halves of async pairs whose start is charged
+_FREE_OPS = {
+    "parameter", "constant", "bitcast", "get-tuple-element", "tuple", "after-all", "partition-id",
+    "replica-id", "opt-barrier", "add-dependency", "domain", "copy-done", "slice-done", "async-done",
+    "async-update", "send-done", "recv-done",
+}  # fmt: skip
+# custom calls the TPU compiler inserts that allocate or relabel a buffer without moving it
+_FREE_CUSTOM_CALLS = ("ConcatBitcast", "AllocateBuffer", "AssumeGatherIndicesInBound")
+# ops inside a fusion through which it reads only part of an operand (the part is its result)
+_SLICING_OPS = ("dynamic-slice", "slice", "gather")
+_ARRAY_LAYOUT_RE = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\](\{[^{}]*\})?")
+
+
+def hbm_bytes(type_text: str) -> int:
+    """Bytes of the arrays in an HLO type that live in HBM, each padded to its layout's tile.
+
+    A TPU layout names the memory space of an array not in HBM (``S(1)``: the chip's VMEM, ``S(2)``
+    sync flags, ``S(6)`` scalar memory) and the tile the array is stored in (``T(8,128)``: its two
+    most minor dimensions padded to multiples of 8 and 128).
+
+    Example:
+      >>> hbm_bytes("f32[16384,8192]{1,0:T(8,128)}") == 16384 * 8192 * 4
+      True
+      >>> hbm_bytes("f32[8,1024]{1,0:T(8,128)S(1)}"), hbm_bytes("f32[8,100]{1,0:T(8,128)}")
+      (0, 4096)
+    """
+    total = 0
+    for m in _ARRAY_LAYOUT_RE.finditer(type_text):
+        dtype, layout = m.group(1), m.group(3) or ""
+        if re.search(r"S\([1-9]", layout):
+            continue
+        dims = [int(d) for d in m.group(2).split(",") if d]
+        tile = re.search(r":(?:[^T]*)T\(([0-9,]+)\)", layout)
+        if tile and dims:
+            order = [int(d) for d in layout[1:].split(":")[0].split(",") if d.strip()]
+            physical = [dims[d] for d in reversed(order)] if len(order) == len(dims) else dims
+            sizes = [int(t) for t in tile.group(1).split(",")]
+            for k, t in enumerate(reversed(sizes)):
+                if k < len(physical):
+                    physical[-1 - k] = -(-physical[-1 - k] // t) * t
+            dims = physical
+        total += math.prod(dims) * DTYPE_BYTES.get(dtype, 4)
+    return total
+
+
+def tpu_hbm_bytes(module: Module, comp: Computation, inst: Instruction) -> int | None:
+    """HBM bytes one top-level op of a TPU program reads and writes; None for an op that is free.
+
+    * an op reads its operands and writes its result; an array in VMEM costs nothing (:func:`hbm_bytes`);
+    * a fusion that reads an operand only through slices inside it (a scanned layer's weights, sliced
+      from the stacked [L, ...] buffer) reads the slices, not the buffer;
+    * a dynamic-update-slice, alone or as a fusion's result, is done in place: it writes its update,
+      and does not read the buffer it updates;
+    * an async copy or slice (``copy-start``, ``slice-start``) moves its bytes when it starts (charged
+      like a kernel: it shares HBM with the kernels around it); a copy the compiler prefetches across
+      calls (``cross_program_prefetch_index``) overlaps the previous call and is free;
+    * views, the loop state and allocations (bitcast, get-tuple-element, tuple, parameter, constant,
+      ``ConcatBitcast``) are free.
+    """
+    op = inst.opcode
+    if op in _FREE_OPS or op == "while":
+        return None
+    if op == "custom-call" and any(f'"{t}"' in inst.attrs_text for t in _FREE_CUSTOM_CALLS):
+        return None
+    types = tuple_elements(inst.type_text)
+    if op == "copy-start":
+        if inst.attr("cross_program_prefetch_index") is not None:
+            return None
+        return sum(hbm_bytes(t) for t in types[:2])  # (destination, source, context)
+    if op == "slice-start":  # ((source), result, context): reads the slice, writes it
+        source = comp.by_name.get(inst.operands[0]) if inst.operands else None
+        result = types[1] if len(types) > 1 else ""
+        read = _unpadded(result) if source is not None and hbm_bytes(source.type_text) else 0
+        return read + hbm_bytes(result)
+    written = hbm_bytes(inst.type_text)
+    operands = [comp.by_name[o] for o in inst.operands if o in comp.by_name]
+    if op == "dynamic-update-slice" and len(operands) > 1:
+        update = operands[1]
+        return hbm_bytes(update.type_text) + (_unpadded(update.type_text) if written else 0)
+    if op in ("dynamic-slice", "slice", "gather") and operands:
+        read = _unpadded(inst.type_text) if hbm_bytes(operands[0].type_text) else 0
+        return read + written + sum(hbm_bytes(o.type_text) for o in operands[1:])
+    if op == "fusion":
+        callee = module.computations.get(dict(inst.called()).get("calls", ""))
+        if callee is not None:
+            return _fusion_bytes(module, callee, types, operands)
+    return written + sum(hbm_bytes(o.type_text) for o in operands)
+
+
+def _fusion_bytes(module: Module, callee: Computation, types: list[str], operands: list[Instruction]) -> int:
+    """The HBM traffic of a fusion: its results written (an in-place update: the update), its operands
+    read (one read only through slices: the slices)."""
+    root = callee.root
+    results = root.operands if root.opcode == "tuple" else [root.name]
+    in_place: set[int] = set()
+    total = 0
+    for k, type_text in enumerate(types):
+        value = _down_views(callee, results[k]) if k < len(results) else None
+        if value is not None and value.opcode == "dynamic-update-slice" and len(value.operands) > 1:
+            buffer = _down_views(callee, value.operands[0])
+            if buffer is not None and buffer.opcode == "parameter" and buffer.operand_text.isdigit():
+                in_place.add(int(buffer.operand_text))
+            update = callee.by_name.get(value.operands[1])
+            total += _unpadded(update.type_text) if update is not None and hbm_bytes(type_text) else 0
+        else:
+            total += hbm_bytes(type_text)
+    for index, operand in enumerate(operands):
+        if index in in_place:
+            continue
+        full = hbm_bytes(operand.type_text)
+        sliced = _sliced_read(module, callee, index) if full else None
+        total += min(full, sliced) if sliced is not None else full
+    return total
+
+
+def _sliced_read(module: Module, comp: Computation, index: int, depth: int = 0) -> int | None:
+    """Bytes a fused computation reads of its parameter ``index`` when every use of it (through views
+    and nested fusions) is the sliced operand of a slice; None when some use reads all of it."""
+    param = next(
+        (i for i in comp.instructions if i.opcode == "parameter" and i.operand_text == str(index)), None
+    )
+    if param is None or depth > 8:
+        return None
+    views, frontier, total = {param.name}, [param.name], 0
+    while frontier:
+        name = frontier.pop()
+        if name == comp.root.name:
+            return None  # the whole operand leaves the computation
+        for user in (i for i in comp.instructions if name in i.operands):
+            nested = module.computations.get(dict(user.called()).get("calls", ""))
+            if user.opcode == "bitcast" or (nested is not None and _is_view_of_parameter(nested)):
+                if user.name not in views:  # a view, or a fused computation that only makes one
+                    views.add(user.name)
+                    frontier.append(user.name)
+            elif user.opcode in _SLICING_OPS and user.operands[0] == name and name not in user.operands[1:]:
+                total += _unpadded(user.type_text)
+            elif user.opcode == "fusion" and nested is not None:
+                reads = [
+                    _sliced_read(module, nested, k, depth + 1)
+                    for k, o in enumerate(user.operands)
+                    if o == name
+                ]
+                if any(r is None for r in reads):
+                    return None
+                total += sum(r for r in reads if r is not None)
+            else:
+                return None
+    return total
+
+
+def _is_view_of_parameter(comp: Computation) -> bool:
+    """A fused computation whose result is its parameter seen through bitcasts (``bitcast_fusion``)."""
+    root = _down_views(comp, comp.root.name)
+    return root is not None and root.opcode == "parameter"
+
+
+def _down_views(comp: Computation, name: str) -> Instruction | None:
+    """The value ``name`` is a view of (through bitcasts and fused bitcast computations' inputs)."""
+    inst = comp.by_name.get(name)
+    while inst is not None and inst.opcode == "bitcast" and inst.operands:
+        inst = comp.by_name.get(inst.operands[0])
+    return inst
+
+
+def _unpadded(type_text: str) -> int:
+    return sum(a.nbytes for a in parse_type(type_text))
+
+
+def _dot_dtype(module: Module, comp: Computation, inst: Instruction) -> str:
+    """The operand type that sets a TPU matmul's rate: f32 if any matmul ``inst`` runs reads f32, else
+    the first matmul's first operand's type."""
+    found: list[str] = []
+    stack = [(comp, inst)]
+    while stack and len(found) < 64:
+        c, i = stack.pop()
+        if i.opcode in ("dot", "convolution"):
+            found += [src.arrays[0].dtype for o in i.operands[:2] if (src := c.by_name.get(o)) and src.arrays]
+        for _, name in i.called():
+            if (callee := module.computations.get(name)) is not None:
+                stack += [(callee, sub) for sub in reversed(callee.instructions)]
+    return "f32" if "f32" in found else (found[0] if found else "bf16")
+
+
+# ---------------------------------------------------------------------------------------------------
 # the picture
 
 _COLOURS = {
     "matmul": "#4C72B0",
+    "memory": "#B0B0B0",
     "all-gather": "#DD8452",
     "all-reduce": "#C44E52",
     "reduce-scatter": "#8172B3",
@@ -404,7 +801,8 @@ _COLOURS = {
 
 
 def draw_timeline(est: Estimate, ax: Any = None, title: str | None = None) -> Any:
-    """Draws one step as two rows of bars — matmuls and collectives — against time in µs.
+    """Draws one step as two rows of bars — matmuls (a TPU program: all its kernels, the memory-bound
+    ones grey) and collectives — against time in µs.
 
     A matmul that had to wait for a collective's result is hatched. Returns the matplotlib Axes.
     """
@@ -427,7 +825,9 @@ def draw_timeline(est: Estimate, ax: Any = None, title: str | None = None) -> An
             linewidth=0.5,
             hatch="//" if e.blocked else None,
         )
-    ax.set_yticks([1, 0], ["matmuls", "collectives"], fontsize=11)
+    ax.set_yticks(
+        [1, 0], ["matmuls" if est.device_seconds is None else "kernels", "collectives"], fontsize=11
+    )
     ax.set_xlabel("µs", fontsize=11)
     ax.tick_params(axis="x", labelsize=10, labelbottom=True)  # numbers on every panel, shared axis or not
     end = max([est.seconds, *(e.end for e in est.events)]) * 1e6
@@ -455,11 +855,16 @@ def draw_timeline(est: Estimate, ax: Any = None, title: str | None = None) -> An
 __all__ = [
     "CHIPS",
     "INT32_MATMUL_SLOWDOWN",
+    "V5E_MEASURED",
     "Chip",
     "Estimate",
     "Event",
+    "Measured",
     "collective_seconds",
     "draw_timeline",
     "estimate",
+    "hbm_bytes",
     "matmul_rate",
+    "measured_matmul_rate",
+    "tpu_hbm_bytes",
 ]

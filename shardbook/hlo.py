@@ -66,6 +66,19 @@ def parse_type(text: str) -> list[ArrayType]:
     ]
 
 
+def tuple_elements(text: str) -> list[str]:
+    """The top-level elements of a type's text, layouts kept; an array type is its own one element.
+
+    Example:
+      >>> tuple_elements("(f32[8]{0:T(256)S(1)}, (s32[], u32[]), f32[2,2]{1,0})")
+      ['f32[8]{0:T(256)S(1)}', '(s32[], u32[])', 'f32[2,2]{1,0}']
+    """
+    text = _COMMENT_RE.sub("", text.strip())
+    if not text.startswith("("):
+        return [text]
+    return [t.strip() for t in _split_top(text[1:-1]) if t.strip()]
+
+
 @dataclass
 class Instruction:
     """One HLO instruction: ``%name = type opcode(operands), attributes``."""

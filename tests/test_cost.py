@@ -1,6 +1,9 @@
-"""Tests for shardbook.cost: the TPU model on real compiled programs of 8 simulated devices."""
+"""Tests for shardbook.cost: the TPU model on real compiled programs of 8 simulated devices, and on the
+programs a real TPU v5e ran (shardbook/data/tpu_v5e.json)."""
 
 import functools
+import gzip
+import json
 
 import jax
 import jax.numpy as jnp
@@ -162,3 +165,120 @@ def test_a_loop_inside_a_branch_is_charged_every_trip():
     once = cost.estimate(comms.analyze(jax.jit(lambda a, w: (a @ w[0]).sum()), a, w))
     branches = cost.estimate(comms.analyze(jax.jit(looped), a, w, jnp.int32(1)))
     assert branches.compute_seconds == pytest.approx(4 * once.compute_seconds, rel=0.05)
+
+
+# ---------------------------------------------------------------------------------------------------
+# TPU programs: the kernels the chip's own compiler wrote, against one-chip times measured on a v5e
+
+# A scanned layer as the TPU compiler writes it: one fusion reads layer i's weights from the stacked
+# [12, ...] buffer (a dynamic-slice inside it), one writes a layer back in place (a dynamic-update-slice
+# as the fusion's result), one plain copy reads and writes the whole buffer. The index lives in scalar
+# memory (S(6)) and the sliced layer in VMEM (S(1)): neither touches HBM.
+_TPU_SNIPPET = """HloModule stacked, is_scheduled=true
+
+%fused_slice (p0: f32[12,256,512], p1: s32[]) -> f32[1,256,512] {
+  %p0 = f32[12,256,512]{2,1,0:T(8,128)} parameter(0)
+  %p1 = s32[]{:T(128)} parameter(1)
+  %z = s32[]{:T(128)} constant(0)
+  ROOT %ds = f32[1,256,512]{2,1,0:T(8,128)} dynamic-slice(%p0, %p1, %z, %z), dynamic_slice_sizes={1,256,512}
+}
+
+%fused_update (q0: f32[12,256,512], q1: f32[1,256,512], q2: s32[]) -> f32[12,256,512] {
+  %q0 = f32[12,256,512]{2,1,0:T(8,128)} parameter(0)
+  %q1 = f32[1,256,512]{2,1,0:T(8,128)S(1)} parameter(1)
+  %q2 = s32[]{:T(128)} parameter(2)
+  %zero.1 = s32[]{:T(128)} constant(0)
+  ROOT %dus = f32[12,256,512]{2,1,0:T(8,128)} dynamic-update-slice(%q0, %q1, %q2, %zero.1, %zero.1)
+}
+
+ENTRY %main (w: f32[12,256,512], i: s32[], u: f32[1,256,512]) -> f32[12,256,512] {
+  %w = f32[12,256,512]{2,1,0:T(8,128)} parameter(0)
+  %i = s32[]{:T(128)S(6)} parameter(1)
+  %u = f32[1,256,512]{2,1,0:T(8,128)} parameter(2)
+  %layer = f32[1,256,512]{2,1,0:T(8,128)S(1)} fusion(%w, %i), kind=kLoop, calls=%fused_slice
+  %updated = f32[12,256,512]{2,1,0:T(8,128)} fusion(%w, %layer, %i), kind=kLoop, calls=%fused_update
+  %view = f32[12,256,512]{2,1,0:T(8,128)} bitcast(%updated)
+  %again = f32[12,256,512]{2,1,0:T(8,128)} dynamic-update-slice(%view, %u, %i, %i, %i)
+  ROOT %whole = f32[12,256,512]{2,1,0:T(8,128)} copy(%again)
+}
+"""
+_LAYER = 256 * 512 * 4  # one f32[1,256,512] layer
+_STACK = 12 * _LAYER
+
+
+def test_tpu_hbm_bytes_slices_and_in_place_updates():
+    # property: a fused dynamic-slice reads its slice, not the stacked buffer; a dynamic-update-slice
+    # (fused or alone) writes its update in place; VMEM and scalar memory cost nothing; views are free
+    report = comms.analyze_text(_TPU_SNIPPET)
+    assert report.platform == "tpu", "the tiled layouts T(8,128) mark the text as a TPU program"
+    module = report.module
+    entry = module.entry
+    charged = {i.name: cost.tpu_hbm_bytes(module, entry, i) for i in entry.instructions}
+    expected = {
+        "w": None,
+        "i": None,
+        "u": None,
+        "layer": _LAYER,  # the slice read; the result lands in VMEM
+        "updated": _LAYER,  # the update written; the VMEM operand and the index are free
+        "view": None,
+        "again": 2 * _LAYER,  # the update read from HBM and written in place
+        "whole": 2 * _STACK,  # a copy reads and writes all of it
+    }
+    assert charged == expected, f"expected HBM bytes per op {expected}, got {charged}"
+
+
+def test_estimate_of_a_tpu_program_charges_every_kernel():
+    # property: each kernel of a TPU program takes its HBM bytes at the measured bandwidth, one after
+    # another; a call takes at least the measured fixed cost
+    est = cost.estimate(comms.analyze_text(_TPU_SNIPPET), chip="v5e")
+    measured = cost.CHIPS["v5e"].measured
+    assert measured is not None
+    kernels = (_LAYER + _LAYER + 2 * _LAYER + 2 * _STACK) / measured.hbm_bandwidth
+    assert [e.kind for e in est.events] == ["memory"] * 4
+    assert est.device_seconds == pytest.approx(kernels)
+    assert est.memory_seconds == pytest.approx(kernels) and est.compute_seconds == 0
+    assert est.seconds == pytest.approx(max(kernels, measured.call_seconds))
+    assert "other kernels" in repr(est) and "at least" in repr(est)
+
+
+def test_v5e_measured_rates_are_read_off_the_record():
+    # property: each measured constant is what its program of shardbook/data/tpu_v5e.json says (0.5%)
+    record = cost.record("v5e")["programs"]
+    m = cost.V5E_MEASURED
+
+    def rate(name):
+        return record[name]["flops"] / record[name]["seconds"]
+
+    assert m.bf16_matmul_flops == pytest.approx(rate("matmul bfloat16 8192"), rel=0.005)
+    assert m.f32_matmul_flops == pytest.approx(rate("matmul float32 4096"), rel=0.02)
+    add = record["add f32"]
+    assert m.hbm_bandwidth == pytest.approx(add["bytes_accessed"] / add["seconds"], rel=0.005)
+    assert m.call_seconds == pytest.approx(record["one small add"]["seconds"], rel=0.005)
+
+
+def test_tpu_estimates_within_fifteen_percent_of_the_v5e_record():
+    # property: the TPU-program path estimates every recorded one-chip program that ran within 15% of
+    # its measured median, from the program the chip's own compiler wrote
+    TARGET = cost.CALIBRATION_TARGET
+    rows = cost.calibration("v5e")
+    assert len(rows) == 28, f"expected the 28 programs that ran on the v5e, got {len(rows)}"
+    wrong = [
+        f"{r.program}: measured {r.measured * 1e3:.3f} ms, estimated {r.estimated * 1e3:.3f} ms "
+        f"({r.error:+.1%}; matmuls {r.matmul * 1e3:.3f}, memory {r.memory * 1e3:.3f} ms)"
+        for r in rows
+        if abs(r.error) > TARGET
+    ]
+    assert not wrong, f"estimates more than {TARGET:.0%} from the v5e's times:\n" + "\n".join(wrong)
+
+
+def test_tpu_loops_run_every_trip_without_known_trip_count():
+    # regression: the TPU compiler drops known_trip_count from a scan over layers; the analyzer reads
+    # the count (12 layers) from the loop's condition, so the GPT step's FLOPs are not counted once
+    with gzip.open(cost.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
+        text = json.load(f)["GPT 0.16B Adam step"]
+    report = comms.analyze_text(text)
+    body_once = cost.record("v5e")["programs"]["GPT 0.16B Adam step"]["flops"]
+    assert "no known trip count" not in " ".join(report.notes)
+    # 6 × 124M non-embedding parameters × 8192 tokens, plus the recomputed forward and attention
+    assert 7.5e12 < report.flops < 9e12, f"expected about 8.2 TFLOP, got {report.flops:.3g}"
+    assert report.flops > 3 * body_once

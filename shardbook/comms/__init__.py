@@ -24,8 +24,10 @@ One module per concern (each readable in one sitting; the names below are re-exp
                   from a copy scheduled for memory (XLA:CPU's default keeps every all-gather alive).
 
 ``compiled.cost_analysis()`` counts a while-loop body once; the FLOPs here are multiplied by the trip
-counts XLA records in each loop's ``backend_config`` (``known_trip_count``). A loop without one is
-counted once and flagged (``Collective.unknown_trip_count``, ``Report.notes``).
+counts XLA records in each loop's ``backend_config`` (``known_trip_count``). The TPU compiler drops that
+record from the loops it rewrites: in a TPU program the count is read from the loop's condition
+(:func:`trip_count`). A loop with neither is counted once and flagged (``Collective.unknown_trip_count``,
+``Report.notes``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .queries import (
     flops_per_computation,
     largest_intermediates,
     total_flops,
+    trip_count,
 )
 from .report import COLLECTIVE_KINDS, Collective, Report, format_bytes, ring_bytes, source_text
 
@@ -67,4 +70,5 @@ __all__ = [
     "ring_bytes",
     "source_text",
     "total_flops",
+    "trip_count",
 ]

@@ -114,7 +114,8 @@ def analyze_text(text: str, mesh: Any = None, executed_text: str | None = None) 
     else:
         mesh_shape = dict(zip(mesh.axis_names, mesh.devices.shape, strict=True))
     num_devices = num_partitions(text) or (math.prod(mesh_shape.values()) if mesh_shape else 1)
-    executions, unknown, notes = executions_per_computation(module)
+    platform = platform_of_text(text)
+    executions, unknown, notes = executions_per_computation(module, infer_trip_counts=platform == "tpu")
     collectives = collectives_in(module, executions, unknown, mesh_shape, num_devices)
     flops = total_flops(module, executions)
     notes = list(dict.fromkeys(notes))
@@ -131,7 +132,10 @@ def analyze_text(text: str, mesh: Any = None, executed_text: str | None = None) 
         notes.append("some all-reduce/reduce-scatter reducers were promoted to f32; reported as bf16")
     if any(c.emitted_as for c in collectives):
         notes.append(
-            "the CPU backend runs all-reduce + dynamic-slice, a pair that XLA:GPU fuses into one "
+            "the TPU compiler fuses an all-reduce and the dynamic-slice after it into one reduce-scatter "
+            "(a fusion calling %all-reduce-scatter); reported as reduce-scatter, with (n-1)/n of the bytes"
+            if platform == "tpu"
+            else "the CPU backend runs all-reduce + dynamic-slice, a pair that XLA:GPU fuses into one "
             "reduce-scatter; reported as reduce-scatter, with (n-1)/n of the bytes"
         )
     return Report(
@@ -143,7 +147,7 @@ def analyze_text(text: str, mesh: Any = None, executed_text: str | None = None) 
         module=module,
         text=text,
         executions=executions,
-        platform=platform_of_text(text),
+        platform=platform,
     )
 
 

@@ -53,12 +53,132 @@ def types_of(comp: Computation, name: str) -> list[ArrayType]:
 # loops: how many times each computation runs
 
 
-def executions_per_computation(module: Module) -> tuple[dict[str, int], set[str], list[str]]:
+def trip_count(loop: Instruction, module: Module, infer: bool = True) -> int | None:
+    """How many times a while op runs its body: XLA's ``known_trip_count``, or (``infer``) read from
+    a counted loop's condition when XLA left none; None when neither says.
+
+    The TPU compiler drops ``known_trip_count`` from the loops it rewrites (a scan over layers comes
+    out as ``counter < 12`` and nothing else), so the count is read the way XLA's own analysis does:
+    the condition compares one element of the loop state with a constant, the body adds a constant to
+    that element, and the caller starts it at a constant.
+
+    Example:
+      >>> m = parse_module('''HloModule m
+      ... %cond (s: (s32[])) -> pred[] {
+      ...   %s = (s32[]) parameter(0)
+      ...   %i = s32[] get-tuple-element(%s), index=0
+      ...   %n = s32[] constant(12)
+      ...   ROOT %lt = pred[] compare(%i, %n), direction=LT
+      ... }
+      ... %body (s.1: (s32[])) -> (s32[]) {
+      ...   %s.1 = (s32[]) parameter(0)
+      ...   %i.1 = s32[] get-tuple-element(%s.1), index=0
+      ...   %one = s32[] constant(1)
+      ...   %next = s32[] add(%i.1, %one)
+      ...   ROOT %t = (s32[]) tuple(%next)
+      ... }
+      ... ENTRY %main () -> (s32[]) {
+      ...   %zero = s32[] constant(0)
+      ...   %init = (s32[]) tuple(%zero)
+      ...   ROOT %w = (s32[]) while(%init), condition=%cond, body=%body
+      ... }''')
+      >>> trip_count(m.entry.root, m), trip_count(m.entry.root, m, infer=False)
+      (12, None)
+    """
+    n = loop.backend_config().get("known_trip_count", {}).get("n")
+    if n is not None:
+        return int(n)
+    calls = dict(loop.called())
+    cond, body = (
+        module.computations.get(calls.get("condition", "")),
+        module.computations.get(calls.get("body", "")),
+    )
+    caller = module.computations.get(loop.computation)
+    if not infer or cond is None or body is None or caller is None or cond.root.opcode != "compare":
+        return None
+    sides = [_through_copies(cond, o) for o in cond.root.operands]
+    if len(sides) != 2:
+        return None
+    direction = cond.root.attr("direction") or ""
+    if sides[0] is not None and sides[0].opcode == "constant":  # bound < counter: swap the sides
+        sides.reverse()
+        direction = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE"}.get(direction, direction)
+    counter, bound = sides
+    if (
+        counter is None
+        or bound is None
+        or counter.opcode != "get-tuple-element"
+        or bound.opcode != "constant"
+    ):
+        return None
+    index = int(counter.attr("index") or 0)
+    start, step, end = _tuple_constant(caller, loop.operands[0], index), _step(body, index), _int(bound)
+    if start is None or step is None or end is None or step == 0:
+        return None
+    if direction in ("LT", "LE") and step > 0:
+        span = end - start + (direction == "LE")
+    elif direction in ("GT", "GE") and step < 0:
+        span = start - end + (direction == "GE")
+    elif direction == "NE" and (end - start) % step == 0 and (end - start) // step >= 0:
+        return (end - start) // step
+    else:
+        return None
+    return max(-(-span // abs(step)), 0)
+
+
+def _through_copies(comp: Computation, name: str) -> Instruction | None:
+    inst = comp.by_name.get(name)
+    while inst is not None and inst.opcode in ("copy", "bitcast", "convert") and inst.operands:
+        inst = comp.by_name.get(inst.operands[0])
+    return inst
+
+
+def _int(inst: Instruction | None) -> int | None:
+    if inst is None or inst.opcode != "constant":
+        return None
+    try:
+        return int(inst.operand_text)
+    except ValueError:
+        return None
+
+
+def _tuple_constant(comp: Computation, name: str, index: int) -> int | None:
+    """The constant that element ``index`` of the tuple ``name`` starts at, if it is one."""
+    tup = comp.by_name.get(name)
+    if tup is None or tup.opcode != "tuple" or index >= len(tup.operands):
+        return None
+    return _int(_through_copies(comp, tup.operands[index]))
+
+
+def _step(body: Computation, index: int) -> int | None:
+    """What the body adds to element ``index`` of the loop state each trip (a constant), if it does."""
+    root = body.root
+    if root.opcode != "tuple" or index >= len(root.operands):
+        return None
+    update = _through_copies(body, root.operands[index])
+    if update is None or update.opcode not in ("add", "subtract") or len(update.operands) != 2:
+        return None
+    a, b = (_through_copies(body, o) for o in update.operands)
+    if a is not None and a.opcode == "constant" and update.opcode == "add":
+        a, b = b, a
+    if a is None or a.opcode != "get-tuple-element" or int(a.attr("index") or 0) != index:
+        return None
+    step = _int(b)
+    if step is None:
+        return None
+    return -step if update.opcode == "subtract" else step
+
+
+def executions_per_computation(
+    module: Module, infer_trip_counts: bool = False
+) -> tuple[dict[str, int], set[str], list[str]]:
     """(computation -> times it runs per call, computations inside an unknown-trip-count loop, notes).
 
     A while body runs ``known_trip_count`` times per execution of the while op (its condition once
     more); fusions, reducers and branches run as often as their caller (branches: an upper bound).
     ``compiled.cost_analysis()`` counts a loop body once; this is why the analyzer counts for itself.
+    With ``infer_trip_counts`` (a TPU program, whose compiler drops ``known_trip_count``), a loop
+    without one is counted by :func:`trip_count` from its condition.
     """
     counts: dict[str, int] = {}
     unknown: set[str] = set()
@@ -76,7 +196,7 @@ def executions_per_computation(module: Module) -> tuple[dict[str, int], set[str]
                 continue
             trip, unknown_here = 1, False
             if inst.opcode == "while":
-                n = inst.backend_config().get("known_trip_count", {}).get("n")
+                n = trip_count(inst, module, infer=infer_trip_counts)
                 if n is None:
                     unknown_here = True
                     notes.append(
