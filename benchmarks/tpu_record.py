@@ -111,7 +111,25 @@ def record_program(program: tpu_programs.Program, repeats: int, texts: dict) -> 
         row.update(time_calls(program, args, repeats))
     except Exception as e:
         row["run_raises"] = first_lines(e)
+    # the most this process has held so far: a program's own peak when it is the only one run (--only)
+    row["peak_bytes_in_use"] = int((jax.devices()[0].memory_stats() or {}).get("peak_bytes_in_use", 0))
     return row
+
+
+def merged(path: str, new: dict, new_texts: dict) -> tuple[dict, dict]:
+    """The record at ``path`` and its programs' texts, with ``new``'s programs added (or replaced), each
+    carrying the provenance of the run that recorded it (``recorded``: JAX, libtpu, date, command)."""
+    with open(path) as f:
+        record = json.load(f)
+    with gzip.open(path.replace(".json", "_programs.json.gz"), "rt") as f:
+        texts = json.load(f)
+    if new["device_kind"] != record["device_kind"]:
+        raise SystemExit(f"{path} records a {record['device_kind']}, this chip is a {new['device_kind']}")
+    provenance = {k: new[k] for k in ("jax", "libtpu", "python", "date", "command")}
+    for name, row in new["programs"].items():
+        record["programs"][name] = {**row, "recorded": provenance}
+    texts.update(new_texts)
+    return record, texts
 
 
 def main() -> None:
@@ -119,6 +137,12 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="a folder")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--only", default="", help="record programs whose name contains this")
+    parser.add_argument(
+        "--merge",
+        default="",
+        help="an earlier record (tpu_<kind>.json, its programs beside it): write it back with the programs "
+        "recorded now added, each with the provenance of this run",
+    )
     args = parser.parse_args()
 
     device = jax.devices()[0]
@@ -141,7 +165,8 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "command": "python -m benchmarks.tpu_record --out DIR"
         + (f" --repeats {args.repeats}" if args.repeats != 7 else "")
-        + (f" --only {args.only!r}" if args.only else ""),
+        + (f" --only {args.only!r}" if args.only else "")
+        + (" --merge RECORD" if args.merge else ""),
         "timing": f"median of {args.repeats} batches of back-to-back calls, each batch about 50 ms",
         "programs": {},
     }
@@ -153,6 +178,8 @@ def main() -> None:
         record["programs"][program.name] = row
         shown = {k: v for k, v in row.items() if k not in ("about",)}
         print(program.name, json.dumps(shown)[:400], flush=True)
+    if args.merge:
+        record, texts = merged(args.merge, record, texts)
     with open(f"{args.out}/tpu_{kind}.json", "w") as f:
         json.dump(record, f, indent=1)
     with gzip.open(f"{args.out}/tpu_{kind}_programs.json.gz", "wt") as f:

@@ -56,6 +56,24 @@ def test_compile_for_tpu_gives_the_tpu_program(cache):
     assert program.verdict().startswith("fits a TPU v5e chip: peak ")
 
 
+def _partial_sums(devices):
+    """A builder: the contracted dimension split over 'Y', the result split over both axes."""
+    mesh = jax.make_mesh((2, 4), ("X", "Y"), (AxisType.Auto,) * 2, devices=devices)
+    a = jax.ShapeDtypeStruct((256, 1024), jnp.float32, sharding=NamedSharding(mesh, P("X", "Y")))
+    w = jax.ShapeDtypeStruct((1024, 2048), jnp.float32, sharding=NamedSharding(mesh, P("Y", None)))
+    return jax.jit(jnp.matmul, out_shardings=NamedSharding(mesh, P("X", "Y"))), (a, w)
+
+
+def test_a_tpu_programs_reduce_scatter_is_said_as_the_tpu_runs_it(cache):
+    # regression: the TPU compiler fuses the all-reduce and its slice into a fusion calling
+    # %all-reduce-scatter; the report's note names that, not the CPU backend's all-reduce + slice
+    report = comms.analyze(tpu.compile_for_tpu(_partial_sums, "v5e-8"))
+    assert report.count("reduce-scatter") == 1 and report.count("all-reduce") == 0
+    assert "calls=%all-reduce-scatter" in report.text
+    assert any("TPU compiler fuses" in n for n in report.notes), report.notes
+    assert not any("CPU backend" in n for n in report.notes), report.notes
+
+
 def test_compile_for_tpu_reads_back_what_did_not_change(cache):
     # property: the same program is read from the cache (no compile), a changed one is compiled
     first = tpu.compile_for_tpu(_matmul(1024), "v5e-8")
@@ -138,10 +156,24 @@ def test_a_one_chip_compile_here_matches_the_chips(name):
 
 @pytest.mark.parametrize("name", ["GPT 0.84B Adam step", "GPT 1.42B Adam step"])
 def test_a_one_chip_refusal_here_matches_the_chips(name):
-    # property: a program the real chip refused is refused here with the same figures
+    # property: a program the real chip's compiler refused is refused here with the same figures
     program = tpu.compile_for_tpu(_one_chip(name), "v5e-1")
-    assert not program.fits
+    assert not program.compiled and not program.fits
     assert (program.needs_bytes, program.hbm_bytes) == comms.parse_hbm_oom(RECORD["programs"][name]["raises"])
+
+
+@pytest.mark.parametrize("name", [n for n, p in RECORD["programs"].items() if p["family"] == "training"])
+def test_fits_is_whether_the_real_chip_ran_it(name):
+    # property: the verdict here is what happened on the chip. The step whose state is not donated is the
+    # case that needs the peak as well as the compiler: both compilers accept it, and the chip then fails
+    # to allocate its buffers (its arguments, outputs and temporaries add up to 16.34 GiB)
+    chip = RECORD["programs"][name]
+    program = tpu.compile_for_tpu(_one_chip(name), "v5e-1")
+    assert program.compiled == ("raises" not in chip), program.verdict()
+    assert program.fits == ("seconds" in chip), program.verdict()
+    if "run_raises" in chip:
+        assert "RuntimeBufferAllocationFailure" in chip["run_raises"]
+        assert program.verdict().startswith("does not fit a TPU v5e chip: compiles, but its peak is 16.34 GiB")
 
 
 def test_usable_hbm_is_the_chips():

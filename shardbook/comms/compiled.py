@@ -4,7 +4,9 @@ compiled for a TPU, its text or its refusal (:class:`TpuProgram`).
 :func:`shardbook.compile_for_tpu` makes these; :func:`~shardbook.comms.analyze` and
 :func:`~shardbook.comms.footprint` read them like a function and its arguments. A program whose memory
 exceeds the chip's HBM is not an exception here but a verdict: the compiler's ``CompileTimeHbmOom``
-says how much the program needs and how much the chip has, and :attr:`TpuProgram.fits` is False.
+says how much the program needs and how much the chip has, and :attr:`TpuProgram.compiled` is False.
+A program the compiler accepts can still exceed the chip at its peak (its arguments and outputs count
+too): :attr:`TpuProgram.fits` says whether it runs.
 """
 
 from __future__ import annotations
@@ -98,9 +100,15 @@ class TpuProgram:
     from_cache: bool = False
 
     @property
-    def fits(self) -> bool:
-        """Whether the compiler accepted the program (it refuses any program that exceeds HBM)."""
+    def compiled(self) -> bool:
+        """Whether the compiler accepted the program (it refuses one whose temporaries exceed HBM)."""
         return self.memory is not None
+
+    @property
+    def fits(self) -> bool:
+        """Whether the program runs on one chip: compiled, and its peak (arguments, outputs that are
+        not donated buffers, temporaries, all held at once) within the chip's HBM."""
+        return self.compiled and self.peak_bytes <= self.hbm_bytes
 
     @property
     def peak_bytes(self) -> int:
@@ -116,17 +124,22 @@ class TpuProgram:
           >>> p = TpuProgram("v5e-8", "v5e", "0" * 64, {}, 16911433728, needs_bytes=26562378874)
           >>> p.verdict()
           'does not fit a TPU v5e chip: needs 24.74 GiB of 15.75 GiB (TPU compiler, v5e-8)'
+          >>> p.memory, p.needs_bytes = Footprint(4 * 2**30, 4 * 2**30, 0, 9 * 2**30), None
+          >>> p.verdict()
+          'does not fit a TPU v5e chip: compiles, but its peak is 17 GiB of 15.75 GiB (TPU compiler, v5e-8)'
         """
         need = format_bytes(self.peak_bytes)
         have = format_bytes(self.hbm_bytes)
         where = f"(TPU compiler, {self.topology})"
         if self.fits:
             return f"fits a TPU {self.chip} chip: peak {need} of {have} {where}"
+        if self.compiled:
+            return f"does not fit a TPU {self.chip} chip: compiles, but its peak is {need} of {have} {where}"
         return f"does not fit a TPU {self.chip} chip: needs {need} of {have} {where}"
 
     def require_compiled(self) -> None:
         """Raises :class:`DoesNotFit` with the verdict when the compiler refused the program."""
-        if not self.fits:
+        if not self.compiled:
             raise DoesNotFit(f"{self.verdict()}; the compiler said: {self.error.splitlines()[0][:300]}")
 
     def __str__(self) -> str:
