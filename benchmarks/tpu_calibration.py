@@ -17,12 +17,12 @@ Appendix A prints the same rows; ``tests/test_cost.py`` keeps every one within
 
 from __future__ import annotations
 
-from shardbook.cost import CALIBRATION_TARGET, Calibrated, calibration, record
+from shardbook.cost import CALIBRATION_TARGET, Calibrated, calibration, tpu_record
 
 
 def main(chip: str = "v5e") -> list[Calibrated]:
     rows = calibration(chip)
-    meta = record(chip)
+    meta = tpu_record(chip)
     header = f"{'program':24} {'family':9} {'measured ms':>11} {'estimate ms':>11} {'error':>7} "
     header += f"{'matmul ms':>9} {'memory ms':>9} {'fixed ms':>8}"
     print(f"{meta['device_kind']}, one chip, JAX {meta['jax']}, {meta['date']}: {meta['timing']}")

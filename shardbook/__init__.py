@@ -20,7 +20,8 @@ chapters). The modules are where a maintainer reads them:
   hlo     -- the parser of XLA's program text that comms and cost read.
   tpu     -- compile for a TPU topology on any machine (compile_for_tpu): the TPU compiler's program,
              its memory and its fits/does-not-fit verdict, cached by the program's fingerprint.
-  cost    -- the TPU cost model (estimate, draw_timeline).
+  cost    -- the TPU cost model (estimate, draw_timeline), and its errors against the times recorded on a
+             real chip (tpu_record, calibration).
   pipeline -- pipeline schedules (GPipe, 1F1B): the table, its bubble, the activations kept, a picture.
   hosts   -- many JAX processes on one machine (run_workers): multi-host programs on localhost.
   claims  -- claim(): a comparative sentence of a chapter checked against the values its page printed.
@@ -74,6 +75,11 @@ _EXPORTS = {
     "CHIPS": "cost",
     "MODEL_MARGIN": "cost",
     "INT32_MATMUL_SLOWDOWN": "cost",
+    "V5E_MEASURED": "cost",
+    "tpu_record": "cost",
+    "calibration": "cost",
+    "Calibrated": "cost",
+    "CALIBRATION_TARGET": "cost",
     "route_counts": "viz",
     "draw_routing": "viz",
     "draw_gradient_reduction": "viz",

@@ -33,8 +33,8 @@ Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A c
 also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from
 one-chip programs timed on a real one (``shardbook/data/tpu_v5e.json``); estimated from the chip's own
 programs, all 28 of them are within 15% of the measured times (:func:`calibration`; ``python -m
-benchmarks.tpu_calibration`` prints the table). One constant is fitted, not measured: the throughput of **int32**
-matmuls (:data:`INT32_MATMUL_SLOWDOWN`).
+benchmarks.tpu_calibration`` prints the table). One constant is fitted, not measured: the throughput of
+**int32** matmuls (:data:`INT32_MATMUL_SLOWDOWN`).
 
 Example: the sharded matmul of :func:`shardbook.comms.analyze`'s example, whose all-gather of A over
 'Y' blocks the matmul (8 simulated CPU devices, as ``shardbook.setup()`` gives):
@@ -321,7 +321,7 @@ class Calibrated:
         return self.estimated / self.measured - 1
 
 
-def record(chip: str = "v5e") -> dict[str, Any]:
+def tpu_record(chip: str = "v5e") -> dict[str, Any]:
     """The record of one-chip programs timed on a real ``chip`` (``shardbook/data/tpu_<chip>.json``):
     its provenance (``device_kind``, ``jax``, ``libtpu``, ``date``, ``command``, ``timing``) and
     ``programs``, each with its ``family``, ``seconds`` (absent where the chip refused it), FLOPs,
@@ -334,7 +334,7 @@ def record(chip: str = "v5e") -> dict[str, Any]:
 
 
 def calibration(chip: str = "v5e") -> list[Calibrated]:
-    """Every program of ``record(chip)`` that ran, estimated from the program the chip itself compiled
+    """Every program of ``tpu_record(chip)`` that ran, estimated from the program the chip itself compiled
     (the TPU-program path of :func:`estimate`) next to its measured time.
 
     Four of the model's constants are read off four of these programs (:data:`V5E_MEASURED`), so those
@@ -345,7 +345,7 @@ def calibration(chip: str = "v5e") -> list[Calibrated]:
       >>> len(rows), max(abs(r.error) for r in rows) < CALIBRATION_TARGET
       (28, True)
     """
-    programs = record(chip)["programs"]
+    programs = tpu_record(chip)["programs"]
     with gzip.open(RECORDS / f"tpu_{chip}_programs.json.gz", "rt") as f:
         texts = json.load(f)
     rows = []

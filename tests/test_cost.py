@@ -243,7 +243,7 @@ def test_estimate_of_a_tpu_program_charges_every_kernel():
 
 def test_v5e_measured_rates_are_read_off_the_record():
     # property: each measured constant is what its program of shardbook/data/tpu_v5e.json says (0.5%)
-    record = cost.record("v5e")["programs"]
+    record = cost.tpu_record("v5e")["programs"]
     m = cost.V5E_MEASURED
 
     def rate(name):
@@ -277,7 +277,7 @@ def test_tpu_loops_run_every_trip_without_known_trip_count():
     with gzip.open(cost.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
         text = json.load(f)["GPT 0.16B Adam step"]
     report = comms.analyze_text(text)
-    body_once = cost.record("v5e")["programs"]["GPT 0.16B Adam step"]["flops"]
+    body_once = cost.tpu_record("v5e")["programs"]["GPT 0.16B Adam step"]["flops"]
     assert "no known trip count" not in " ".join(report.notes)
     # 6 × 124M non-embedding parameters × 8192 tokens, plus the recomputed forward and attention
     assert 7.5e12 < report.flops < 9e12, f"expected about 8.2 TFLOP, got {report.flops:.3g}"
