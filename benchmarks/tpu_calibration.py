@@ -17,22 +17,22 @@ Appendix A prints the same rows; ``tests/test_cost.py`` keeps every one within
 
 from __future__ import annotations
 
-from shardbook.cost import CALIBRATION_TARGET, Calibrated, calibration, tpu_record
+from shardbook import CALIBRATION_TARGET, Calibrated, Table, calibration, tpu_record
+
+MS_COLUMNS = ("measured ms", "estimate ms", "matmul ms", "memory ms", "fixed ms")
 
 
 def main(chip: str = "v5e") -> list[Calibrated]:
     rows = calibration(chip)
     meta = tpu_record(chip)
-    header = f"{'program':24} {'family':9} {'measured ms':>11} {'estimate ms':>11} {'error':>7} "
-    header += f"{'matmul ms':>9} {'memory ms':>9} {'fixed ms':>8}"
-    print(f"{meta['device_kind']}, one chip, JAX {meta['jax']}, {meta['date']}: {meta['timing']}")
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        print(
-            f"{r.program:24} {r.family:9} {r.measured * 1e3:11.3f} {r.estimated * 1e3:11.3f} "
-            f"{r.error:+7.1%} {r.matmul * 1e3:9.3f} {r.memory * 1e3:9.3f} {r.fixed * 1e3:8.3f}"
-        )
+    table = Table(
+        ["program", "family", "measured ms", "estimate ms", "error", "matmul ms", "memory ms", "fixed ms"],
+        [(r.program, r.family, r.measured, r.estimated, r.error, r.matmul, r.memory, r.fixed) for r in rows],
+        formats={"error": "+.1%"} | {c: lambda s: f"{s * 1e3:.3f}" for c in MS_COLUMNS},
+        align={c: "right" for c in MS_COLUMNS},
+        caption=f"{meta['device_kind']}, one chip, JAX {meta['jax']}, {meta['date']}: {meta['timing']}",
+    )
+    print(table)
     worst = max(rows, key=lambda r: abs(r.error))
     print(f"\nlargest error: {worst.error:+.1%} ({worst.program}); target: within {CALIBRATION_TARGET:.0%}")
     return rows
