@@ -13,6 +13,11 @@ For each ``jax.lax.DotAlgorithmPreset`` it records
   and the rate in TFLOP/s;
 * or the first line of the error a preset raises on this backend.
 
+It records the same for the three ``jax.lax.Precision`` levels (``precision="default"``, ``"high"``,
+``"highest"``: what most code names), under ``levels``, so a record says which preset each level runs
+as on that chip. ``--only levels --merge FILE`` adds them to an earlier record without timing its
+presets again (their provenance under ``levels_recorded``).
+
 Chapter 9 reads and plots the committed record (``shardbook/data/precision_presets_<device>.json``,
 shipped with the helper package so the chapter runs on Colab too); CI never runs this script.
 """
@@ -90,6 +95,8 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--only", choices=("presets", "levels"), default="", help="record one kind only")
+    parser.add_argument("--merge", default="", help="an earlier record to add what is recorded now to")
     args = parser.parse_args()
 
     device = jax.devices()[0]
@@ -101,26 +108,51 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "command": "python -m benchmarks.precision_presets --out FILE"
         + (f" --size {args.size}" if args.size != 8192 else "")
-        + (f" --repeats {args.repeats}" if args.repeats != 10 else ""),
+        + (f" --repeats {args.repeats}" if args.repeats != 10 else "")
+        + (f" --only {args.only}" if args.only else "")
+        + (" --merge FILE" if args.merge else ""),
         "size": args.size,
         "repeats": args.repeats,
         "error_shape": "f32 256x512 . 512x256, N(0,1), numpy default_rng(0); and 64x4096 . 4096x64",
         "presets": {},
+        "levels": {},
     }
-    for preset in jax.lax.DotAlgorithmPreset:
-        row: dict = {}
-        try:
-            row["error"] = error_at(preset, 256, 512, 256, 0, 0)
-            row["error_k4096"] = error_at(preset, 64, 4096, 64, 1, 2)
-            seconds = time_at(preset, args.size, args.repeats)
-            row["seconds"] = seconds
-            row["tflops"] = 2 * args.size**3 / seconds / 1e12
-        except Exception as e:  # a preset this backend cannot run: record why
-            row["raises"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-        record["presets"][preset.name] = row
-        print(preset.name, row, flush=True)
+    kinds = {"presets": list(jax.lax.DotAlgorithmPreset), "levels": list(jax.lax.Precision)}
+    for kind, settings in kinds.items():
+        if args.only and args.only != kind:
+            continue
+        for setting in settings:
+            row = measure(setting, args.size, args.repeats)
+            record[kind][setting.name] = row
+            print(kind, setting.name, row, flush=True)
+    if args.merge:
+        with open(args.merge) as f:
+            earlier = json.load(f)
+        if earlier["device_kind"] != record["device_kind"]:
+            here = record["device_kind"]
+            raise SystemExit(f"{args.merge} records a {earlier['device_kind']}, this is a {here}")
+        provenance = {k: record[k] for k in ("jax", "python", "date", "command")}
+        for kind in kinds:
+            if record[kind]:
+                earlier[kind] = record[kind]
+                earlier[f"{kind}_recorded"] = provenance
+        record = earlier
     with open(args.out, "w") as f:
         json.dump(record, f, indent=1)
+
+
+def measure(setting, size: int, repeats: int) -> dict:
+    """Errors and time of one preset or precision level, or the error it raises on this backend."""
+    row: dict = {}
+    try:
+        row["error"] = error_at(setting, 256, 512, 256, 0, 0)
+        row["error_k4096"] = error_at(setting, 64, 4096, 64, 1, 2)
+        seconds = time_at(setting, size, repeats)
+        row["seconds"] = seconds
+        row["tflops"] = 2 * size**3 / seconds / 1e12
+    except Exception as e:  # a preset this backend cannot run: record why
+        row["raises"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+    return row
 
 
 if __name__ == "__main__":
