@@ -85,6 +85,9 @@ _EXPORTS = {
     "draw_gradient_reduction": "viz",
     "draw_residuals": "viz",
     "draw_precision_tradeoff": "viz",
+    "set_phone_design": "viz",
+    "phone_width_in": "viz",
+    "PHONE_BODY_PX": "viz",
     "pipeline_schedule": "pipeline",
     "draw_pipeline_schedule": "pipeline",
     "held_activations": "pipeline",
@@ -96,6 +99,7 @@ _EXPORTS = {
     "shard_table": "hosts",
     "draw_process_shards": "hosts",
     "claim": "claims",
+    "checked_claims": "claims",
     "ClaimFailed": "claims",
     "Table": "tables",
 }

@@ -1,9 +1,11 @@
 """Comparative sentences of the book, checked against the values its page printed.
 
 A chapter that writes "FSDP keeps an eighth of the memory" places, in the cell that printed the
-memories, ``claim("an eighth of the memory", fsdp * 8 <= data_parallel)``. The cell prints one line,
-``✓ checked: an eighth of the memory``; when a change makes the sentence false, executing the chapter
-stops with :class:`ClaimFailed`, which quotes the sentence, so the book cannot be built saying it.
+memories, ``claim("an eighth of the memory", fsdp * 8 <= data_parallel)``. A claim that holds prints
+nothing (the reader came for the argument, not for its checks) and is listed by
+:func:`checked_claims`; when a change makes the sentence false, executing the chapter stops with
+:class:`ClaimFailed`, which quotes the sentence, so the book cannot be built saying it. On the built
+page the claims' code is folded into one list at the page's end (tools/claim_fold.py).
 
 The quoted sentence is part of the chapter's prose, word for word: ``tools/notebooks.py prose``
 fails CI on a claim whose text the chapter does not contain, so the check and the sentence cannot
@@ -16,13 +18,15 @@ from typing import Any
 
 import numpy as np
 
+_CHECKED: list[str] = []  # the sentences claim() found true, for checked_claims()
+
 
 class ClaimFailed(AssertionError):
     """A sentence of the book that the values its page printed no longer support."""
 
 
 def claim(sentence: str, holds: Any, because: str = "") -> None:
-    """Checks one sentence of the prose: prints ``✓ checked: <sentence>`` or raises ClaimFailed.
+    """Checks one sentence of the prose: records it (:func:`checked_claims`) or raises ClaimFailed.
 
     Args:
       sentence: the words of the prose this checks, as the chapter writes them (a phrase of it will do).
@@ -36,7 +40,8 @@ def claim(sentence: str, holds: Any, because: str = "") -> None:
 
     Example:
       >>> claim("two is less than three", 2 < 3)
-      ✓ checked: two is less than three
+      >>> checked_claims()[-1]
+      'two is less than three'
       >>> claim("three is less than two", 3 < 2, because="3 >= 2")
       Traceback (most recent call last):
       ...
@@ -58,4 +63,15 @@ def claim(sentence: str, holds: Any, because: str = "") -> None:
             raise TypeError(f"claim({sentence!r}, ...) needs a boolean, got {holds!r}")
         message = f'the text says "{sentence}", but the values printed here\ndo not support it'
         raise ClaimFailed(message + (f": {because}" if because else ""))
-    print(f"✓ checked: {sentence}")
+    _CHECKED.append(sentence)
+
+
+def checked_claims() -> list[str]:
+    """The sentences :func:`claim` found true in this process so far, oldest first (a copy).
+
+    Example:
+      >>> claim("one is less than two", 1 < 2)
+      >>> "one is less than two" in checked_claims()
+      True
+    """
+    return list(_CHECKED)

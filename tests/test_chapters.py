@@ -307,3 +307,83 @@ def test_chapter_and_assignment_numbers_line_up():
             assert n == target.lstrip("0"), f"{page.name}: 'Assignment {n}' links assignment {target}"
         for number in re.findall(r"\b[Ee]xercises? (\d+\.\d+)\b", text):
             assert number in headings, f"{page.name} names Exercise {number}, which no assignment has"
+
+
+def _quiz_notebook(check_tags=(), prose_after="The folded cell below checks it:", dropdown=True):
+    """A chapter with one pop quiz (answer: 64 MiB per device, `psum_scatter`), its check cell,
+    and a later section that may print anything."""
+    cls = ":class: dropdown\n" if dropdown else ""
+    cells = [
+        nbformat.v4.new_markdown_cell(
+            "## Blocks\n\n**Pop quiz.** A `float32[16384, 8192]` matrix is laid out `P('X', 'Y')` on"
+            " the 4 × 2 mesh. How many bytes per device, and which collective sums it?\n\n"
+            f"```{{admonition}} Answer\n{cls}4096 × 4096 × 4 bytes = 67,108,864 bytes, 64 MiB; a "
+            f"`psum_scatter`.\n```\n\n{prose_after}"
+        ),
+        nbformat.v4.new_code_cell(
+            "block = (4096, 4096)\nprint(block, 'MiB:', 4096 * 4096 * 4 / 2**20)",
+            metadata={"tags": list(check_tags)} if check_tags else {},
+            outputs=[nbformat.v4.new_output("stream", text="(4096, 4096) MiB: 64.0\n")],
+        ),
+        nbformat.v4.new_code_cell(
+            "print('the question again: 16384 x 8192 on 4 x 2')",
+            outputs=[nbformat.v4.new_output("stream", text="the question again: 16384 x 8192\n")],
+        ),
+        nbformat.v4.new_markdown_cell("## Next section\n\nNow that it is answered:"),
+        nbformat.v4.new_code_cell(
+            "print('64 MiB by psum_scatter')",
+            outputs=[nbformat.v4.new_output("stream", text="64 MiB by psum_scatter\n")],
+        ),
+    ]
+    return nbformat.v4.new_notebook(cells=cells)
+
+
+def test_a_quiz_answer_shown_outside_its_fold_is_found():
+    # Property: between a pop quiz's question and the next heading, what the page shows outside the
+    # answer's dropdown (prose, unhidden code, unhidden output) states none of the answer's figures or
+    # code terms; a cell that checks the answer is folded (hide-cell). Figures of the question, and
+    # anything after the next heading, are free to show.
+    from tools import quizzes
+
+    spoiled = quizzes.spoilers(_quiz_notebook())
+    assert len(spoiled) == 2, spoiled
+    assert "cell 1's code shows its answer (4096)" in spoiled[0]
+    assert "cell 1's output shows its answer (4096, 64.0)" in spoiled[1]
+    assert quizzes.spoilers(_quiz_notebook(check_tags=["hide-cell"])) == []
+    assert quizzes.spoilers(_quiz_notebook(check_tags=["remove-input", "remove-output"])) == []
+    only_output_hidden = quizzes.spoilers(_quiz_notebook(check_tags=["hide-output"]))
+    assert [s.split(": ")[1][:32] for s in only_output_hidden] == ["cell 1's code shows its answer ("]
+    prose = quizzes.spoilers(
+        _quiz_notebook(check_tags=["hide-cell"], prose_after="The `psum_scatter` sends 64 MiB:")
+    )
+    assert len(prose) == 1 and "cell 0's prose shows its answer (64, 64 MiB, psum_scatter)" in prose[0]
+    unfolded = quizzes.spoilers(_quiz_notebook(check_tags=["hide-cell"], dropdown=False))
+    assert unfolded == [
+        "the pop quiz of cell 0 has no folded answer (```{admonition} Answer + :class: dropdown)"
+    ]
+
+
+@pytest.mark.parametrize("source", nbtools.chapter_sources(), ids=lambda p: p.stem)
+def test_no_pop_quiz_shows_its_answer_outside_its_fold(source):
+    # Property: every pop quiz of a chapter is found, has a folded answer, and nothing the page shows
+    # around it (prose, code of a cell not folded) gives the answer away; their outputs are checked on
+    # the executed chapters by `tools/notebooks.py prose`.
+    from tools import quizzes
+
+    nb = nbtools._read_source(source)
+    text = source.read_text()
+    asked = len(re.findall(r"^\*\*Pop quiz\.\*\*|^#+ Pop quiz\s*$", text, re.M))
+    assert len(quizzes.find_quizzes(nb)) == asked, f"{source.name}: a pop quiz the check does not see"
+    assert quizzes.spoilers(nb) == []
+
+
+def test_unfolding_a_chapter_quiz_check_is_a_failure():
+    # The bad case on a real chapter: chapter 1's quiz check cells without their hide-cell tag.
+    from tools import quizzes
+
+    nb = nbtools._read_source(ROOT / "book" / "01_devices_meshes_shardings.md")
+    checks = [c for c in nb.cells if "hide-cell" in c.metadata.get("tags", []) and "shard_shape" in c.source]
+    assert len(checks) == 2
+    for cell in checks:
+        cell.metadata["tags"] = []
+    assert len(quizzes.spoilers(nb)) == 2

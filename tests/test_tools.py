@@ -4,6 +4,7 @@ import os
 import shutil
 import time
 import types
+from decimal import Decimal
 
 import nbformat
 import pytest
@@ -49,6 +50,99 @@ def test_quoted_figures_are_found_in_prose():
         ("10", "%"),
         ("486", "TFLOP/s"),
     ]
+
+
+def test_a_claims_echo_of_its_sentence_prints_no_figure():
+    # A figure the prose quotes must be printed by the computation: the "✓ checked:" line a claim once
+    # printed quoted its own sentence, so "the emulation's 1.11e-07" passed beside a table of 1.14e-07.
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("...")
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="emulated 1.14e-07\n"),
+        nbformat.v4.new_output(
+            "stream", name="stdout", text="✓ checked: the emulation's 1.11e-07 in 49.8 µs\n"
+        ),
+    ]
+    nb.cells = [cell]
+    printed = nbtools.printed_numbers(nbtools.printed_text(nb))
+    assert Decimal("1.14e-07") in printed
+    assert Decimal("1.11e-07") not in printed and Decimal("49.8") not in printed
+    # Figures in scientific notation are quoted figures of the prose; a constant in code is not.
+    text = "measured 9.57e-08 (`lr=1e-2`, `eps=3.0e-05`) and 1e-4"
+    assert nbtools.QUOTED_SCIENTIFIC.findall(nbtools._CODE_IN_PROSE.sub("", text)) == ["9.57e-08"]
+    assert nbtools.QUOTED_FIGURE.findall("1F1B and GPipe") == []  # no byte count at a name's end
+
+
+def test_a_figure_drawn_but_not_shown_is_found():
+    # shardbook's figures are closed in pyplot: a cell shows one only as its last expression (or by
+    # display()). Chapter 9 once drew its error-against-cost figure and then ran two claims.
+    png = {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure size 640x480 with 1 Axes>"}
+    drawn = nbformat.v4.new_code_cell('shardbook.draw_precision_tradeoff(errors)\nclaim("x", True)')
+    shown = nbformat.v4.new_code_cell('claim("x", True)\nshardbook.draw_precision_tradeoff(errors)')
+    shown.outputs = [nbformat.v4.new_output("display_data", data=png)]
+    panels = nbformat.v4.new_code_cell("fig, ax = plt.subplots()\ndraw_timeline(est, ax=ax)\nplt.close(fig)")
+    defined = nbformat.v4.new_code_cell("def picture(x):\n    return draw_sharding(x)")
+    nb = nbformat.v4.new_notebook(cells=[drawn, shown, panels, defined])
+    found = nbtools.unshown_figures(nb)
+    assert len(found) == 2
+    assert found[0].startswith("cell 0 draws a figure (draw_precision_tradeoff) and shows none")
+    assert found[1].startswith("cell 2 draws a figure (subplots)")
+
+
+def test_claims_fold_into_one_line_at_the_page_end():
+    from docutils import nodes
+    from docutils.utils import new_document
+
+    from tools import claim_fold
+
+    source = (
+        "x = 2\n"
+        "# the check of the sum\n"
+        'claim("x is two", x == 2, because=f"{x}")\n'
+        "for k in range(2):\n"
+        "    print(k)\n"
+        '    claim("k is small", k < 2)\n'
+        "for k in range(2):\n"
+        '    shardbook.claim("k is smaller", k < 3)\n'
+        "print(x)"
+    )
+    shown, folded = claim_fold.split_claims(source)
+    assert shown == "x = 2\nfor k in range(2):\n    print(k)\nprint(x)"
+    assert [f.sentences for f in folded] == [("x is two",), ("k is small",), ("k is smaller",)]
+    assert folded[0].code.startswith("# the check of the sum\nclaim(")
+    assert claim_fold.split_claims("%time y = 1") == ("%time y = 1", [])
+    # The page built from a notebook: a claim-only cell disappears, the list sits at the end.
+    doc = new_document("page")
+    section = nodes.section()
+    doc += section
+    quiz_check = 'claim("the answer is 55.25 GiB", True)'  # a folded cell's claims stay in its fold
+    for code, classes in (
+        (source, ["cell"]),
+        ('claim("alone", True)', ["cell"]),
+        (quiz_check, ["tag_hide-cell"]),
+    ):
+        cell = nodes.container(nb_element="cell_code", classes=classes)
+        cell_input = nodes.container(nb_element="cell_code_source")
+        cell_input += nodes.literal_block(code, code, language="ipython3")
+        cell += cell_input
+        section += cell
+    assert len(claim_fold.fold_doctree(doc)) == 4
+    assert [b.astext() for b in doc.findall(nodes.literal_block)] == [shown, quiz_check]
+    assert "55.25" not in section.children[-1].astext()
+    assert "✓ The build checked 4 sentences of this page" in section.children[-1].astext()
+    # The measure of the 2% rule: before, every claim's code and echo; after, one line.
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("x is two\n\nand k is small")]
+    nb.cells += [nbformat.v4.new_code_cell(source)]
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="0\n✓ checked: x is two\n")]
+    assert claim_fold.page_lines(nb, fold=False) == (2 + 9 + 2, 5 + 1)
+    assert claim_fold.page_lines(nb) == (2 + 4 + 2 + 1, 1 + 1)
+    # and the book's build loads the extension
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]
+    assert "tools.claim_fold" in config["local_extensions"]
+    assert "tools.claim_fold" in config["config"]["extensions"]
 
 
 def test_quoted_figures_match_whole_numbers_only():
@@ -160,10 +254,12 @@ def test_claims_must_quote_the_prose():
 
 
 def test_a_false_claim_stops_the_page_quoting_its_sentence(capsys):
-    from shardbook import ClaimFailed, claim
+    from shardbook import ClaimFailed, checked_claims, claim
 
     claim("an eighth of the memory", 1.0 * 8 <= 8.0)
-    assert capsys.readouterr().out == "✓ checked: an eighth of the memory\n"
+    # A claim that holds stays out of the reader's way: it prints nothing, and is listed on demand.
+    assert capsys.readouterr().out == ""
+    assert checked_claims()[-1] == "an eighth of the memory"
     with pytest.raises(ClaimFailed, match='(?s)the text says "an eighth of the memory".*FSDP 3.5 MiB'):
         claim("an eighth of the memory", 3.5 * 8 <= 1.4, because="FSDP 3.5 MiB, data parallel 1.4 MiB")
     # A value that is merely truthy is refused: a check that cannot fail is a defect.
@@ -389,3 +485,62 @@ def test_tpu_cache_prune_keeps_what_a_run_used(tmp_path, monkeypatch):
     used.write_text("")
     with pytest.raises(SystemExit, match="lists no program: nothing pruned"):
         tpu_cache.prune(used, folder)
+
+
+RESTORE_SOLUTION = """\
+    def target(meta):
+        spec = P(*meta.sharding.partition_spec)
+        return jax.ShapeDtypeStruct(
+            meta.shape, meta.dtype, sharding=NamedSharding(mesh, spec),
+        )
+"""
+
+
+def test_a_solution_statement_is_found_whatever_its_layout():
+    # Property: a statement a formatter broke over lines is a secret read whole (its first line,
+    # `return jax.ShapeDtypeStruct(`, is generic alone), found in a page that lays it out otherwise
+    # (one line, no trailing comma, other indentation). Generic lines, or the same call with other
+    # arguments (teaching the API, not the answer), are no leak.
+    secrets = leaks.secret_lines_of([RESTORE_SOLUTION])
+    statement = "return jax.ShapeDtypeStruct(meta.shape, meta.dtype, sharding=NamedSharding(mesh, spec))"
+    assert statement in secrets
+    assert "return jax.ShapeDtypeStruct(" not in secrets
+    assert leaks.leaks_in(f"A chapter:\n\n```python\n{statement}\n```\n", secrets)
+    not_the_return = "t = lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=NamedSharding(mesh, s))"
+    assert leaks.leaks_in(not_the_return, secrets) == []
+    assert leaks.leaks_in("def f():\n    return jax.ShapeDtypeStruct(\n        shape, dtype)", secrets) == []
+    teaching = 'jax.ShapeDtypeStruct((8, 16), np.float32, sharding=NamedSharding(small_mesh, P("X", "Y")))'
+    assert leaks.leaks_in(teaching, secrets) == []
+
+
+def test_a_run_of_generic_solution_lines_is_a_secret():
+    # Property: three consecutive lines, each too short to count, are a solution's together; one of
+    # them alone, or the same lines apart, is no leak.
+    block = "    m = x.max()\n    e = jnp.exp(x - m)\n    return e / e.sum()\n"
+    secrets = leaks.secret_lines_of([block])
+    assert all(leaks.secret_texts(line) == [] for line in block.splitlines())
+    assert leaks.leaks_in(
+        "def softmax(x):\n  m = x.max()\n  e = jnp.exp(x - m)\n  return e / e.sum()", secrets
+    )
+    assert leaks.leaks_in("e = jnp.exp(x - m)", secrets) == []
+    assert leaks.leaks_in("m = x.max()\nprint(m)\ne = jnp.exp(x - m)\nreturn e / e.sum()", secrets) == []
+    assert leaks.secret_lines_of(["    return out\n    pass\n"]) == set()
+
+
+def test_leak_check_reads_the_chapters(tmp_path, monkeypatch, capsys):
+    # A chapter that shows a solution's statement, laid out otherwise, fails `leaks` even before the
+    # site is built; the chapters as they are pass.
+    for name in ("solutions", "exercises", "book"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    monkeypatch.setattr(nbtools, "ROOT", tmp_path)
+    leaks.cmd_leaks(types.SimpleNamespace(require_html=False))
+    chapter = tmp_path / "book" / "12_many_hosts.md"
+    chapter.write_text(
+        chapter.read_text()
+        + "\n```{code-cell}\ndef target(meta):\n    return jax.ShapeDtypeStruct(meta.shape, meta.dtype,"
+        " sharding=NamedSharding(mesh, spec))\n```\n"
+    )
+    with pytest.raises(SystemExit):
+        leaks.cmd_leaks(types.SimpleNamespace(require_html=False))
+    err = capsys.readouterr().err
+    assert "book/12_many_hosts.md: solution/hidden line 'return jax.ShapeDtypeStruct(" in err

@@ -1,7 +1,13 @@
-"""`python tools/notebooks.py leaks`: no solution or hidden-test text in exercises/ or the built site.
+"""`python tools/notebooks.py leaks`: no solution or hidden-test text in exercises/, the chapters or
+the built site.
 
 The secrets are the distinctive lines of the instructors' solution blocks and hidden tests
 (:func:`secret_lines`); a line is generic, and not looked for, by its content alone (:data:`GENERIC`).
+A secret is found whatever its layout: a statement is read whole, across the lines a formatter broke
+it into (`return jax.ShapeDtypeStruct(` is generic, the whole `return` is not), and compared with
+spaces, line breaks and trailing commas ignored; and a run of two or three consecutive statements,
+each generic alone, is one when together they are long enough to be a solution's
+(:func:`secret_statements`).
 """
 
 from __future__ import annotations
@@ -44,21 +50,78 @@ def secret_texts(line: str) -> list[str]:
     return [t for t in dict.fromkeys((text, TRAILING_COMMENT.sub("", text))) if _distinctive(t)]
 
 
-def secret_lines(paths: list[Path] | None = None) -> set[str]:
-    """Distinctive lines of every solution block and hidden-test block in solutions/ (or `paths`)."""
+# A run of statements, each generic alone, is a secret from this many characters (spaces aside) on.
+RUN_CHARS = 32
+_STRING = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'")
+
+
+def squeeze(text: str) -> str:
+    """`text` as a layout-blind key: no whitespace, no trailing comma before a closing bracket (a
+    formatter adds one when it breaks a call over lines)."""
+    return re.sub(r",([)\]}])", r"\1", re.sub(r"\s+", "", text))
+
+
+def _statements(block: str) -> list[str]:
+    """The logical lines of a block of code, each on one line: a statement broken over lines inside
+    brackets is joined with single spaces; comments and blank lines are dropped."""
+    found, parts, depth = [], [], 0
+    for raw in block.splitlines():
+        line = TRAILING_COMMENT.sub("", raw).strip()
+        if not line or line.startswith("#"):
+            continue
+        parts.append(line)
+        bare = _STRING.sub("", line)
+        depth += sum(bare.count(c) for c in "([{") - sum(bare.count(c) for c in ")]}")
+        if depth <= 0 and not line.endswith("\\"):
+            joined = re.sub(r"([(\[{]) ", r"\1", " ".join(parts))
+            found.append(re.sub(r",? ([)\]}])", r"\1", joined))
+            parts, depth = [], 0
+    if parts:
+        found.append(" ".join(parts))
+    return found
+
+
+def secret_statements(block: str) -> set[str]:
+    """What of one solution block to look for elsewhere, beyond its lines (:func:`secret_texts`): each
+    distinctive statement read whole, and each run of two or three consecutive statements that are
+    generic alone but together at least :data:`RUN_CHARS` long."""
+    statements = _statements(block)
+    found: set[str] = set()
+    for statement in statements:
+        if _distinctive(statement):
+            found.add(statement)
+    for size in (2, 3):
+        for start in range(len(statements) - size + 1):
+            run = statements[start : start + size]
+            if not any(_distinctive(s) for s in run) and len(squeeze("".join(run))) >= RUN_CHARS:
+                found.add("\n".join(run))
+    return found
+
+
+def secret_lines_of(blocks: list[str], public: str = "") -> set[str]:
+    """The secrets of some solution blocks (lines and statements), but those ``public`` text shows."""
     lines: set[str] = set()
-    public: set[str] = set()
+    for block in blocks:
+        for line in block.splitlines():
+            lines.update(secret_texts(line))
+        lines.update(secret_statements(block))
+    shown = squeeze(public)
+    return {line for line in lines if squeeze(line) not in shown}
+
+
+def secret_lines(paths: list[Path] | None = None) -> set[str]:
+    """Distinctive lines and statements of every solution block and hidden-test block in solutions/ (or
+    `paths`): the texts :func:`leaks_in` looks for."""
+    blocks: list[str] = []
+    public: list[str] = []
     for path in notebooks.solution_notebooks() if paths is None else paths:
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
-            for block in assignment.solution_blocks(cell.source) + assignment.hidden_blocks(cell.source):
-                for line in block.splitlines():
-                    lines.update(secret_texts(line))
+            blocks += assignment.solution_blocks(cell.source) + assignment.hidden_blocks(cell.source)
             # What the instructor notebook shows outside its blocks is released with the exercise (the
             # code to repair in 3.2, a stub's docstring): it is public, not a leak.
-            released = assignment.released_source(cell.source)
-            public.update(line.strip() for line in released.splitlines())
-    return lines - public
+            public.append(assignment.released_source(cell.source))
+    return secret_lines_of(blocks, "\n".join(public))
 
 
 def leaks_in(text: str, secrets: set[str]) -> list[str]:
@@ -68,8 +131,10 @@ def leaks_in(text: str, secrets: set[str]) -> list[str]:
     text a browser renders.
     """
     found = [f"nbgrader marker {marker!r}" for marker in assignment.marker_lines(text)]
-    flat = re.sub(r"[ \t]+", " ", text)  # a highlighter or a browser may change runs of spaces
-    found += [f"solution/hidden line {line!r}" for line in sorted(secrets) if line in text or line in flat]
+    flat = squeeze(text)  # a formatter, a highlighter or a browser may change spaces and line breaks
+    found += [
+        f"solution/hidden line {line!r}" for line in sorted(secrets) if line in text or squeeze(line) in flat
+    ]
     return found
 
 
@@ -95,11 +160,14 @@ def _notebook_text(path: Path) -> str:
 
 
 def cmd_leaks(args) -> None:
-    """No solution or hidden-test line, and no nbgrader marker, in exercises/ or the built site."""
+    """No solution or hidden-test line, and no nbgrader marker, in exercises/, the chapters' sources or
+    the built site."""
     secrets = secret_lines()
     if not secrets:
         notebooks.fail("found no solution lines to look for: is solutions/ empty?")
     targets = [(p, _notebook_text(p)) for p in notebooks.exercise_notebooks()]
+    # The chapters as written (their pages are checked again in the built site, with their outputs).
+    targets += [(p, p.read_text(errors="replace")) for p in notebooks.chapter_sources()]
     # Anything else released with an exercise (an assignment's .md source must never be among them).
     released = notebooks._files(notebooks.ROOT / "exercises")
     targets += [(p, p.read_text(errors="replace")) for p in released if p.suffix != ".ipynb"]

@@ -13,8 +13,11 @@ python tools/notebooks.py exercises   exercises/ equals a fresh generation from 
                                       each exercise notebook fails only with NotImplementedError,
                                       only in answer and test cells
 python tools/notebooks.py leaks       no solution or hidden-test text in exercises/ or _build/html
-python tools/notebooks.py prose       each figure with a unit in a chapter's prose is printed by a cell,
-                                      and each claim() quotes a sentence the chapter's prose contains
+python tools/notebooks.py prose       each figure with a unit (or in scientific notation) in a chapter's
+                                      prose is printed by a cell (a claim's echo does not count), each
+                                      figure a cell draws is shown, each claim() quotes a sentence the
+                                      chapter's prose contains, claims take under 2% of a page, and
+                                      no pop quiz's answer shows outside its fold (tools/quizzes.py)
 python tools/notebooks.py points      points are stated once (nbgrader metadata) and the prose agrees
 """
 
@@ -38,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: tools/ is a package of the repository root
     sys.path.insert(0, str(ROOT))
 from grading import assignment  # noqa: E402
-from tools import chapter_refs, execution_cache  # noqa: E402
+from tools import chapter_refs, claim_fold, execution_cache, quizzes  # noqa: E402
 
 SETUP_MARK = "# Setup: on Colab this installs the book's helper; everywhere it picks the devices."
 
@@ -391,7 +394,13 @@ def _cache_chapter(cache, md: Path, source, executed, seconds: float) -> None:
         fail(f"{uri}: its outputs were cached under a key the book build does not compute (myst-nb's reader)")
 
 
-QUOTED_FIGURE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s?(KiB|MiB|GiB|µs|ms|bytes|B|TFLOP/s|%)(?!\w)")
+# A figure with a unit; not the end of a name ("1F1B" is no byte count).
+QUOTED_FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?(KiB|MiB|GiB|µs|ms|bytes|B|TFLOP/s|%)(?!\w)")
+# A figure in scientific notation, a measured error: "9.57e-08" (a constant, "1e-2", is no figure).
+# Looked for in prose outside code (`lr=1e-2`, a fenced PyTorch snippet).
+QUOTED_SCIENTIFIC = re.compile(r"(?<![\w.])(\d+\.\d+e[-+]\d+)(?![\w.])")
+_SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?e[-+]\d+)(?![\w.])")
+_CODE_IN_PROSE = re.compile(r"^\s*(`{3,}|~{3,}).*?^\s*\1\s*$|`[^`\n]*`", re.M | re.S)
 
 
 # Numbers as whole tokens: not part of a longer number or a name ("1.5" in "11.5", "x1"), and not a
@@ -401,9 +410,71 @@ _PLAIN_NUMBER = re.compile(r"(?<![\w.,])\d+(?:\.\d+)?(?![\w]|[.,]\d)")
 
 
 def printed_numbers(text: str) -> set[Decimal]:
-    """The values of the whole numbers in `text` (311.0 and 311 are the same value)."""
+    """The values of the whole numbers in `text` (311.0 and 311 are the same value; 1.14e-07 is one
+    number)."""
     found = [m.replace(",", "") for m in _GROUPED_NUMBER.findall(text)] + _PLAIN_NUMBER.findall(text)
-    return {Decimal(n) for n in found}
+    return {Decimal(n) for n in found + _SCIENTIFIC.findall(text)}
+
+
+def printed_text(nb) -> str:
+    """Everything a notebook's cells printed or showed as text, but a claim's echo of its own sentence
+    (a "✓ checked:" line, from before claim() went quiet): a figure the prose quotes must be printed by
+    the computation, not by the check that quotes it."""
+    from tools.claim_fold import ECHO
+
+    printed = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            text = output.get("text") or output.get("data", {}).get("text/plain", "") or ""
+            text = "".join(text) if isinstance(text, list) else text
+            printed += [line for line in text.splitlines() if not line.startswith(ECHO)]
+    return "\n".join(printed)
+
+
+# Calls that make a matplotlib figure: shardbook's draw_* (and pyplot's) figures are closed in pyplot,
+# so a notebook shows one only as the value of its cell or through display().
+_DRAWS = re.compile(r"^(draw_\w+|subplots|figure|subplot_mosaic)$")
+
+
+def unshown_figures(nb) -> list[str]:
+    """'cell N draws a figure (draw_x) and shows none' for each code cell of an executed notebook that
+    calls a drawing function (outside a function it defines) but has no image among its outputs: the
+    figure was drawn and not shown, e.g. a draw_*() that is not the cell's last expression."""
+    import ast
+
+    found = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or not any(w in cell.source for w in ("draw_", "subplot", "figure(")):
+            continue
+        try:
+            tree = ast.parse(
+                "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in cell.source.splitlines())
+            )
+        except SyntaxError:
+            continue
+        calls: list[str] = []
+
+        def visit(node, calls=calls) -> None:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                return  # drawn when called, by the cell that calls it
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if _DRAWS.match(name):
+                    calls.append(name)
+            for child in ast.iter_child_nodes(node):
+                visit(child)
+
+        visit(tree)
+        shown = any(
+            any(k.startswith("image/") for k in output.get("data", {})) for output in cell.get("outputs", [])
+        )
+        if calls and not shown:
+            found.append(
+                f"cell {index} draws a figure ({calls[0]}) and shows none: make the figure the cell's last"
+                " expression, or display() it"
+            )
+    return found
 
 
 def printed_as_token(number: str, text: str) -> bool:
@@ -461,10 +532,12 @@ def cmd_prose(args) -> None:
     """Each figure with a unit in a chapter's prose appears in that chapter's executed outputs.
 
     Reads the copies `run` wrote to _build/executed/book/. Collapsed quiz answers (admonitions) are
-    skipped: they derive figures step by step, and their cell prints the result.
+    skipped: they derive figures step by step, and their cell prints the result. A pop quiz's answer
+    shows nowhere outside its fold, in prose, code or output (tools/quizzes.py).
     """
     problems = []
     claims = 0
+    shares: list[tuple[float, str]] = []
     for path in book_notebooks():
         sentences, claim_problems = claimed_sentences(_read_source(path.with_suffix(".md")))
         claims += len(sentences)
@@ -473,24 +546,39 @@ def cmd_prose(args) -> None:
         if not executed.exists():
             fail(f"{executed.relative_to(ROOT)} is missing: run `tools/notebooks.py run` first")
         nb = nbformat.read(executed, as_version=4)
-        printed = []
-        for cell in nb.cells:
-            for output in cell.get("outputs", []):
-                text = output.get("text") or output.get("data", {}).get("text/plain", "") or ""
-                printed.append("".join(text) if isinstance(text, list) else text)
-        printed_values = printed_numbers("\n".join(printed))
+        printed_values = printed_numbers(printed_text(nb))
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "markdown" or "{admonition}" in cell.source:
                 continue
-            for number, unit in QUOTED_FIGURE.findall(cell.source):
+            quoted = QUOTED_FIGURE.findall(cell.source) + [
+                (n, "") for n in QUOTED_SCIENTIFIC.findall(_CODE_IN_PROSE.sub("", cell.source))
+            ]
+            for number, unit in quoted:
                 if Decimal(number.replace(",", "")) not in printed_values:
+                    figure = f"{number} {unit}".strip()
                     problems.append(
-                        f"{path.with_suffix('.md').name}, cell {index}: prose says {number} {unit},"
+                        f"{path.with_suffix('.md').name}, cell {index}: prose says {figure},"
                         " no output prints it"
                     )
+        problems += [f"{path.with_suffix('.md').name}, {p}" for p in unshown_figures(nb)]
+        problems += [f"{path.with_suffix('.md').name}, {p}" for p in quizzes.spoilers(nb)]
+        shown, by_claims = claim_fold.page_lines(nb)
+        shares.append((by_claims / max(shown, 1), path.stem))
+        if by_claims >= claim_fold.MAX_CLAIM_SHARE * shown:
+            problems.append(
+                f"{path.with_suffix('.md').name}: claims take {by_claims} of the page's {shown} lines,"
+                f" {by_claims / shown:.1%} (at most {claim_fold.MAX_CLAIM_SHARE:.0%}): tools/claim_fold.py"
+                " folds claim() statements; a claim hidden in other code stays on the page"
+            )
     if problems:
-        fail("figures no cell prints, or claims the prose does not make:\n  " + "\n  ".join(problems))
-    print("every figure quoted in the chapters' prose is printed: ok")
+        fail(
+            "figures no cell prints or shows, claims the prose does not make, claims in the reader's"
+            " way, or quiz answers outside their fold:\n  " + "\n  ".join(problems)
+        )
+    print("every figure quoted in the chapters' prose is printed, and every figure drawn is shown: ok")
+    print("no pop quiz shows its answer outside its fold: ok")
+    share, page = max(shares)
+    print(f"claims take at most {share:.2%} of a page's lines ({page}): ok")
     print(f"{claims} comparative sentences checked by claim() quote the prose word for word: ok")
 
 
