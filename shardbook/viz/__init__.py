@@ -29,6 +29,7 @@ from __future__ import annotations
 from .backward import draw_gradient_reduction, draw_residuals
 from .collectives import COLLECTIVES, draw_collective, run_collective
 from .communication import draw_communication
+from .phone import PHONE_BODY_PX, phone_width_in, set_phone_design
 from .precision import draw_precision_tradeoff
 from .ring import animate_ring_steps, animation_html, draw_ring_steps, ring_schedule
 from .routing import draw_routing, route_counts
@@ -36,6 +37,7 @@ from .sharding import describe_sharding, draw_sharding
 
 __all__ = [
     "COLLECTIVES",
+    "PHONE_BODY_PX",
     "animate_ring_steps",
     "animation_html",
     "describe_sharding",
@@ -47,7 +49,9 @@ __all__ = [
     "draw_ring_steps",
     "draw_routing",
     "draw_sharding",
+    "phone_width_in",
     "ring_schedule",
     "route_counts",
     "run_collective",
+    "set_phone_design",
 ]
