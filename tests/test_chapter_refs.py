@@ -18,6 +18,13 @@ def test_the_number_comes_from_the_pages_title():
     assert chapter_refs.plain(text) == "See chapter 4 and Appendix B's list."
 
 
+def test_a_role_broken_across_lines_is_read_as_the_build_reads_it():
+    # regression: "{chapter}`chapter\n<09_precision>`" passed the source check and failed the build
+    assert chapter_refs.plain("one pass, {chapter}`chapter\n<10_memory>`.") == "one pass, chapter 10."
+    with pytest.raises(chapter_refs.UnknownChapter, match="book/ has no 09_precision.md"):
+        chapter_refs.plain("one pass, {chapter}`chapter\n<09_precision>`.")
+
+
 def test_a_converted_notebooks_words_become_roles_and_back():
     # tools/notebooks.py convert_to_source: a notebook written as .ipynb gets a source with roles.
     text = "As Chapter 3 says (and chapter 10, Appendix A). Not Chapter 99, Chapter 3.5 or chapters 0 and 10."

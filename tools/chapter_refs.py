@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 
 #: ``{chapter}`target``` or ``{chapter}`word <target>```.
-ROLE = re.compile(r"\{chapter\}`(?:(?P<word>[A-Za-z]+) <(?P<target>[\w.-]+)>|(?P<bare>[\w.-]+))`")
+#: The role may break across a line (a source wrapped at its width), as the build reads it.
+ROLE = re.compile(r"\{chapter\}`(?:(?P<word>[A-Za-z]+)\s+<(?P<target>[\w.-]+)>|(?P<bare>[\w.-]+))`")
 #: A chapter or appendix named by a typed number (what the role replaces).
 TYPED = re.compile(r"\b(?:[Cc]hapters?|[Cc]h\.|[Aa]ppendix|[Aa]ppendices)\s+(?:\d+|[A-Z]\b)")
 _SINGLE = re.compile(r"\b(Chapter|chapter|Appendix|appendix) (\d+|[A-Z])\b(?!\.\d)")
