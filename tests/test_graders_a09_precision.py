@@ -116,9 +116,13 @@ def test_product_cases_are_9_1s_sizes_and_the_scaled_case():
         graders.SCALED_CASE[0],
     ]
     assert [scaled for *_, scaled in cases] == [False] * len(graders.MATMUL_SIZES) + [True]
-    assert graders.SHARDED_VJP_CASE < len(graders.MATMUL_SIZES)
-    m = graders.MATMUL_SIZES[graders.SHARDED_VJP_CASE][0]
-    assert m % 8 == 0  # A's rows split over 8 devices
+    # the Explicit-mesh cases: sizes as drawn, A's rows and (on the 2-D mesh) B's columns divide
+    for case, (shape, names, a_spec, b_spec) in graders.SHARDED_VJP_CASES.items():
+        m, _, n = graders.MATMUL_SIZES[case]
+        sizes = dict(zip(names, shape, strict=True))
+        assert a_spec == graders.P("X", None) and m % sizes["X"] == 0
+        assert b_spec[1] is None or n % sizes[b_spec[1]] == 0
+    assert any(spec[1] is not None for *_, spec in graders.SHARDED_VJP_CASES.values())
 
 
 def test_autodiff_through_three_passes_is_one_pass_accurate_in_the_backward():
@@ -141,6 +145,8 @@ def test_autodiff_through_three_passes_is_one_pass_accurate_in_the_backward():
         ("wrong_vjp_autodiff_through_x3", "what autodiff through the bf16 pieces gives"),
         ("wrong_vjp_f32_backward", "split G, A and B into bf16 high and low parts"),
         ("wrong_vjp_cotangent_rounded_once", r"dA = G·Bᵀ: expected a relative error .*split the cotangent G"),
+        ("wrong_vjp_ignores_sharding", r"\{'X': 8\}.*got ShardingTypeError.*out_sharding=jax\.typeof"),
+        ("wrong_vjp_layouts_of_one_mesh", r"'Y': 4.*dB typed float32\[1024,96@Y\].*got ValueError"),
     ],
 )
 def test_vjp_mistakes_fail_with_their_hint(submission, message):

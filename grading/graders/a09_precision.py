@@ -10,8 +10,9 @@ what came back, and a hint.
 
 ``bf16x3_matmul_vjp`` is checked as ``bf16x3_matmul`` on the same products (:func:`product_cases`), then
 through ``jax.vjp`` for a cotangent G: every ``dot_general`` of the VJP's program bf16 × bf16 → f32, and
-dA = G·Bᵀ and dB = Aᵀ·G each 50× more accurate than one bf16 pass of that product, under ``jax.jit``,
-once with A split over 8 devices.
+dA = G·Bᵀ and dB = Aᵀ·G each 50× more accurate than one bf16 pass of that product, under ``jax.jit``;
+twice on a mesh with Explicit axes (A split ``P('X', None)``; G typed like C), where dA and dB must also
+have A's and B's types and JAX refuses a backward that does not say where Aᵀ·G's sum lands.
 """
 
 from __future__ import annotations
@@ -377,8 +378,18 @@ def check_mlp_value_and_grads(fn: Callable) -> None:
 # Exercise 9.4 — three bf16 passes in the backward pass too.
 # ----------------------------------------------------------------------------------------------
 
-#: The case (an index into product_cases) whose A arrives split P('X', None) over 8 devices (Auto axes).
-SHARDED_VJP_CASE = 1
+#: Cases (indices into product_cases) run inside jax.set_mesh on a mesh with Explicit axes, every array
+#: placed on it: case -> (mesh shape, axis names, A's spec, B's spec); G is typed like C = A·B.
+SHARDED_VJP_CASES: dict[int, tuple[tuple[int, ...], tuple[str, ...], P, P]] = {
+    1: ((8,), ("X",), P("X", None), P(None, None)),
+    3: ((2, 4), ("X", "Y"), P("X", None), P(None, "Y")),
+}
+SHARDING_HINT = (
+    "a custom_vjp's backward must return each cotangent with its argument's type, sharding included: "
+    "dA laid out like A, dB like B. With A's rows split over 'X', Aᵀ·G sums over rows that A and G both "
+    "split, and JAX cannot tell where that sum should land: give the backward's matmuls "
+    "out_sharding=jax.typeof(b).sharding (and jax.typeof(a).sharding for G·Bᵀ)."
+)
 
 
 def cotangent(m: int, n: int, seed: int) -> jax.Array:
@@ -401,11 +412,34 @@ def _backward_dtype_hint(dots: list[Any]) -> str:
     )
 
 
+def _sharded_vjp(fn: Callable, seed: int, a: Any, b: Any, g: Any, where: str) -> tuple[Any, ...]:
+    """The jitted VJP of ``fn`` on case ``seed``'s Explicit mesh (SHARDED_VJP_CASES), with its arrays
+    placed there; a refused backward or a cotangent of another type fails with SHARDING_HINT."""
+    shape, names, a_spec, b_spec = SHARDED_VJP_CASES[seed]
+    mesh = make_mesh(shape, names)
+    c_spec = P(a_spec[0], b_spec[1])
+    a, b, g = (jax.device_put(x, NamedSharding(mesh, s)) for x, s in ((a, a_spec), (b, b_spec), (g, c_spec)))
+    expected = f"dA typed {jax.typeof(a)} and dB typed {jax.typeof(b)}"
+    try:
+        with jax.set_mesh(mesh):
+            got = jax.jit(lambda a, b, g: jax.vjp(fn, a, b)[1](g))(a, b, g)
+    except CheckFailed:
+        raise
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        _fail(where, expected, f"{type(e).__name__}: {first[:600]}", SHARDING_HINT)
+    # the shape of the answer is checked by the caller; here only the types of two arrays
+    types = [jax.typeof(x) for x in got if isinstance(x, jax.Array)] if isinstance(got, tuple) else []
+    if len(types) == 2 and types != [jax.typeof(a), jax.typeof(b)]:
+        _fail(where, expected, f"{types[0]} and {types[1]}", SHARDING_HINT)
+    return got
+
+
 def check_bf16x3_matmul_vjp(fn: Callable) -> None:
     """9.1's forward; in the VJP's program only bf16 × bf16 → f32 dot_generals; dA and dB each 50× more
-    accurate than one bf16 pass of the same product, jitted (one case with A split over 8 devices)."""
+    accurate than one bf16 pass of the same product, jitted; on Explicit meshes (SHARDED_VJP_CASES) dA
+    and dB typed like A and B."""
     name = "bf16x3_matmul_vjp"
-    mesh = make_mesh((8,), ("X",), axis_type=AxisType.Auto)
     for seed, (shapes, a, b, scaled) in enumerate(product_cases()):
         m, n = a.shape[0], b.shape[1]
         _check_forward(
@@ -431,10 +465,15 @@ def check_bf16x3_matmul_vjp(fn: Callable) -> None:
         # the VJP's program holds the forward's dots too: all of them must be bf16 × bf16 → f32
         dots = dot_generals(jaxpr)
         _expect_bf16_dots(dots, f"the program of {where}", _backward_dtype_hint(dots))
-        a_in = jax.device_put(a, NamedSharding(mesh, P("X", None))) if seed == SHARDED_VJP_CASE else a
-        if seed == SHARDED_VJP_CASE:
-            where += ", A split P('X', None) over 8 devices"
-        got = call_learner(jax.jit(lambda a, b, g: jax.vjp(fn, a, b)[1](g)), name, a_in, b, g, where=where)
+        if seed in SHARDED_VJP_CASES:
+            shape, names, a_spec, b_spec = SHARDED_VJP_CASES[seed]
+            where += (
+                f", on an Explicit mesh {dict(zip(names, shape, strict=True))} (jax.set_mesh), A split "
+                f"{a_spec}, B laid out {b_spec}, G like C"
+            )
+            got = _sharded_vjp(fn, seed, a, b, g, where)
+        else:
+            got = call_learner(jax.jit(lambda a, b, g: jax.vjp(fn, a, b)[1](g)), name, a, b, g, where=where)
         if not (isinstance(got, tuple) and len(got) == 2):
             _fail(
                 where, "a pair of cotangents (dA, dB)", describe_array(got), "the backward returns (dA, dB)."
