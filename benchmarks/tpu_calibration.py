@@ -8,7 +8,7 @@ estimate next to the measurement, split into the model's parts:
 
 * matmuls: the kernels that hold a matmul, each ``max(FLOPs / rate, HBM bytes / bandwidth)``;
 * memory: every other kernel, its HBM bytes at the measured bandwidth;
-* fixed: the least one call takes (the host's dispatch); the estimate is the larger of it and the
+* fixed: the least one call takes (what the smallest program takes); the estimate is the larger of it and the
   kernels' timeline.
 
 Appendix A prints the same rows; ``tests/test_cost.py`` keeps every one within

@@ -26,8 +26,8 @@ What the compute stream runs depends on which compiler wrote the program (``repo
   condition when XLA leaves none), is a kernel. One that holds a matmul costs ``max(flops / measured
   matmul rate, HBM bytes / measured bandwidth)``; any other costs its HBM bytes at the measured
   bandwidth, counted by :func:`tpu_hbm_bytes` (slices and in-place updates, arrays in VMEM, async
-  copies). A call takes at least the measured fixed cost of one call (the host's dispatch, which
-  overlaps the device's work).
+  copies). A call takes at least the measured fixed cost of one call (what the smallest program
+  takes, which overlaps the device's work).
 
 Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
 also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from
@@ -90,7 +90,7 @@ class Measured:
     bf16_matmul_flops: float  # a large bf16 matmul
     f32_matmul_flops: float  # f32 operands at JAX's default precision (one bf16 pass)
     hbm_bandwidth: float  # bytes/s that an element-wise op moves between HBM and the chip
-    call_seconds: float  # the least one call takes: the host's dispatch, overlapped with the device
+    call_seconds: float  # the least one call takes (the smallest program's time), overlapped with the device
     source: str
 
 
@@ -119,7 +119,7 @@ V5E_MEASURED = Measured(
     f32_matmul_flops=1.832e14,
     # "add f32": x + y on f32[16384,8192], 1.61 GB read and written in 2.438 ms (81% of 819 GB/s)
     hbm_bandwidth=6.607e11,
-    # "one small add": f32[8,128] + 1 takes 120.7 µs a call, all of it the host's dispatch
+    # "one small add": f32[8,128] + 1 takes 120.7 µs a call: the fixed cost of a call, whatever its cause
     call_seconds=1.207e-4,
     source="[REC] shardbook/data/tpu_v5e.json, one TPU v5e chip, 2026-12-05",
 )
@@ -228,7 +228,9 @@ class Estimate:
             f"exposed communication {self.exposed_communication_seconds * us:.1f} µs",
         ]
         if self.device_seconds is not None:
-            lines.append(f"  a call takes at least {self.fixed_seconds * us:.1f} µs (the host's dispatch)")
+            lines.append(
+                f"  a call takes at least {self.fixed_seconds * us:.1f} µs (the smallest program's time)"
+            )
         lines += [f"  * {n}" for n in self.notes]
         return "\n".join(lines)
 
