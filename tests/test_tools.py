@@ -52,17 +52,16 @@ def test_quoted_figures_are_found_in_prose():
     ]
 
 
-def test_a_claims_echo_of_its_sentence_prints_no_figure():
-    # A figure the prose quotes must be printed by the computation: the "✓ checked:" line a claim once
-    # printed quoted its own sentence, so "the emulation's 1.11e-07" passed beside a table of 1.14e-07.
+def test_a_claim_prints_no_figure_of_its_sentence(capsys):
+    # A figure the prose quotes must be printed by the computation: a claim once echoed its sentence,
+    # so "the emulation's 1.11e-07" passed beside a table of 1.14e-07. Now it prints nothing.
+    from shardbook import claim
+
+    print("emulated 1.14e-07")
+    claim("the emulation's 1.11e-07 in 49.8 µs", True)
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("...")
-    cell.outputs = [
-        nbformat.v4.new_output("stream", name="stdout", text="emulated 1.14e-07\n"),
-        nbformat.v4.new_output(
-            "stream", name="stdout", text="✓ checked: the emulation's 1.11e-07 in 49.8 µs\n"
-        ),
-    ]
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=capsys.readouterr().out)]
     nb.cells = [cell]
     printed = nbtools.printed_numbers(nbtools.printed_text(nb))
     assert Decimal("1.14e-07") in printed
@@ -134,9 +133,9 @@ def test_claims_fold_into_one_line_at_the_page_end():
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("x is two\n\nand k is small")]
     nb.cells += [nbformat.v4.new_code_cell(source)]
-    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="0\n✓ checked: x is two\n")]
-    assert claim_fold.page_lines(nb, fold=False) == (2 + 9 + 2, 5 + 1)
-    assert claim_fold.page_lines(nb) == (2 + 4 + 2 + 1, 1 + 1)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="0\n1\n")]
+    assert claim_fold.page_lines(nb, fold=False) == (2 + 9 + 2, 5)
+    assert claim_fold.page_lines(nb) == (2 + 4 + 2 + 1, 1)
     # and the book's build loads the extension
     import yaml
 

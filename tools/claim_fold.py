@@ -25,8 +25,6 @@ MAX_CLAIM_SHARE = 0.02
 #: The classes myst-nb gives a cell whose code the page hides: its claims are out of the way already,
 #: and a pop quiz's folded check must not have its answer listed at the page's end.
 FOLDED_CELL = {"tag_hide-cell", "tag_hide-input", "tag_remove-cell", "tag_remove-input"}
-#: How the claim() of shardbook printed a checked sentence before it went quiet (old outputs).
-ECHO = "✓ checked:"
 
 
 @dataclass(frozen=True)
@@ -144,7 +142,7 @@ def page_lines(nb, fold: bool = True) -> tuple[int, int]:
     of prose, of code not hidden by a tag, and of printed text (pictures and HTML tables count none).
 
     With ``fold`` the claims are folded as this extension folds them: the page shows one line of them.
-    Without, as the page showed them before: their code, and each "✓ checked:" line the cell printed.
+    Without, as the page would show them unfolded: their code among the cells' code.
     """
     total = claims = 0
     any_claim = False
@@ -167,9 +165,7 @@ def page_lines(nb, fold: bool = True) -> tuple[int, int]:
             continue
         for output in cell.get("outputs", []):
             for line in _output_text(output).splitlines():
-                if line.strip():
-                    total += 1
-                    claims += line.startswith(ECHO)
+                total += bool(line.strip())
     if fold and any_claim:
         total, claims = total + 1, claims + 1  # the folded list's one line
     return total, claims

@@ -417,17 +417,13 @@ def printed_numbers(text: str) -> set[Decimal]:
 
 
 def printed_text(nb) -> str:
-    """Everything a notebook's cells printed or showed as text, but a claim's echo of its own sentence
-    (a "✓ checked:" line, from before claim() went quiet): a figure the prose quotes must be printed by
-    the computation, not by the check that quotes it."""
-    from tools.claim_fold import ECHO
-
+    """Everything a notebook's cells printed or showed as text. A claim prints nothing, so a figure
+    the prose quotes is found here only if the computation printed it, not the check that quotes it."""
     printed = []
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             text = output.get("text") or output.get("data", {}).get("text/plain", "") or ""
-            text = "".join(text) if isinstance(text, list) else text
-            printed += [line for line in text.splitlines() if not line.startswith(ECHO)]
+            printed.append("".join(text) if isinstance(text, list) else text)
     return "\n".join(printed)
 
 

@@ -420,6 +420,7 @@ def _sharded_vjp(fn: Callable, seed: int, a: Any, b: Any, g: Any, where: str) ->
     c_spec = P(a_spec[0], b_spec[1])
     a, b, g = (jax.device_put(x, NamedSharding(mesh, s)) for x, s in ((a, a_spec), (b, b_spec), (g, c_spec)))
     expected = f"dA typed {jax.typeof(a)} and dB typed {jax.typeof(b)}"
+    # not call_learner: its generic words for a ShardingTypeError would drop the types expected here
     try:
         with jax.set_mesh(mesh):
             got = jax.jit(lambda a, b, g: jax.vjp(fn, a, b)[1](g))(a, b, g)
