@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from grading import grade
+from grading import worker
 from grading.assignment import SETUP, grade_id, is_answer, is_test
 from grading.local_ray import local_cluster
 
@@ -57,7 +57,7 @@ def run(
 
     ``python -m grading.grade`` runs in a process of its own, as ``make grade`` runs it.
     """
-    course = grade.copy_course(scratch / config)
+    course = worker.copy_course(scratch / config)
     cmd = [sys.executable, "-m", "grading.grade", assignment, str(batch), "--root", str(course)]
     cmd += ["--unsandboxed"] * unsandboxed
     with contextlib.ExitStack() as stack:
@@ -143,7 +143,7 @@ def paired(assignment: str, notebook: bytes, scratch: Path, rounds: int, unsandb
             + ["--cwd", str(here)],
             env=dict(os.environ, PYTHONPATH=str(ROOT)),
         )
-        course = grade.copy_course(here)
+        course = worker.copy_course(here)
         cmd = [
             sys.executable,
             "-m",

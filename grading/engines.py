@@ -1,8 +1,8 @@
 """The engines that grade a batch: each yields an Outcome per notebook as it finishes, and the driver
-(grading/grade.py) records them one at a time.
+(grading/grade.py) records them one at a time (grading/reports.py).
 
 * ``run_local``: threads of the driver's process, ``--jobs`` at a time; each notebook is graded by
-  processes of its own (grade.grade_one).
+  processes of its own (worker.grade_one).
 * ``run_ray``: Ray tasks, on a local Ray or the cluster at ``$RAY_ADDRESS``; each task carries its
   notebook's bytes and returns its Outcome, the template travelling once through Ray's object store.
 """
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from grading.grade import ENGINE_NAMES, GRADING_STATE, Outcome, grade_one, learner_id, pack
+from grading.worker import GRADING_STATE, Outcome, grade_one, learner_id, pack
 
 Task = tuple[str, bytes]  # (file name as handed in, its bytes)
 
@@ -115,5 +115,5 @@ def run_ray(
         ray.shutdown()
 
 
+#: The engines that grade a batch's notebooks, by the name ``--engine`` gives.
 ENGINES = {"local": run_local, "ray": run_ray}
-assert tuple(ENGINES) == ENGINE_NAMES

@@ -1,7 +1,9 @@
 """nbgrader configuration of the course, loaded by the root nbgrader_config.py.
 
-The course root is ``$SHARDBOOK_COURSE_ROOT`` (set by grading/grade.py) or else the working directory,
-the repository root when nbgrader runs from there. Paths below are relative to it:
+The course root is ``$SHARDBOOK_COURSE_ROOT`` (``grading.protocol.COURSE_ROOT_ENV``, set by the grading
+worker) or else the working directory, the repository root when nbgrader runs from there. What the
+worker tells one nbgrader command comes as command-line options
+(``grading.protocol.autograde_options``). Paths below are relative to the course root:
 
 solutions/<assignment>/   instructor notebooks (nbgrader "source"); the .ipynb is generated from <a>.md
 exercises/<assignment>/   student notebooks generated from them (nbgrader "release"), committed for Colab
@@ -23,8 +25,12 @@ if TYPE_CHECKING:  # traitlets runs this file with get_config() in its namespace
 
 c = get_config()
 
-_root = os.environ.get("SHARDBOOK_COURSE_ROOT", os.getcwd())
-sys.path.insert(0, _root)  # so `grading.preprocessors` is importable below
+# The course this file belongs to: so that `grading` is importable below, whatever started nbgrader.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # noqa: F821 (traitlets)
+from grading import protocol  # noqa: E402
+
+_root = os.environ.get(protocol.COURSE_ROOT_ENV, os.getcwd())
+sys.path.insert(0, _root)
 
 c.CourseDirectory.root = _root
 c.CourseDirectory.source_directory = "solutions"
@@ -59,8 +65,9 @@ c.ClearSolutions.enforce_metadata = True
 # Student notebooks keep their outputs empty and carry no execution counts.
 c.ClearOutput.remove_metadata_fields = ["collapsed", "scrolled", "execution"]
 
-# Autograding: a slow or looping cell is interrupted after this many seconds and scored as failed.
-c.Execute.timeout = int(os.environ.get("SHARDBOOK_CELL_TIMEOUT", "120"))
+# Autograding: a slow or looping cell is interrupted after this many seconds and scored as failed
+# (the worker gives --cell-timeout as --Execute.timeout, which overrides this).
+c.Execute.timeout = protocol.DEFAULT_CELL_TIMEOUT
 c.Execute.interrupt_on_timeout = True
 c.Execute.allow_errors = True
 # Long outputs are cut as they arrive, lines included (grading.preprocessors.OutputBudget, which says
@@ -84,7 +91,7 @@ from grading.preprocessors import (  # noqa: E402
     WarningsDoNotFail,
 )
 
-# nbgrader's autograde steps, with additions: skip cells that killed the kernel (see grading/grade.py),
+# nbgrader's autograde steps, with additions: skip cells that killed the kernel (see grading/worker.py),
 # harden test cells against a notebook that redefined or patched the checking tools, and score a test
 # cell by whether it raised, not by whether something wrote a warning to stderr.
 c.Autograde.autograde_preprocessors = [
@@ -117,6 +124,6 @@ c.GenerateFeedback.preprocessors = [
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 
-# The learner's kernel runs in a sandbox when grade.py asks for it (see grading/sandbox.py).
-if os.environ.get("SHARDBOOK_SANDBOX"):
+# The learner's kernel runs in a sandbox when the worker asks for it (see grading/sandbox.py).
+if os.environ.get(protocol.SANDBOX_ENV):
     c.Execute.kernel_manager_class = "grading.sandbox.SandboxedKernelManager"

@@ -12,16 +12,16 @@ cell, hidden tests included, and tracebacks that quote it. Before feedback HTML 
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import nbformat
 from nbclient.exceptions import DeadKernelError
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute
-from traitlets import Bool
+from traitlets import Bool, Int, List, Unicode
 
 from grading.assignment import IMPORTS, grade_id, hide_hidden_tests, is_test
+from grading.protocol import Death
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -56,10 +56,6 @@ def feedback_lines(ename: str, evalue: str) -> list[str]:
     return error_lines(ename, evalue) or [f"{ename}: {evalue}"]
 
 
-#: Environment variables through which grading/grade.py talks to the preprocessors below.
-SKIP_CELLS_ENV = "SHARDBOOK_SKIP_CELLS"  # comma-separated cell indices to replace before execution
-DEATH_FILE_ENV = "SHARDBOOK_DEATH_FILE"  # where to record the index of a cell whose kernel died
-
 SKIPPED_CELL_SOURCE = (
     "raise RuntimeError(\n"
     '    "When this notebook was graded, this cell stopped the Python kernel (os._exit, a crash or "\n'
@@ -68,18 +64,31 @@ SKIPPED_CELL_SOURCE = (
 )
 
 
-class SkipCells(Preprocessor):
-    """Replaces the cells listed in $SHARDBOOK_SKIP_CELLS with one that raises a clear error.
+class CellIndices(List):
+    """A list of cell indices as a config option. traitlets gives a command-line list of one item
+    (``--SkipCells.skip=4``) to the trait as the string ``"4"``, which ``List(Int())`` refuses; this
+    reads it (and ``"[4, 7]"``) as integers. Repeated options (``--SkipCells.skip=4 --SkipCells.skip=7``)
+    arrive as a list of strings and are read by List itself."""
 
-    grade.py lists here the cells that killed the kernel in an earlier attempt, so the rest of the
-    notebook can still be executed and graded.
+    def __init__(self, **kwargs):
+        super().__init__(Int(), **kwargs)
+
+    def from_string(self, s: str):
+        return [int(x) for x in s.strip("[]").split(",") if x.strip()]
+
+
+class SkipCells(Preprocessor):
+    """Replaces the cells listed in its ``skip`` option with one that raises a clear error.
+
+    The worker (grading/worker.py) lists there the cells that killed the kernel in an earlier attempt,
+    so the rest of the notebook can still be executed and graded (grading/protocol.py).
     """
 
     enabled = Bool(True)
+    skip = CellIndices(help="indices of the cells to replace before execution").tag(config=True)
 
     def preprocess(self, nb, resources):
-        skip = {int(i) for i in os.environ.get(SKIP_CELLS_ENV, "").split(",") if i.strip()}
-        for index in skip:
+        for index in set(self.skip):
             if 0 <= index < len(nb.cells) and nb.cells[index].cell_type == "code":
                 nb.cells[index].source = SKIPPED_CELL_SOURCE
         return nb, resources
@@ -212,12 +221,15 @@ def coalesce_streams(outputs: list) -> list:
 class ExecuteRecordingDeaths(Execute):
     """nbgrader's Execute, with three additions:
 
-    * it writes the index of a cell whose kernel died to $SHARDBOOK_DEATH_FILE;
+    * it records the cell whose kernel died (a :class:`grading.protocol.Death`) in its ``death_file``;
     * what a cell outputs is cut to an :class:`OutputBudget` as it arrives, with a note when it was;
     * one output per stream and cell (:func:`coalesce_streams`).
     """
 
     coalesce_streams = Bool(False)  # done by coalesce_streams() below, after the cell, in linear time
+    death_file = Unicode("", help="where to record the cell whose kernel died (none: not recorded)").tag(
+        config=True
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -232,10 +244,8 @@ class ExecuteRecordingDeaths(Execute):
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
-            path = os.environ.get(DEATH_FILE_ENV)
-            if path:
-                with open(path, "w") as f:
-                    json.dump({"index": index, "grade_id": grade_id(cell)}, f)
+            if self.death_file:
+                Death(index, grade_id(cell)).write(self.death_file)
             raise
         if cell.cell_type == "code" and cell.outputs:
             cell.outputs = coalesce_streams(cell.outputs)
@@ -252,7 +262,7 @@ class WarningsDoNotFail(Preprocessor):
     Our tests fail by raising; what reaches stderr is a warning — a Python ``warnings.warn`` in the
     learner's code (``UserWarning: ...``), anything else a library writes there — and the same cell
     passes its self-check on Colab. The text stays in the feedback. (XLA's C++ log, such as "Involuntary
-    full rematerialization" while a grader compiles its own program, is silenced at its source: grade.py
+    full rematerialization" while a grader compiles its own program, is silenced at its source: worker.py
     runs kernels with ``TF_CPP_MIN_LOG_LEVEL=2``.)
     """
 

@@ -1,11 +1,12 @@
 """A sandbox for the learner's kernel: bubblewrap around the one process that runs learner code.
 
 nbgrader itself (which restores the tests and writes the gradebook) stays outside, trusted. When
-``grading/grade.py`` sets ``$SHARDBOOK_SANDBOX``, nbgrader starts each notebook's kernel through
+the grading worker sets ``$SHARDBOOK_SANDBOX`` (``grading.protocol.SANDBOX_ENV``), nbgrader starts each
+notebook's kernel through
 :class:`SandboxedKernelManager` (wired in ``grading/nbgrader_config.py``), which runs the kernel:
 
 * as a uid of its own (when grading as root: one per notebook graded at the same time), under a
-  process limit (``RLIMIT_NPROC``, which counts threads) and the address-space cap grade.py set;
+  process limit (``RLIMIT_NPROC``, which counts threads) and the address-space cap the worker set;
 * in bubblewrap with its own network (none: not even the host's localhost), pid, IPC and UTS
   namespaces (as root, no user namespace: the kernel's uid must be a real one for the process limit to
   count it), a private ``/proc``, a minimal ``/dev``, a private ``/tmp`` that holds ``$HOME``, and a
@@ -39,11 +40,7 @@ import sys
 import tempfile
 import weakref
 
-#: Environment variables through which grading/grade.py turns the sandbox on for one nbgrader run.
-SANDBOX_ENV = "SHARDBOOK_SANDBOX"  # "1": start kernels sandboxed
-UID_ENV = "SHARDBOOK_SANDBOX_UID"  # the uid the kernel runs as (root only)
-NPROC_ENV = "SHARDBOOK_SANDBOX_NPROC"  # the process limit of the kernel's uid
-COURSE_ROOT_ENV = "SHARDBOOK_COURSE_ROOT"  # set by grade.py for nbgrader already
+from grading.protocol import COURSE_ROOT_ENV, GRADING_ONLY_ENV, NPROC_ENV, SANDBOX_ENV, UID_ENV
 
 BWRAP = "bwrap"
 INSTALL_HINT = (
@@ -61,13 +58,19 @@ NPROC_FLOOR = 256
 TMP_BYTES = 512 * 2**20
 
 # What of the course the kernel sees, read-only (exercises/<assignment>/ is added per notebook).
-COURSE_READ_ONLY = ("shardbook", "grading/__init__.py", "grading/tamper.py", "grading/graders")
+COURSE_READ_ONLY = (
+    "shardbook",
+    "grading/__init__.py",
+    "grading/tamper.py",
+    "grading/protocol.py",  # tamper.py's Tampering
+    "grading/graders",
+)
 SYSTEM_READ_ONLY = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Environment the kernel keeps, by name or prefix; everything else is dropped.
 KEEP_ENV = ("LANG", "LANGUAGE", "TZ", "MPLBACKEND", "XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL", "OMP_NUM_THREADS")
 KEEP_ENV_PREFIXES = ("LC_", "JAX_", "SHARDBOOK_")
-# grade.py's private settings for nbgrader: paths outside the sandbox that the kernel has no use for.
-DROP_ENV = ("SHARDBOOK_DEATH_FILE", "SHARDBOOK_SKIP_CELLS", SANDBOX_ENV, UID_ENV, NPROC_ENV)
+# Grading's own settings for nbgrader, which the kernel has no use for.
+DROP_ENV = GRADING_ONLY_ENV
 
 
 def missing(course_root: str | None = None) -> str | None:

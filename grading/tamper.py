@@ -22,6 +22,7 @@ import types
 from importlib import import_module
 from typing import Any
 
+from grading.protocol import Tampering
 from shardbook.checks import CheckFailed
 
 # (module, dotted attribute) pairs the graders and self-checks rely on.
@@ -97,11 +98,10 @@ def find_tampering() -> list[str]:
 
 
 def assert_untampered() -> None:
-    """Raises CheckFailed naming every replaced tool; called before each test cell when grading."""
+    """Raises CheckFailed naming every replaced tool; called before each test cell when grading.
+
+    Its message is a :class:`grading.protocol.Tampering`, which the worker reads back from the graded
+    notebook's error output."""
     found = find_tampering()
     if found:
-        raise CheckFailed(
-            "code in this notebook replaced tools the tests rely on: "
-            + "; ".join(found)
-            + ". Tests cannot pass while that code is there: remove it and run the notebook again."
-        )
+        raise CheckFailed(Tampering(tuple(found)).message())

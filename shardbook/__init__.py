@@ -8,9 +8,10 @@ One spelling per name: a chapter uses every public name flat, ``shardbook.analyz
 chapters). The modules are where a maintainer reads them:
 
   setup   -- choose devices (8 simulated CPU devices when fewer than 8 accelerators), install on Colab.
+  runtime -- whether this is Colab, and the pins of Flax, Optax and Orbax: what setup and errors share.
   viz     -- pictures, a module per family: sharding (where an array's blocks lie), collectives,
              communication (what a program moves), ring, routing, backward (gradient reductions,
-             saved state), precision (error against cost).
+             saved state), precision (error against cost), processes (which process holds which block).
   checks  -- comparisons for self-checks and graders, with messages written for learners.
   errors  -- errors in words (describe_error): one sentence and one hint per mistake, in a notebook
              cell, in every process of a job, and on the feedback page.
@@ -21,7 +22,8 @@ chapters). The modules are where a maintainer reads them:
   tpu     -- compile for a TPU topology on any machine (compile_for_tpu): the TPU compiler's program,
              its memory and its fits/does-not-fit verdict, cached by the program's fingerprint.
   cost    -- the TPU cost model (estimate, draw_timeline), and its errors against the times recorded on a
-             real chip (tpu_record, calibration).
+             real chip (tpu_record, calibration). Its parts: links (collectives on the ICI links, one
+             stream per direction) and hbm (a TPU program's HBM traffic).
   pipeline -- pipeline schedules (GPipe, 1F1B): the table, its bubble, the activations kept, a picture.
   hosts   -- many JAX processes on one machine (run_workers): multi-host programs on localhost.
   claims  -- claim(): a comparative sentence of a chapter checked against the values its page printed.
@@ -96,8 +98,8 @@ _EXPORTS = {
     "run_workers": "hosts",
     "WorkersFailed": "hosts",
     "print_outputs": "hosts",
-    "shard_table": "hosts",
-    "draw_process_shards": "hosts",
+    "shard_table": "viz",
+    "draw_process_shards": "viz",
     "claim": "claims",
     "checked_claims": "claims",
     "ClaimFailed": "claims",

@@ -23,7 +23,7 @@ import re
 import traceback
 from typing import Any
 
-from .setup import COMPANIONS_PIP, in_colab
+from .runtime import COMPANIONS_PIP, in_colab
 
 _Entry = tuple[tuple[str, ...], str, str]
 
@@ -162,6 +162,19 @@ PEER_ERRORS: list[_Entry] = [
         "JAX ended this process because another process of the job died",
         "read what the other process reported.",
     ),
+    # Last, the catch-alls: any other failure of a collective between processes (Gloo's words vary with
+    # the moment the others left) or of the processes' contact with each other.
+    (
+        ("Gloo",),
+        "a collective between the processes failed, as one does when not every process runs it",
+        _SAME_COLLECTIVES,
+    ),
+    (
+        ("coordination service",),
+        "the processes lost contact with each other (JAX's coordination service), as they do when one "
+        "waits in a collective that another skipped or left",
+        _SAME_COLLECTIVES,
+    ),
 ]
 
 #: Packages of the training and many-hosts chapters that the setup cell installs only on Colab:
@@ -237,7 +250,15 @@ def describe_error(e: BaseException) -> tuple[str, str | None]:
 def is_peer_error(text: str) -> bool:
     """Whether an error's text (raw, or a check's message that put it in words) only says that another
     process failed, left or never joined."""
-    return any(all(n in text for n in needles) or words in text for needles, words, _ in PEER_ERRORS)
+    if any(words in text for _, words, _ in PEER_ERRORS):
+        return True
+    # Raw text: a peer error only if no entry before the peer ones describes it (a Gloo error about
+    # arrays of different shapes is this process's own mistake, whatever Gloo's catch-all says).
+    first = next(
+        (entry for entry in (*JAX_ERRORS, *PROCESS_ERRORS, *PEER_ERRORS) if all(n in text for n in entry[0])),
+        None,
+    )
+    return any(first is entry for entry in PEER_ERRORS)
 
 
 def error_lines(ename: str, evalue: str) -> list[str] | None:

@@ -27,6 +27,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from .runtime import COMPANIONS, COMPANIONS_PIP, in_colab  # noqa: F401 (read here as shardbook.setup.*)
+
 #: The JAX release every notebook of the book is executed with in CI.
 PINNED_JAX = "0.12.0.1"
 #: The oldest JAX with the APIs the book uses (jax.shard_map, jax.typeof, jax.reshard, DotAlgorithmPreset);
@@ -43,12 +45,6 @@ INSTALL_URL_ENV = "SHARDBOOK_URL"
 NUM_DEVICES = 8
 #: The helper's own requirements besides JAX (pyproject.toml's dependencies; a test keeps them equal).
 REQUIREMENTS = ("numpy", "matplotlib", "packaging")
-#: Libraries of the training and many-hosts chapters that Colab ships built for its own, older JAX. On
-#: Colab each one installed at another version is replaced by the version the book is executed with
-#: (requirements.txt pins the same; a test keeps them equal). Elsewhere they are the learner's business.
-COMPANIONS = {"flax": "0.12.12", "optax": "0.2.8", "orbax-checkpoint": "0.12.8"}
-#: The pip command that installs :data:`COMPANIONS` outside Colab.
-COMPANIONS_PIP = "pip install " + " ".join(f"{name}=={version}" for name, version in COMPANIONS.items())
 #: The book's one sentence on installing Flax, Optax and Orbax (Markdown), as every chapter that uses
 #: them says it (a test holds the chapters to it).
 COMPANIONS_ADVICE = (
@@ -154,11 +150,6 @@ class DeviceSummary:
             else f"{self.count} {self.backend} devices"
         )
         return f"shardbook: {kind} · backend {self.backend} · JAX {self.jax_version}"
-
-
-def in_colab() -> bool:
-    """Whether this Python runs inside a Google Colab runtime."""
-    return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 
 
 def restart_advice() -> str:
@@ -568,10 +559,10 @@ def _short_source_paths() -> None:
 
 
 def _explain_errors_in_notebook() -> None:
-    """In a notebook, common JAX mistakes are shown in words (shardbook.checks.explain_common_errors)."""
+    """In a notebook, common JAX mistakes are shown in words (shardbook.errors.explain_common_errors)."""
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     if shell is not None and hasattr(shell, "set_custom_exc"):
-        from .checks import explain_common_errors
+        from .errors import explain_common_errors
 
         explain_common_errors(shell)
 

@@ -133,20 +133,20 @@ def write_downloads(into: Path, names: list[str] | None = None) -> Path:
     """A folder of downloads of assignment 1: the reference solution and the Colab learners (both as
     Colab saves them) and every committed submission (answer-only ones built as Colab downloads), or
     only the submissions in ``names`` (with the reference solution)."""
-    from tools import learner_path
+    from tools import handed_in
 
     downloads = into / "downloads"
     downloads.mkdir()
     assignment = GRADED_ASSIGNMENT
     (downloads / REFERENCE).write_bytes(submissions.colab_bytes(None, assignment))
     if names is None:
-        solved = learner_path.solved_notebook(assignment)
+        solved = handed_in.solved_notebook(assignment)
         for learner, placement in COLAB_LEARNERS.items():
-            helped = learner_path.add_helper_cells(solved, placement)
-            learner_path.write_colab_download(helped, downloads / f"{learner}.ipynb")
+            helped = handed_in.add_helper_cells(solved, placement)
+            handed_in.write_colab_download(helped, downloads / f"{learner}.ipynb")
         loud = copy.deepcopy(solved)
         loud.cells.insert(len(loud.cells) // 2, nbformat.v4.new_code_cell(LOUD_CELL))
-        learner_path.write_colab_download(loud, downloads / f"{LOUD_LEARNER}.ipynb")
+        handed_in.write_colab_download(loud, downloads / f"{LOUD_LEARNER}.ipynb")
     for name, sub in submissions.load(assignment).items():
         if names is None or name in names:
             (downloads / f"{name}.ipynb").write_bytes(submissions.colab_bytes(sub, assignment))
@@ -156,10 +156,10 @@ def write_downloads(into: Path, names: list[str] | None = None) -> Path:
 @pytest.fixture(scope="session")
 def graded_batch(tmp_path_factory):
     """Assignment 1's whole batch graded by `make grade` (local engine, 2 jobs, sandboxed)."""
-    from grading import grade
+    from grading import grade, worker
 
     tmp = tmp_path_factory.mktemp("batch")
-    course = grade.copy_course(tmp)
+    course = worker.copy_course(tmp)
     downloads = write_downloads(tmp)
     args = [GRADED_ASSIGNMENT, str(downloads), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
     assert grade.main([*args, "--jobs", "2"]) == 0

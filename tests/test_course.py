@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from grading import course, grade
+from grading import course, reports, worker
 
 COURSE_TOML = """
 [late]
@@ -92,19 +92,19 @@ def test_submission_times_come_from_the_lms_csv_or_the_files(tmp_path):
 def test_scores_csv_has_raw_and_adjusted_totals(tmp_path):
     # A due date, a grace period, an extension and three submission times, through write_reports:
     # on time within the grace, late by two started days, and late but within an extension.
-    root = grade.copy_course(tmp_path, assignment="01_meshes")
+    root = worker.copy_course(tmp_path, assignment="01_meshes")
     (root / "grading" / "course.toml").write_text(COURSE_TOML)
-    cells = grade.graded_cells("01_meshes", root)
+    cells = worker.graded_cells("01_meshes", root)
     max_score = sum(p for _, p in cells)
     submitted = {
         "grace": "2026-10-02T00:10:00+00:00",  # 11 minutes late: within the grace period
         "alan": "2026-10-04T12:00:00+00:00",  # a day added (2 Oct 23:59), then 1 day 12 h late: 2 days
         "ada": "2026-10-04T12:00:00+00:00",  # the same time, within her extension (4 Oct 23:59)
     }
-    outcomes = [grade.Outcome(learner=name, source=tmp_path / f"{name}.ipynb") for name in submitted]
+    outcomes = [worker.Outcome(learner=name, source=tmp_path / f"{name}.ipynb") for name in submitted]
     for o in outcomes:
         o.scores = {gid: points for gid, points in cells}
-    folder = grade.write_reports(
+    folder = reports.write_reports(
         "01_meshes",
         outcomes,
         root,
@@ -114,7 +114,7 @@ def test_scores_csv_has_raw_and_adjusted_totals(tmp_path):
     )
     with open(folder / "scores.csv") as f:
         rows = {r["learner"]: r for r in csv.DictReader(f)}
-    assert list(rows["ada"])[-3:] == grade.LATE_COLUMNS
+    assert list(rows["ada"])[-3:] == reports.LATE_COLUMNS
     assert {k: (r["total"], r["days_late"], r["adjusted"]) for k, r in rows.items()} == {
         "grace": (f"{max_score:g}", "0", f"{max_score:g}"),
         "alan": (f"{max_score:g}", "2", f"{max_score * 0.8:g}"),

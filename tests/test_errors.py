@@ -65,6 +65,21 @@ def test_each_multi_process_mistake_gets_its_sentence_and_hint():
     assert not is_peer_error(DEVICE_PUT_OF_LOCAL_ROWS) and not is_peer_error("KeyError: 'X'")
 
 
+def test_any_other_failure_between_processes_says_every_process_must_run_the_same_collectives():
+    # property (issue 41): a collective that only some processes ran can end in many Gloo or coordination
+    # texts, depending on when the others left; none of them may leave the learner with "read the error
+    # from its first line". A Gloo error about arrays of different shapes stays this process's own.
+    for text in (
+        "INTERNAL: Gloo all-reduce failed: [gloo/transport/tcp/pair.cc:534] Read error 127.0.0.1:41234: "
+        "Connection refused",
+        "UNAVAILABLE: Failed to send RPC to coordination service. Either the leader task was preempted",
+    ):
+        words, hint = describe_text("JaxRuntimeError", text)
+        assert hint is not None and "every process must run the same collectives in the same order" in hint
+        assert is_peer_error(text) and is_peer_error(words), text
+    assert not is_peer_error(SHAPES_DIFFER)
+
+
 def test_a_missing_optax_or_orbax_says_what_to_install(monkeypatch):
     # property: outside Colab, importing optax or orbax where only the helper is installed raises
     # Python's own ModuleNotFoundError, which becomes one sentence with the pip command to run

@@ -10,6 +10,7 @@ from jax.ad_checkpoint import checkpoint_name
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from grading.graders import a11_pipeline as pipeline
 from grading.graders import a11_training as graders
 from shardbook.checks import CheckFailed
 from shardbook.comms import Footprint, analyze, footprint
@@ -79,7 +80,7 @@ def test_pipeline_oracle_agrees_with_jax():
     h = x
     for s in range(3):
         h = graders.stage_fn({"w": w[s], "b": b[s]}, h)
-    np.testing.assert_allclose(graders.oracle_pipeline(w, b, x), np.asarray(h), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(pipeline.oracle_pipeline(w, b, x), np.asarray(h), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -118,11 +119,11 @@ def test_cases_cover_what_the_contracts_promise():
         for k, m in enumerate(step_meshes)
         for s in jax.tree.leaves(graders.step_case(k)[1])
     )
-    pipeline_meshes = [graders.pipeline_case(k)[0] for k in range(len(graders.PIPELINE_CASES))]
+    pipeline_meshes = [pipeline.pipeline_case(k)[0] for k in range(len(pipeline.PIPELINE_CASES))]
     assert {m.size for m in pipeline_meshes} == {8, 4, 2}
     assert {m.axis_types[0] for m in pipeline_meshes} == {AxisType.Explicit, AxisType.Auto}
     assert sum(tuple(d.id for d in m.devices.flat) != tuple(range(m.size)) for m in pipeline_meshes) >= 2
-    assert {c[1] for c in graders.PIPELINE_CASES} >= {1, 3, 4, 6}
+    assert {c[1] for c in pipeline.PIPELINE_CASES} >= {1, 3, 4, 6}
 
 
 def _fsdp_case(k: int = 0):
@@ -241,19 +242,19 @@ def _submitted(submission: str, name: str):
 
 
 def _pipeline_steps(fn, k: int) -> float:
-    mesh, w, b, x, n_micro = graders.pipeline_case(k)
+    mesh, w, b, x, n_micro = pipeline.pipeline_case(k)
     with jax.set_mesh(mesh):
         stage_params = jax.device_put({"w": w, "b": b}, NamedSharding(mesh, P("stage")))
         x_placed = jax.device_put(x, NamedSharding(mesh, P()))
         report = analyze(jax.jit(fn, static_argnums=(2, 3)), stage_params, x_placed, mesh, n_micro)
-    return graders.pipeline_steps(report, x.shape[0], x.shape[1], n_micro)
+    return pipeline.pipeline_steps(report, x.shape[0], x.shape[1], n_micro)
 
 
-@pytest.mark.parametrize("k", range(len(graders.PIPELINE_CASES)))
+@pytest.mark.parametrize("k", range(len(pipeline.PIPELINE_CASES)))
 def test_step_count_reads_the_schedule_whatever_the_loop(k):
     # FLOPs per device / FLOPs of one stage on one microbatch = the schedule's steps, for fori_loop (a
     # while loop with a known trip count) and for the same schedule as a Python loop (unrolled).
-    stages, n_micro = graders.PIPELINE_CASES[k][:2]
+    stages, n_micro = pipeline.PIPELINE_CASES[k][:2]
     assert _pipeline_steps(solution().pipeline_forward, k) == n_micro + stages - 1
     unrolled = _solution_variant(
         "_, outputs = jax.lax.fori_loop(0, steps, step, start)",
@@ -292,33 +293,33 @@ def test_circular_oracle_runs_layer_v_times_s_plus_s_in_order():
     for v in range(2):
         for s in range(3):
             h = graders.stage_fn({"w": w[v, s], "b": b[v, s]}, h)
-    np.testing.assert_allclose(graders.oracle_circular(w, b, x), np.asarray(h), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(pipeline.oracle_circular(w, b, x), np.asarray(h), rtol=1e-5, atol=1e-6)
 
 
 def test_circular_cases_cover_what_the_contract_promises():
     # n_micro = S divides the batch; 8, 4 and 2 stages; V = 1 (GPipe with n_micro = S) to 3; shuffled and
     # reversed device orders; Explicit and Auto axes.
-    meshes = [graders.circular_case(k)[0] for k in range(len(graders.CIRCULAR_CASES))]
+    meshes = [pipeline.circular_case(k)[0] for k in range(len(pipeline.CIRCULAR_CASES))]
     assert {m.size for m in meshes} == {8, 4, 2}
     assert {m.axis_types[0] for m in meshes} == {AxisType.Explicit, AxisType.Auto}
     assert sum(tuple(d.id for d in m.devices.flat) != tuple(range(m.size)) for m in meshes) >= 2
-    assert {c[1] for c in graders.CIRCULAR_CASES} == {1, 2, 3}
-    assert all(rows % stages == 0 for stages, _, rows, *_ in graders.CIRCULAR_CASES)
+    assert {c[1] for c in pipeline.CIRCULAR_CASES} == {1, 2, 3}
+    assert all(rows % stages == 0 for stages, _, rows, *_ in pipeline.CIRCULAR_CASES)
 
 
 def _circular_steps(fn, k: int) -> float:
-    mesh, w, b, x = graders.circular_case(k)
+    mesh, w, b, x = pipeline.circular_case(k)
     with jax.set_mesh(mesh):
         stage_params = jax.device_put({"w": w, "b": b}, NamedSharding(mesh, P(None, "stage")))
         x_placed = jax.device_put(x, NamedSharding(mesh, P()))
         report = analyze(jax.jit(fn, static_argnums=2), stage_params, x_placed, mesh)
-    return graders.pipeline_steps(report, x.shape[0], x.shape[1], mesh.size)
+    return pipeline.pipeline_steps(report, x.shape[0], x.shape[1], mesh.size)
 
 
 @pytest.mark.parametrize("k", [0, 1])
 def test_circular_steps_are_v_n_micro_plus_s_minus_1_and_gpipe_per_repeat_takes_more(k):
     # The solution's schedule takes V · S + S - 1 steps; 11.3's pipeline once per repeat V · (2S - 1).
-    stages, repeats = graders.CIRCULAR_CASES[k][:2]
+    stages, repeats = pipeline.CIRCULAR_CASES[k][:2]
     assert _circular_steps(solution().circular_forward, k) == repeats * stages + stages - 1
     per_repeat = _submitted("wrong_circular_gpipe_per_repeat", "circular_forward")
     assert _circular_steps(per_repeat, k) == repeats * (2 * stages - 1)
@@ -336,11 +337,11 @@ def test_circular_gpipe_per_repeat_fails_on_steps_with_its_hint():
 
 def test_steps_hint_fits_what_came_back():
     # 11.3's hints are unchanged; 11.4 names GPipe per repeat only when the steps are V · (n_micro + S - 1).
-    assert "n_micro · S steps" in graders._steps_hint(32, 8, 4, None)
-    assert "range(n_micro + n_stages - 1)" in graders._steps_hint(12, 8, 4, None)
-    assert "one GPipe pass per repeat" in graders._steps_hint(30, 8, 8, 2)
-    assert "range(V * n_micro + n_stages - 1)" in graders._steps_hint(24, 8, 8, 2)
-    assert "range(V * n_micro + n_stages - 1)" in graders._steps_hint(8, 4, 4, 1)  # V = 1: no per-repeat case
+    assert "n_micro · S steps" in pipeline._steps_hint(32, 8, 4, None)
+    assert "range(n_micro + n_stages - 1)" in pipeline._steps_hint(12, 8, 4, None)
+    assert "one GPipe pass per repeat" in pipeline._steps_hint(30, 8, 8, 2)
+    assert "range(V * n_micro + n_stages - 1)" in pipeline._steps_hint(24, 8, 8, 2)
+    assert "range(V * n_micro + n_stages - 1)" in pipeline._steps_hint(8, 4, 4, 1)  # V = 1: none per repeat
 
 
 def test_circular_psum_per_microbatch_fails_on_the_all_reduce_count():

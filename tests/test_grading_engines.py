@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from grading import grade
+from grading import grade, reports, worker
 from grading.local_ray import TEST_CLUSTER_ENV, local_cluster, raylet_abort, read_state
 from tests.conftest import CELL_TIMEOUT, GRADED_ASSIGNMENT, REFERENCE, write_downloads
 from tests.notebooks import ROOT
@@ -68,7 +68,7 @@ def ray_course(tmp_path_factory, ray_cluster):
     # authentication settings when imported, so this test process could not connect as a driver).
     address, env = ray_cluster
     tmp = tmp_path_factory.mktemp("ray")
-    course = grade.copy_course(tmp)
+    course = worker.copy_course(tmp)
     downloads = write_downloads(tmp, BATCH)
     args = [ASSIGNMENT, str(downloads), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
     done = subprocess.run(
@@ -142,7 +142,7 @@ def test_every_learner_is_in_the_one_gradebook_with_the_csv_scores(graded_batch,
     from nbgrader.api import Gradebook
 
     # Per learner and test cell (an unreadable notebook too: 0 for each test), in both engines.
-    cells = [gid for gid, _ in grade.graded_cells(ASSIGNMENT, ROOT)]
+    cells = [gid for gid, _ in worker.graded_cells(ASSIGNMENT, ROOT)]
     for course in (graded_batch.course, ray_course):
         with open(_reports(course) / "scores.csv") as f:
             csv_scores = {
@@ -161,7 +161,7 @@ def test_original_downloads_are_kept_for_regrading(graded_batch):
     originals = sorted(graded_batch.downloads.iterdir())
     assert len(originals) == len(graded_batch.rows)
     for original in originals:  # kept under the learner's id
-        assert (kept / f"{grade.learner_id(original)}.ipynb").read_bytes() == original.read_bytes(), original
+        assert (kept / f"{worker.learner_id(original)}.ipynb").read_bytes() == original.read_bytes(), original
 
 
 def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(ray_course, tmp_path, capsys):
@@ -216,11 +216,11 @@ def test_score_changes_and_progress_in_words():
         "bob": {"total": 3.0, "max": 3.0, "test_f_visible": 1.0, "test_f_hidden": 2.0},
     }
     outcomes = [
-        grade.Outcome("bob", Path("bob.ipynb"), scores={"test_f_visible": 1.0, "test_f_hidden": 2.0}),
-        grade.Outcome("ada", Path("ada.ipynb"), scores={"test_f_visible": 1.0, "test_f_hidden": 2.0}),
-        grade.Outcome("cy", Path("cy.ipynb"), scores={"test_f_visible": 1.0}),
+        worker.Outcome("bob", Path("bob.ipynb"), scores={"test_f_visible": 1.0, "test_f_hidden": 2.0}),
+        worker.Outcome("ada", Path("ada.ipynb"), scores={"test_f_visible": 1.0, "test_f_hidden": 2.0}),
+        worker.Outcome("cy", Path("cy.ipynb"), scores={"test_f_visible": 1.0}),
     ]
-    assert grade.score_changes(before, outcomes, cells) == [
+    assert reports.score_changes(before, outcomes, cells) == [
         "ada: gained 2, 1 -> 3 (test_f_hidden 0 -> 2)",
         "cy: new, 1 points",
     ]

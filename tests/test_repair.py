@@ -10,7 +10,7 @@ import pytest
 from grading.assignment import grade_id, is_answer, metadata
 from grading.repair import repair
 from tests.notebooks import ASSIGNMENTS, ROOT
-from tools import learner_path
+from tools import handed_in
 
 RELEASE = nbformat.read(ROOT / "exercises" / "01_meshes" / "01_meshes.ipynb", as_version=4)
 ANSWERS = [grade_id(c) for c in RELEASE.cells if is_answer(c)]
@@ -112,7 +112,7 @@ def test_missing_answer_becomes_the_stub_and_is_reported():
 
 def colab_read(nb, tmp_path, name="download.ipynb"):
     """``nb`` saved as Colab saves it, then read back as grade.py reads a submission."""
-    path = learner_path.write_colab_download(nb, tmp_path / name)
+    path = handed_in.write_colab_download(nb, tmp_path / name)
     raw = json.loads(path.read_text())
     assert raw["nbformat_minor"] == 0 and "colab" in raw["metadata"]
     assert not any(metadata(c) for c in raw["cells"])
@@ -131,32 +131,32 @@ def expected_cells(learner_nb):
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_colab_download_of_the_solution_needs_no_note(assignment, tmp_path):
-    solved = learner_path.solved_notebook(assignment)
+    solved = handed_in.solved_notebook(assignment)
     result = repair(colab_read(solved, tmp_path), release_of(assignment))
     assert result.repairs == []
     assert structure(result.notebook) == structure(release_of(assignment))
     assert expected_cells(result.notebook) == expected_cells(solved)
 
 
-@pytest.mark.parametrize("placement", learner_path.PLACEMENTS)
+@pytest.mark.parametrize("placement", handed_in.PLACEMENTS)
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_colab_download_keeps_every_helper_cell_where_it_was(assignment, placement, tmp_path):
     # The bug this catches: a released cell recognised by its text got the role "release:i,m,p,o,r,t,s",
     # so an extra cell after it was dropped (a NameError in grading) while the notes said it was kept.
-    solved = learner_path.add_helper_cells(learner_path.solved_notebook(assignment), placement)
+    solved = handed_in.add_helper_cells(handed_in.solved_notebook(assignment), placement)
     release = release_of(assignment)
     with warnings.catch_warnings(record=True) as caught:  # the learner's cells have no ids: no
         warnings.simplefilter("always")  # MissingIDFieldWarning on the instructor's terminal
         result = repair(colab_read(solved, tmp_path), release)
     assert not caught, [f"{type(w.message).__name__}: {w.message}" for w in caught]
-    helpers = len(learner_path.answer_names(solved))
+    helpers = len(handed_in.answer_names(solved))
     assert result.repairs == [
         f"{helpers} extra code cell(s) were kept where they were; they run but are not graded."
     ]
     assert expected_cells(result.notebook) == expected_cells(solved)  # same cells, same order
     released = [(t, g) for t, g in structure(result.notebook) if g is not None]
     assert released == structure(release)
-    for name in learner_path.answer_names(solved):
+    for name in handed_in.answer_names(solved):
         cells = result.notebook.cells
         defined = next(k for k, c in enumerate(cells) if c.source.startswith(f"def _helper_for_{name}("))
         tests = [k for k, c in enumerate(cells) if (grade_id(c) or "").startswith(f"test_{name}")]
@@ -208,6 +208,6 @@ def test_split_answer_cell_keeps_its_first_half():
 def test_a_released_markdown_cell_that_quotes_a_def_line_is_not_an_answer(tmp_path):
     # Assignment 3 explains with a markdown cell that starts a line `def ...(`; in a download without
     # metadata it must still be recognised as the released cell.
-    solved = learner_path.solved_notebook("03_explicit_sharding")
+    solved = handed_in.solved_notebook("03_explicit_sharding")
     result = repair(colab_read(solved, tmp_path), release_of("03_explicit_sharding"))
     assert not any("cells define" in r for r in result.repairs)

@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grading import grade, sandbox
+from grading import grade, protocol, sandbox, worker
 from grading.assignment import is_answer
 from tests import submissions as submissions_corpus
 from tests.notebooks import ROOT
@@ -150,7 +150,7 @@ def digests(*folders: Path) -> dict[str, str]:
 def course(tmp_path):
     """A scratch course with grading state of an earlier batch: a gradebook, a learner's submission
     and autograded folder, reports; and the folder of the learner whose code runs."""
-    course = grade.copy_course(tmp_path)
+    course = worker.copy_course(tmp_path)
     (course / "grading" / "gradebook.db").write_bytes(b"GRADEBOOK")
     for stage in ("submitted", "autograded"):
         earlier = course / "grading" / stage / "earlier" / ASSIGNMENT
@@ -211,7 +211,7 @@ def test_attacks_on_course_files_work_outside_and_fail_inside(course):
     # the course's files are byte for byte what they were.
     course, own = course
     outside = course.parent / "outside"
-    outside_course = grade.copy_course(outside)
+    outside_course = worker.copy_course(outside)
     for path in course.rglob("*"):  # the same grading state in a second copy, to be attacked
         target = outside_course / path.relative_to(course)
         if path.is_dir():
@@ -251,7 +251,13 @@ def test_kernel_sees_only_what_it_must_and_writes_only_its_folder(course):
     assert set(seen[str(course)]) == {"shardbook", "grading", "exercises"} - (
         set() if (course / "shardbook").is_dir() else {"shardbook"}
     )
-    assert set(seen[str(course / "grading")]) == {"__init__.py", "tamper.py", "graders", "autograded"}
+    assert set(seen[str(course / "grading")]) == {
+        "__init__.py",
+        "tamper.py",
+        "protocol.py",
+        "graders",
+        "autograded",
+    }
     # Of $HOME only the folders leading to Python or the virtual environment, if any, exist.
     on_the_way = {
         Path(p).relative_to(home).parts[0] for p in (sys.prefix, sys.base_prefix) if p.startswith(home)
@@ -312,7 +318,8 @@ def test_minimal_env_keeps_only_what_the_kernel_needs(tmp_path):
         {
             "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
             "SHARDBOOK_DEVICES": "cpu",
-            "SHARDBOOK_DEATH_FILE": "/outside/death.json",
+            protocol.SANDBOX_ENV: "1",
+            protocol.UID_ENV: "2000000003",
             "AWS_SECRET_ACCESS_KEY": "s3cr3t",
             "HOME": "/root",
         },
@@ -322,7 +329,8 @@ def test_minimal_env_keeps_only_what_the_kernel_needs(tmp_path):
     assert env["SHARDBOOK_DEVICES"] == "cpu"
     assert env["HOME"] == "/tmp/home"
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)
-    assert "AWS_SECRET_ACCESS_KEY" not in env and "SHARDBOOK_DEATH_FILE" not in env
+    assert "AWS_SECRET_ACCESS_KEY" not in env
+    assert protocol.SANDBOX_ENV not in env and protocol.UID_ENV not in env  # grading's own settings
 
 
 def test_grade_refuses_without_bubblewrap_and_says_how_to_install(tmp_path, monkeypatch, capsys):
@@ -340,7 +348,7 @@ def test_grade_refuses_without_bubblewrap_and_says_how_to_install(tmp_path, monk
 def test_refuses_a_course_the_kernel_could_not_read(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("as root only: the kernel then runs as another uid")
-    course = grade.copy_course(tmp_path)
+    course = worker.copy_course(tmp_path)
     assert sandbox.missing(str(course)) is None
     (course / "grading" / "graders" / "common.py").chmod(0o600)
     assert "chmod -R o+rX" in sandbox.missing(str(course))
@@ -348,20 +356,20 @@ def test_refuses_a_course_the_kernel_could_not_read(tmp_path):
 
 def test_unsandboxed_grading_warns_and_notes_it_for_each_learner(tmp_path, capsys):
     # (An unreadable notebook: no kernel starts, so this costs only nbgrader's start.)
-    course = grade.copy_course(tmp_path)
+    course = worker.copy_course(tmp_path)
     submissions = tmp_path / "subs"
     submissions.mkdir()
     (submissions / "ada.ipynb").write_text("not a notebook")
     assert grade.main([ASSIGNMENT, str(submissions), "--root", str(course), "--unsandboxed"]) == 0
     assert grade.UNSANDBOXED_WARNING in capsys.readouterr().err
     report = (course / "grading" / "reports" / ASSIGNMENT / "report.txt").read_text()
-    assert grade.UNSANDBOXED_NOTE in report
+    assert worker.UNSANDBOXED_NOTE in report
 
 
 @needs_bwrap
 def test_a_notebook_stopped_at_its_time_limit_leaves_no_process_or_folder(tmp_path, monkeypatch):
     # grade.py kills nbgrader at the notebook limit; the sandbox dies with it (--die-with-parent).
-    course = grade.copy_course(tmp_path)
+    course = worker.copy_course(tmp_path)
     submissions = tmp_path / "subs"
     submissions.mkdir()
     # The solution with a first cell that sleeps past the limit (a loop would spin a core all along).
@@ -428,7 +436,7 @@ def hostile_notebook(names: list[str], port: int) -> nbformat.NotebookNode:
 
 @needs_bwrap
 def test_hostile_notebooks_change_nobody_elses_grade(tmp_path):
-    course = grade.copy_course(tmp_path)
+    course = worker.copy_course(tmp_path)
     earlier = course / "grading" / "submitted" / "earlier" / ASSIGNMENT
     earlier.mkdir(parents=True)
     (earlier / f"{ASSIGNMENT}.ipynb").write_text(SECRET)
@@ -462,7 +470,7 @@ def test_hostile_notebooks_change_nobody_elses_grade(tmp_path):
         rows = {row["learner"]: row for row in csv.DictReader(f)}
     assert "mallory" not in rows
     assert float(rows["reference_solution"]["total"]) == float(rows["reference_solution"]["max"]) == 14
-    cells = dict(grade.graded_cells(ASSIGNMENT, course))
+    cells = dict(worker.graded_cells(ASSIGNMENT, course))
     lost = wrong.lost(list(cells))
     for gid, points in cells.items():
         assert float(rows["zz_wrong_axis_order"][gid]) == (0.0 if gid in lost else points), gid

@@ -12,7 +12,7 @@ import pytest
 
 from grading import similarity
 from grading.assignment import Assignment
-from grading.grade import release_notebook
+from grading.worker import release_notebook
 from tests import submissions
 
 # Two learners' own correct answers to per_device_shape (01_meshes), written independently.

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.notebooks import ROOT
-from tools import site_check
+from tools import site_check, site_static
 
 PNG = bytes.fromhex(  # a 1x1 PNG
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6360000002"
@@ -79,10 +79,10 @@ GOOD = (
 
 def test_a_clean_site_passes(tmp_path):
     html, executed = _site(tmp_path, GOOD)
-    problems, expected = site_check.static_problems(html, executed)
+    problems, expected = site_static.static_problems(html, executed)
     assert problems == []
     assert expected == {"book/ch.html": 1}
-    assert [p.name for p in site_check.site_pages(html)] == ["ch.html", "other.html"]  # not the redirect
+    assert [p.name for p in site_static.site_pages(html)] == ["ch.html", "other.html"]  # not the redirect
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_a_clean_site_passes(tmp_path):
 )
 def test_a_broken_site_is_caught(tmp_path, body, complaint):
     html, executed = _site(tmp_path, body)
-    problems, _ = site_check.static_problems(html, executed)
+    problems, _ = site_static.static_problems(html, executed)
     assert any(complaint in p for p in problems), problems
 
 
@@ -113,14 +113,14 @@ def test_an_api_name_in_prose_must_link_to_its_reference_on_the_page(tmp_path):
     # a name in a heading, a code block or an output is not prose.
     jit = '<code class="docutils literal"><span class="pre">jax.jit(f)</span></code>'
     linked = (
-        f'<a class="api-link reference external" href="{site_check.api_links.LINKS["jax.jit"]}">{jit}</a>'
+        f'<a class="api-link reference external" href="{site_static.api_links.LINKS["jax.jit"]}">{jit}</a>'
     )
     not_prose = f"<h2>{jit}</h2><pre>{jit}</pre><div class='cell_output'>{jit}</div>"
     html, executed = _site(tmp_path, GOOD + not_prose + f"<p>Call {jit}.</p>")
-    problems, _ = site_check.static_problems(html, executed)
+    problems, _ = site_static.static_problems(html, executed)
     assert problems == ["book/ch.html: its prose names jax.jit but never links it (tools/api_links.py)"]
     html, executed = _site(tmp_path / "linked", GOOD + not_prose + f"<p>Call {linked}, then {jit}.</p>")
-    assert site_check.static_problems(html, executed)[0] == []
+    assert site_static.static_problems(html, executed)[0] == []
 
 
 def test_figures_are_counted_from_the_executed_notebooks(tmp_path):
@@ -134,7 +134,7 @@ def test_figures_are_counted_from_the_executed_notebooks(tmp_path):
     ]
     (tmp_path / "book").mkdir()
     (tmp_path / "book" / "ch.ipynb").write_text(_notebook(outputs))
-    counts, problems = site_check.expected_figures(tmp_path)
+    counts, problems = site_static.expected_figures(tmp_path)
     assert counts == {"book/ch.html": 3}
     assert problems == ["book/ch.html: cell 0 printed '<Figure size' instead of showing an image"]
 
@@ -305,15 +305,15 @@ def test_paths_of_the_build_machine_are_found_also_in_compressed_outputs(tmp_pat
     payload = base64.b64encode(zlib.compress((hidden + " " * 400).encode())).decode()
     assert len(payload) >= 100
     compressed = base64.b64encode(zlib.compress((hidden + "x" * 2000).encode(), level=0)).decode()
-    assert site_check.machine_paths(f"<script>decode('{compressed}')</script>") == [
+    assert site_static.machine_paths(f"<script>decode('{compressed}')</script>") == [
         "/srv/me/.venv/lib/python3.12/site-packages/"
     ]
-    assert site_check.machine_paths(f"<pre>{ROOT}/book/x.py</pre>") == [str(ROOT)]
-    assert site_check.machine_paths("<pre>/home/someone/notes.txt</pre>") == ["/home/someone/"]
+    assert site_static.machine_paths(f"<pre>{ROOT}/book/x.py</pre>") == [str(ROOT)]
+    assert site_static.machine_paths("<pre>/home/someone/notes.txt</pre>") == ["/home/someone/"]
     # What shardbook.setup() leaves: the module path from the package on.
-    assert site_check.machine_paths("# Defined at line 54 of flax/nnx/nn/dtypes.py") == []
+    assert site_static.machine_paths("# Defined at line 54 of flax/nnx/nn/dtypes.py") == []
     html, executed = _site(tmp_path, GOOD + f"<pre>{ROOT}/book/ch.md</pre>")
-    problems, _ = site_check.static_problems(html, executed)
+    problems, _ = site_static.static_problems(html, executed)
     assert problems == [f"book/ch.html: shows paths of the machine that built it: {ROOT}"]
 
 

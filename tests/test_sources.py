@@ -10,7 +10,6 @@ import pytest
 
 from grading.assignment import grade_id
 from tests.notebooks import ROOT, assignment_notebook
-from tools import leaks
 from tools import notebooks as nbtools
 
 ASSIGNMENT = "01_meshes"
@@ -170,7 +169,7 @@ def test_exercise_check_and_leak_scan_see_files_other_than_notebooks(tmp_path, m
         nbtools.cmd_exercises(types.SimpleNamespace())
     assert f"{ASSIGNMENT}.md" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        leaks.cmd_leaks(types.SimpleNamespace(require_html=False))
+        nbtools.cmd_leaks(types.SimpleNamespace(require_html=False))
     assert f"exercises/{ASSIGNMENT}/{ASSIGNMENT}.md: solution/hidden line" in capsys.readouterr().err
 
 

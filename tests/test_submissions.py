@@ -13,7 +13,7 @@ import shutil
 import nbformat
 import pytest
 
-from grading import grade
+from grading import worker
 from grading.assignment import grade_id, metadata
 from tests import submissions
 from tests.conftest import GRADED_ASSIGNMENT, LLVM_LEVEL_FLAG
@@ -44,7 +44,7 @@ def _stacks(got: dict, cells) -> str:
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_each_wrong_answer_loses_exactly_the_intended_points_and_says_why(assignment, graded_in_process):
     results = graded_in_process(assignment)
-    cells = dict(grade.graded_cells(assignment))
+    cells = dict(worker.graded_cells(assignment))
     subs = submissions.answer_only(assignment)
     assert set(results) == {"reference_solution", *subs}
     problems = []
@@ -82,7 +82,7 @@ def test_reference_solution_scores_full_marks_in_time(assignment, graded_in_proc
     # Every cell of the exercise with the solution's answers runs without an error (what `notebooks run`
     # proved by executing solutions/ with papermill), and every test cell scores its points.
     got = graded_in_process(assignment)["reference_solution"]
-    cells = dict(grade.graded_cells(assignment))
+    cells = dict(worker.graded_cells(assignment))
     assert not got["errors"], got["errors"]
     assert got["scores"] == cells, f"{got['output']}{_stacks(got, cells)}"
     slow = {g: (s, got["seconds"][g]) for g, s in got["cpu_seconds"].items() if s > SLOWEST_TEST_CELL}

@@ -10,12 +10,12 @@ import nbformat
 import pytest
 
 from tests.notebooks import ROOT, assignment_notebook
-from tools import leaks
+from tools import leaks, prose
 from tools import notebooks as nbtools
 
 
 def test_secret_lines_hold_solution_and_hidden_test_code():
-    lines = leaks.secret_lines()
+    lines = leaks.secret_lines(nbtools.solution_notebooks())
     assert "return tuple(block)" not in lines  # too generic to count
     assert any("graders.check_per_device_shape(per_device_shape)" in line for line in lines)
     assert any("sums[position] = np.asarray(shard.data).sum()" in line for line in lines)
@@ -31,21 +31,21 @@ def test_leak_check_fails_on_a_planted_solution_line(tmp_path, monkeypatch):
     nbformat.write(nb, leaked)
     monkeypatch.setattr(nbtools, "ROOT", tmp_path)
     with pytest.raises(SystemExit):
-        leaks.cmd_leaks(types.SimpleNamespace(require_html=False))
+        nbtools.cmd_leaks(types.SimpleNamespace(require_html=False))
     nbformat.write(nbformat.read(ROOT / "exercises" / "01_meshes" / "01_meshes.ipynb", as_version=4), leaked)
-    leaks.cmd_leaks(types.SimpleNamespace(require_html=False))  # the clean copy passes
+    nbtools.cmd_leaks(types.SimpleNamespace(require_html=False))  # the clean copy passes
 
 
 def test_quoted_figures_are_found_in_prose():
     text = "It moves 1.5 MiB (4,227,072 bytes) in 49.8 µs; 12 B per device."
-    assert nbtools.QUOTED_FIGURE.findall(text) == [
+    assert prose.QUOTED_FIGURE.findall(text) == [
         ("1.5", "MiB"),
         ("4,227,072", "bytes"),
         ("49.8", "µs"),
         ("12", "B"),
     ]
     # Percentages and rates are figures too: a stale "0.2 %" next to a printed 0.39 % is caught.
-    assert nbtools.QUOTED_FIGURE.findall("costs up to 0.2 % (or 10%) at 486 TFLOP/s; 3%s") == [
+    assert prose.QUOTED_FIGURE.findall("costs up to 0.2 % (or 10%) at 486 TFLOP/s; 3%s") == [
         ("0.2", "%"),
         ("10", "%"),
         ("486", "TFLOP/s"),
@@ -63,13 +63,13 @@ def test_a_claim_prints_no_figure_of_its_sentence(capsys):
     cell = nbformat.v4.new_code_cell("...")
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=capsys.readouterr().out)]
     nb.cells = [cell]
-    printed = nbtools.printed_numbers(nbtools.printed_text(nb))
+    printed = prose.printed_numbers(prose.printed_text(nb))
     assert Decimal("1.14e-07") in printed
     assert Decimal("1.11e-07") not in printed and Decimal("49.8") not in printed
     # Figures in scientific notation are quoted figures of the prose; a constant in code is not.
     text = "measured 9.57e-08 (`lr=1e-2`, `eps=3.0e-05`) and 1e-4"
-    assert nbtools.QUOTED_SCIENTIFIC.findall(nbtools._CODE_IN_PROSE.sub("", text)) == ["9.57e-08"]
-    assert nbtools.QUOTED_FIGURE.findall("1F1B and GPipe") == []  # no byte count at a name's end
+    assert prose.QUOTED_SCIENTIFIC.findall(prose._CODE_IN_PROSE.sub("", text)) == ["9.57e-08"]
+    assert prose.QUOTED_FIGURE.findall("1F1B and GPipe") == []  # no byte count at a name's end
 
 
 def test_a_figure_drawn_but_not_shown_is_found():
@@ -82,7 +82,7 @@ def test_a_figure_drawn_but_not_shown_is_found():
     panels = nbformat.v4.new_code_cell("fig, ax = plt.subplots()\ndraw_timeline(est, ax=ax)\nplt.close(fig)")
     defined = nbformat.v4.new_code_cell("def picture(x):\n    return draw_sharding(x)")
     nb = nbformat.v4.new_notebook(cells=[drawn, shown, panels, defined])
-    found = nbtools.unshown_figures(nb)
+    found = prose.unshown_figures(nb)
     assert len(found) == 2
     assert found[0].startswith("cell 0 draws a figure (draw_precision_tradeoff) and shows none")
     assert found[1].startswith("cell 2 draws a figure (subplots)")
@@ -144,17 +144,52 @@ def test_claims_fold_into_one_line_at_the_page_end():
     assert "tools.claim_fold" in config["config"]["extensions"]
 
 
+def test_the_claim_list_opens_by_section_and_links_each_sentence_back():
+    # Appendix A's list once opened to ~7,600 px on a phone: every sentence with its code at once.
+    # Now it opens to a line per section; a section to its sentences, each linking back to its text
+    # (the section's anchor, then a text fragment) and folding its code.
+    from docutils import nodes
+    from docutils.utils import new_document
+
+    from tools import claim_fold
+
+    doc = new_document("page")
+    for anchor, title, code in (
+        ("memory", "Memory", 'claim("an eighth of the memory", True)\nclaim("x-y, & more", True)'),
+        ("time", "Time", 'claim("49.8 µs instead of 59.8 µs", True)'),
+    ):
+        section = nodes.section(ids=[anchor])
+        section += nodes.title(title, title)
+        cell = nodes.container(nb_element="cell_code", classes=["cell"])
+        cell_input = nodes.container(nb_element="cell_code_source")
+        cell_input += nodes.literal_block(code, code, language="ipython3")
+        cell += cell_input
+        section += cell
+        doc += section
+    assert len(claim_fold.fold_doctree(doc)) == 3
+    page = doc.children[-1].children[-1].astext()
+    assert page.count('<details class="sb-claims-section"><summary>') == 2
+    assert "<summary>Memory: 2 sentences</summary>" in page and "<summary>Time: 1 sentence</summary>" in page
+    # each sentence is its own fold, its code inside it, after a link to the sentence in its section
+    assert page.count("<details><summary><q>") == 3
+    assert '<a class="sb-claim-link" href="#memory:~:text=an%20eighth%20of%20the%20memory">' in page
+    assert 'href="#memory:~:text=x%2Dy%2C%20%26%20more"' in page  # the fragment's syntax escaped
+    assert 'href="#time:~:text=49.8%20%C2%B5s%20instead%20of%2059.8%20%C2%B5s"' in page
+    item = page[page.index("<q>an eighth") :]
+    assert item.index("sb-claim-link") < item.index("sb-claim-code") < item.index("</details>")
+
+
 def test_quoted_figures_match_whole_numbers_only():
     # "1.5" is not printed by an output that says 11.5 or 1.53; thousands commas may be dropped.
-    assert not nbtools.printed_as_token("1.5", "took 11.5 ms")
-    assert not nbtools.printed_as_token("1.5", "took 1.53 ms")
-    assert not nbtools.printed_as_token("227,072", "4,227,072 bytes")
-    assert nbtools.printed_as_token("1.5", "took 1.5 ms.")
-    assert nbtools.printed_as_token("1.5", "(1.5, 2.0)")
-    assert nbtools.printed_as_token("4,227,072", "moved 4227072 bytes")
-    assert nbtools.printed_as_token("4,227,072", "moved 4,227,072 bytes")
-    assert nbtools.printed_as_token("311", "plain jit   311.0 µs")  # the same value
-    assert not nbtools.printed_as_token("64", "all-to-all: f32[16,64]")  # a dimension, not a figure
+    assert not prose.printed_as_token("1.5", "took 11.5 ms")
+    assert not prose.printed_as_token("1.5", "took 1.53 ms")
+    assert not prose.printed_as_token("227,072", "4,227,072 bytes")
+    assert prose.printed_as_token("1.5", "took 1.5 ms.")
+    assert prose.printed_as_token("1.5", "(1.5, 2.0)")
+    assert prose.printed_as_token("4,227,072", "moved 4227072 bytes")
+    assert prose.printed_as_token("4,227,072", "moved 4,227,072 bytes")
+    assert prose.printed_as_token("311", "plain jit   311.0 µs")  # the same value
+    assert not prose.printed_as_token("64", "all-to-all: f32[16,64]")  # a dimension, not a figure
 
 
 def test_a_return_line_is_judged_by_what_it_returns():
@@ -172,8 +207,9 @@ def test_a_return_line_is_judged_by_what_it_returns():
 
 def test_secret_lines_leave_out_code_the_exercise_shows():
     # Exercise 3.2 hands out the code to repair; its unchanged lines are public, not leaks.
-    assert "h = jax.nn.relu(x @ w_in)" not in leaks.secret_lines()
-    assert 'return jnp.matmul(x, w, out_sharding=P("X", "Y"))' in leaks.secret_lines()
+    secrets = leaks.secret_lines(nbtools.solution_notebooks())
+    assert "h = jax.nn.relu(x @ w_in)" not in secrets
+    assert 'return jnp.matmul(x, w, out_sharding=P("X", "Y"))' in secrets
 
 
 def test_leak_check_catches_a_one_line_solution(tmp_path, monkeypatch):
@@ -187,7 +223,7 @@ def test_leak_check_catches_a_one_line_solution(tmp_path, monkeypatch):
     nbformat.write(nb, leaked)
     monkeypatch.setattr(nbtools, "ROOT", tmp_path)
     with pytest.raises(SystemExit):
-        leaks.cmd_leaks(types.SimpleNamespace(require_html=False))
+        nbtools.cmd_leaks(types.SimpleNamespace(require_html=False))
 
 
 def test_leaks_in_reads_rendered_text():
@@ -245,7 +281,7 @@ def test_claims_must_quote_the_prose():
         ),
         nbformat.v4.new_code_cell('claim("a quarter of the memory", True)\nclaim(f"{x} faster", True)'),
     ]
-    sentences, problems = nbtools.claimed_sentences(nb)
+    sentences, problems = prose.claimed_sentences(nb)
     assert sentences == ["an eighth of the memory", "psum sends nothing", "a quarter of the memory"]
     assert len(problems) == 2
     assert 'claim("a quarter of the memory") quotes words the prose lacks' in problems[0]
@@ -286,7 +322,7 @@ def test_a_broken_claim_fails_the_chapter_run_quoting_the_sentence(tmp_path, cap
     ]
     path = tmp_path / "broken.ipynb"
     nbformat.write(nb, path)
-    assert nbtools.claimed_sentences(nb) == (["an eighth of the memory"], [])
+    assert prose.claimed_sentences(nb) == (["an eighth of the memory"], [])
     monkeypatch.setattr(nbtools, "ROOT", tmp_path)  # its executed copy goes to tmp_path/_build
     monkeypatch.setattr(nbtools, "_use_env", lambda: None)  # the kernel imports the installed shardbook
     # a cache of its own: the book's may be in use by the chapters' run beside this test
@@ -532,7 +568,7 @@ def test_leak_check_reads_the_chapters(tmp_path, monkeypatch, capsys):
     for name in ("solutions", "exercises", "book"):
         shutil.copytree(ROOT / name, tmp_path / name)
     monkeypatch.setattr(nbtools, "ROOT", tmp_path)
-    leaks.cmd_leaks(types.SimpleNamespace(require_html=False))
+    nbtools.cmd_leaks(types.SimpleNamespace(require_html=False))
     chapter = tmp_path / "book" / "12_many_hosts.md"
     chapter.write_text(
         chapter.read_text()
@@ -540,6 +576,6 @@ def test_leak_check_reads_the_chapters(tmp_path, monkeypatch, capsys):
         " sharding=NamedSharding(mesh, spec))\n```\n"
     )
     with pytest.raises(SystemExit):
-        leaks.cmd_leaks(types.SimpleNamespace(require_html=False))
+        nbtools.cmd_leaks(types.SimpleNamespace(require_html=False))
     err = capsys.readouterr().err
     assert "book/12_many_hosts.md: solution/hidden line 'return jax.ShapeDtypeStruct(" in err

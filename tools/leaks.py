@@ -1,5 +1,6 @@
-"""`python tools/notebooks.py leaks`: no solution or hidden-test text in exercises/, the chapters or
-the built site.
+"""The leak logic: which solution or hidden-test text a file shows. `python tools/notebooks.py leaks`
+runs it over exercises/, the chapters and the built site; tools/site_check.py over the rendered pages.
+It lists no files itself (tools/notebooks.py does), so it imports nothing of the tools it serves.
 
 The secrets are the distinctive lines of the instructors' solution blocks and hidden tests
 (:func:`secret_lines`); a line is generic, and not looked for, by its content alone (:data:`GENERIC`).
@@ -18,7 +19,6 @@ from pathlib import Path
 import nbformat
 
 from grading import assignment
-from tools import notebooks
 
 # Lines too generic to count as a leak when they appear elsewhere, judged by content: a bare keyword,
 # a closing bracket, an empty container or constant, or anything short. A `return` is judged by what it
@@ -109,12 +109,12 @@ def secret_lines_of(blocks: list[str], public: str = "") -> set[str]:
     return {line for line in lines if squeeze(line) not in shown}
 
 
-def secret_lines(paths: list[Path] | None = None) -> set[str]:
-    """Distinctive lines and statements of every solution block and hidden-test block in solutions/ (or
-    `paths`): the texts :func:`leaks_in` looks for."""
+def secret_lines(paths: list[Path]) -> set[str]:
+    """Distinctive lines and statements of every solution block and hidden-test block of the instructor
+    notebooks ``paths`` (``tools.notebooks.solution_notebooks()``): the texts :func:`leaks_in` looks for."""
     blocks: list[str] = []
     public: list[str] = []
-    for path in notebooks.solution_notebooks() if paths is None else paths:
+    for path in paths:
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
             blocks += assignment.solution_blocks(cell.source) + assignment.hidden_blocks(cell.source)
@@ -138,14 +138,14 @@ def leaks_in(text: str, secrets: set[str]) -> list[str]:
     return found
 
 
-def _html_text(path: Path) -> str:
+def html_text(path: Path) -> str:
     import html
 
     raw = path.read_text(errors="replace")
     return html.unescape(re.sub(r"<[^>]+>", "", raw))
 
 
-def _notebook_text(path: Path) -> str:
+def notebook_plain_text(path: Path) -> str:
     """A notebook's JSON followed by its cells' sources and text outputs as plain text: in the JSON a
     line with quotes reads `P(\\"X\\")`, so a secret line with quotes is looked for in the plain text."""
     raw = path.read_text(errors="replace")
@@ -157,34 +157,3 @@ def _notebook_text(path: Path) -> str:
             text = output.get("text") or output.get("data", {}).get("text/plain", "") or ""
             parts.append("".join(text) if isinstance(text, list) else text)
     return "\n".join(parts)
-
-
-def cmd_leaks(args) -> None:
-    """No solution or hidden-test line, and no nbgrader marker, in exercises/, the chapters' sources or
-    the built site."""
-    secrets = secret_lines()
-    if not secrets:
-        notebooks.fail("found no solution lines to look for: is solutions/ empty?")
-    targets = [(p, _notebook_text(p)) for p in notebooks.exercise_notebooks()]
-    # The chapters as written (their pages are checked again in the built site, with their outputs).
-    targets += [(p, p.read_text(errors="replace")) for p in notebooks.chapter_sources()]
-    # Anything else released with an exercise (an assignment's .md source must never be among them).
-    released = notebooks._files(notebooks.ROOT / "exercises")
-    targets += [(p, p.read_text(errors="replace")) for p in released if p.suffix != ".ipynb"]
-    html_root = notebooks.ROOT / "_build" / "html"
-    if args.require_html and not html_root.is_dir():
-        notebooks.fail("_build/html does not exist: build the book first (make book)")
-    if html_root.is_dir():
-        targets += [(p, _html_text(p)) for p in html_root.rglob("*.html")]
-        targets += [(p, _notebook_text(p)) for p in html_root.rglob("*.ipynb")]
-        # The other sources Sphinx publishes beside the pages (intro.md as _sources/book/intro.md).
-        targets += [(p, p.read_text(errors="replace")) for p in (html_root / "_sources").rglob("*.md*")]
-        for forbidden in ("solutions", "grading"):
-            if (html_root / forbidden).exists() or (html_root / "_sources" / forbidden).exists():
-                notebooks.fail(f"_build/html contains {forbidden}/: it must never be published")
-    found = []
-    for path, text in targets:
-        found += [f"{path.relative_to(notebooks.ROOT)}: {what}" for what in leaks_in(text, secrets)]
-    if found:
-        notebooks.fail("hidden text leaked:\n  " + "\n  ".join(found[:20]))
-    print(f"no leaks: {len(secrets)} solution and hidden-test lines checked in {len(targets)} files")

@@ -41,7 +41,22 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: tools/ is a package of the repository root
     sys.path.insert(0, str(ROOT))
 from grading import assignment  # noqa: E402
-from tools import chapter_refs, claim_fold, execution_cache, quizzes  # noqa: E402
+from tools import chapter_refs, claim_figures, claim_fold, execution_cache, leaks, prose, quizzes  # noqa: E402
+from tools.prose import (  # noqa: E402
+    _CODE_IN_PROSE,
+    QUOTED_FIGURE,
+    QUOTED_SCIENTIFIC,
+    claimed_sentences,
+    printed_numbers,
+    printed_text,
+    unshown_figures,
+)
+
+
+def chapter_sources() -> list[Path]:
+    """The chapters' sources (tools/prose.py), under this module's ROOT."""
+    return prose.chapter_sources(ROOT)
+
 
 SETUP_MARK = "# Setup: on Colab this installs the book's helper; everywhere it picks the devices."
 
@@ -54,13 +69,6 @@ FENCE = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")  # a fenced block in prose: ```pyt
 # A cell id nbformat accepts; a grade_id that is not one gives way to the position-based id.
 CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 OPTIONS_GAP = re.compile(r"^(```\{code-cell\}\n(?::\w+: .*\n)+)\n", re.M)  # the sources keep none
-
-
-def chapter_sources() -> list[Path]:
-    """The chapters' sources: the pages of book/ that the build reads as MyST Markdown notebooks."""
-    from myst_nb.core.read import is_myst_markdown_notebook
-
-    return sorted(p for p in (ROOT / "book").glob("*.md") if is_myst_markdown_notebook(p.read_text()))
 
 
 def solution_sources() -> list[Path]:
@@ -394,144 +402,15 @@ def _cache_chapter(cache, md: Path, source, executed, seconds: float) -> None:
         fail(f"{uri}: its outputs were cached under a key the book build does not compute (myst-nb's reader)")
 
 
-# A figure with a unit; not the end of a name ("1F1B" is no byte count).
-QUOTED_FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?(KiB|MiB|GiB|µs|ms|bytes|B|TFLOP/s|%)(?!\w)")
-# A figure in scientific notation, a measured error: "9.57e-08" (a constant, "1e-2", is no figure).
-# Looked for in prose outside code (`lr=1e-2`, a fenced PyTorch snippet).
-QUOTED_SCIENTIFIC = re.compile(r"(?<![\w.])(\d+\.\d+e[-+]\d+)(?![\w.])")
-_SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?e[-+]\d+)(?![\w.])")
-_CODE_IN_PROSE = re.compile(r"^\s*(`{3,}|~{3,}).*?^\s*\1\s*$|`[^`\n]*`", re.M | re.S)
-
-
-# Numbers as whole tokens: not part of a longer number or a name ("1.5" in "11.5", "x1"), and not a
-# dimension after a comma ("64" in "f32[16,64]"); thousands may be grouped with commas ("4,227,072").
-_GROUPED_NUMBER = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w]|[.,]\d)")
-_PLAIN_NUMBER = re.compile(r"(?<![\w.,])\d+(?:\.\d+)?(?![\w]|[.,]\d)")
-
-
-def printed_numbers(text: str) -> set[Decimal]:
-    """The values of the whole numbers in `text` (311.0 and 311 are the same value; 1.14e-07 is one
-    number)."""
-    found = [m.replace(",", "") for m in _GROUPED_NUMBER.findall(text)] + _PLAIN_NUMBER.findall(text)
-    return {Decimal(n) for n in found + _SCIENTIFIC.findall(text)}
-
-
-def printed_text(nb) -> str:
-    """Everything a notebook's cells printed or showed as text. A claim prints nothing, so a figure
-    the prose quotes is found here only if the computation printed it, not the check that quotes it."""
-    printed = []
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            text = output.get("text") or output.get("data", {}).get("text/plain", "") or ""
-            printed.append("".join(text) if isinstance(text, list) else text)
-    return "\n".join(printed)
-
-
-# Calls that make a matplotlib figure: shardbook's draw_* (and pyplot's) figures are closed in pyplot,
-# so a notebook shows one only as the value of its cell or through display().
-_DRAWS = re.compile(r"^(draw_\w+|subplots|figure|subplot_mosaic)$")
-
-
-def unshown_figures(nb) -> list[str]:
-    """'cell N draws a figure (draw_x) and shows none' for each code cell of an executed notebook that
-    calls a drawing function (outside a function it defines) but has no image among its outputs: the
-    figure was drawn and not shown, e.g. a draw_*() that is not the cell's last expression."""
-    import ast
-
-    found = []
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or not any(w in cell.source for w in ("draw_", "subplot", "figure(")):
-            continue
-        try:
-            tree = ast.parse(
-                "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in cell.source.splitlines())
-            )
-        except SyntaxError:
-            continue
-        calls: list[str] = []
-
-        def visit(node, calls=calls) -> None:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                return  # drawn when called, by the cell that calls it
-            if isinstance(node, ast.Call):
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if _DRAWS.match(name):
-                    calls.append(name)
-            for child in ast.iter_child_nodes(node):
-                visit(child)
-
-        visit(tree)
-        shown = any(
-            any(k.startswith("image/") for k in output.get("data", {})) for output in cell.get("outputs", [])
-        )
-        if calls and not shown:
-            found.append(
-                f"cell {index} draws a figure ({calls[0]}) and shows none: make the figure the cell's last"
-                " expression, or display() it"
-            )
-    return found
-
-
-def printed_as_token(number: str, text: str) -> bool:
-    """Whether `number`, as quoted in prose, is printed in `text` as a whole number of the same value.
-
-    "1.5" is not found in "11.5" or "1.53"; "4,227,072" is found as itself or as "4227072"; "311" is
-    found as "311.0".
-    """
-    return Decimal(number.replace(",", "")) in printed_numbers(text)
-
-
-_MARKUP = re.compile(r"[*`]")
-
-
-def _plain(text: str) -> str:
-    """Prose as a reader reads it: no emphasis or code markup, one space between words."""
-    return " ".join(_MARKUP.sub("", text).split())
-
-
-def claimed_sentences(nb) -> tuple[list[str], list[str]]:
-    """The sentences a notebook's code cells check with ``claim(...)``, and the problems found.
-
-    A claim's sentence must be a string literal (so that it can be read here without running the
-    cell) and must occur, word for word, in the notebook's markdown cells.
-    """
-    import ast
-
-    prose = _plain("\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
-    sentences, problems = [], []
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or "claim(" not in cell.source:
-            continue
-        try:
-            tree = ast.parse("\n".join(line for line in cell.source.splitlines() if not line.startswith("%")))
-        except SyntaxError as e:
-            problems.append(f"cell {index}: does not parse ({e.msg})")
-            continue
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name != "claim":
-                continue
-            first = node.args[0] if node.args else None
-            if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
-                problems.append(f"cell {index}, line {node.lineno}: claim()'s sentence is no string literal")
-                continue
-            sentences.append(first.value)
-            if _plain(first.value) not in prose:
-                problems.append(f'cell {index}: claim("{first.value}") quotes words the prose lacks')
-    return sentences, problems
-
-
 def cmd_prose(args) -> None:
     """Each figure with a unit in a chapter's prose appears in that chapter's executed outputs.
 
     Reads the copies `run` wrote to _build/executed/book/. Collapsed quiz answers (admonitions) are
     skipped: they derive figures step by step, and their cell prints the result. A pop quiz's answer
-    shows nowhere outside its fold, in prose, code or output (tools/quizzes.py).
+    shows nowhere outside its fold, in prose, code or output (tools/quizzes.py). A figure a claim's
+    sentence states is written in its condition or given its value (tools/claim_figures.py).
     """
-    problems = []
+    problems = claim_figures.source_problems(chapter_sources())
     claims = 0
     shares: list[tuple[float, str]] = []
     for path in book_notebooks():
@@ -794,6 +673,37 @@ def _files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file())
 
 
+def cmd_leaks(args) -> None:
+    """No solution or hidden-test line, and no nbgrader marker, in exercises/, the chapters' sources or
+    the built site."""
+    secrets = leaks.secret_lines(solution_notebooks())
+    if not secrets:
+        fail("found no solution lines to look for: is solutions/ empty?")
+    targets = [(p, leaks.notebook_plain_text(p)) for p in exercise_notebooks()]
+    # The chapters as written (their pages are checked again in the built site, with their outputs).
+    targets += [(p, p.read_text(errors="replace")) for p in chapter_sources()]
+    # Anything else released with an exercise (an assignment's .md source must never be among them).
+    released = _files(ROOT / "exercises")
+    targets += [(p, p.read_text(errors="replace")) for p in released if p.suffix != ".ipynb"]
+    html_root = ROOT / "_build" / "html"
+    if args.require_html and not html_root.is_dir():
+        fail("_build/html does not exist: build the book first (make book)")
+    if html_root.is_dir():
+        targets += [(p, leaks.html_text(p)) for p in html_root.rglob("*.html")]
+        targets += [(p, leaks.notebook_plain_text(p)) for p in html_root.rglob("*.ipynb")]
+        # The other sources Sphinx publishes beside the pages (intro.md as _sources/book/intro.md).
+        targets += [(p, p.read_text(errors="replace")) for p in (html_root / "_sources").rglob("*.md*")]
+        for forbidden in ("solutions", "grading"):
+            if (html_root / forbidden).exists() or (html_root / "_sources" / forbidden).exists():
+                fail(f"_build/html contains {forbidden}/: it must never be published")
+    found = []
+    for path, text in targets:
+        found += [f"{path.relative_to(ROOT)}: {what}" for what in leaks.leaks_in(text, secrets)]
+    if found:
+        fail("hidden text leaked:\n  " + "\n  ".join(found[:20]))
+    print(f"no leaks: {len(secrets)} solution and hidden-test lines checked in {len(targets)} files")
+
+
 def cmd_exercises(args) -> None:
     """exercises/ equals a fresh generation; run top to bottom, each fails only where it should."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -844,8 +754,6 @@ def check_exercise_runs(path: Path) -> None:
 
 
 def main() -> None:
-    from tools import leaks as leak_check  # it reads the notebooks this module lists
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run")
@@ -870,9 +778,9 @@ def main() -> None:
     sub.add_parser("prose").set_defaults(func=cmd_prose)
     sub.add_parser("exercises").set_defaults(func=cmd_exercises)
     sub.add_parser("points").set_defaults(func=cmd_points)
-    leaks = sub.add_parser("leaks")
-    leaks.add_argument("--require-html", action="store_true")
-    leaks.set_defaults(func=leak_check.cmd_leaks)
+    leak = sub.add_parser("leaks")
+    leak.add_argument("--require-html", action="store_true")
+    leak.set_defaults(func=cmd_leaks)
     args = parser.parse_args()
     args.func(args)
 

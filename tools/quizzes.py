@@ -63,7 +63,7 @@ WITH_UNIT = re.compile(
 
 
 def _numbers(text: str) -> set[Decimal]:
-    from tools.notebooks import printed_numbers
+    from tools.prose import printed_numbers
 
     return printed_numbers(text)
 

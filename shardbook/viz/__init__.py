@@ -18,6 +18,8 @@ where each family is read and maintained:
   backward       -- :func:`draw_gradient_reduction` (where a backward pass reduces) and
                     :func:`draw_residuals` (saved state per schedule).
   precision      -- :func:`draw_precision_tradeoff`: error against cost.
+  processes      -- :func:`shard_table` (in each process of a job) and :func:`draw_process_shards`: which
+                    process holds which block.
   _common        -- what they share: device colours (by device id, so two pictures of the same mesh
                     compare side by side), device labels, a figure's start and finish.
 
@@ -31,6 +33,7 @@ from .collectives import COLLECTIVES, draw_collective, run_collective
 from .communication import draw_communication
 from .phone import PHONE_BODY_PX, phone_width_in, set_phone_design
 from .precision import draw_precision_tradeoff
+from .processes import PROCESS_COLOURS, draw_process_shards, shard_table
 from .ring import animate_ring_steps, animation_html, draw_ring_steps, ring_schedule
 from .routing import draw_routing, route_counts
 from .sharding import describe_sharding, draw_sharding
@@ -38,6 +41,7 @@ from .sharding import describe_sharding, draw_sharding
 __all__ = [
     "COLLECTIVES",
     "PHONE_BODY_PX",
+    "PROCESS_COLOURS",
     "animate_ring_steps",
     "animation_html",
     "describe_sharding",
@@ -45,6 +49,7 @@ __all__ = [
     "draw_communication",
     "draw_gradient_reduction",
     "draw_precision_tradeoff",
+    "draw_process_shards",
     "draw_residuals",
     "draw_ring_steps",
     "draw_routing",
@@ -54,4 +59,5 @@ __all__ = [
     "route_counts",
     "run_collective",
     "set_phone_design",
+    "shard_table",
 ]

@@ -183,9 +183,9 @@ def notebook(sub: Submission | None, assignment: str, root: Path = ROOT) -> nbfo
     ``sub=None``: the reference solution itself. Cells keep the exercise's nbgrader metadata; use
     :func:`colab_bytes` for the shape a Colab download has.
     """
-    from tools import learner_path
+    from tools import handed_in
 
-    solved = Assignment(learner_path.solved_notebook(assignment, root), assignment)
+    solved = Assignment(handed_in.solved_notebook(assignment, root), assignment)
     try:
         return solved.with_answers(sub.answers if sub is not None else {})
     except ValueError as e:
@@ -194,11 +194,11 @@ def notebook(sub: Submission | None, assignment: str, root: Path = ROOT) -> nbfo
 
 def colab_bytes(sub: Submission | None, assignment: str, root: Path = ROOT) -> bytes:
     """The submission as Colab's *File → Download .ipynb* saves it (no nbgrader metadata, nbformat 4.0)."""
-    from tools import learner_path
+    from tools import handed_in
 
     if sub is not None and not sub.answer_only:
         return sub.path.read_bytes()
-    return json.dumps(learner_path.colab_download(notebook(sub, assignment, root)), indent=1).encode()
+    return json.dumps(handed_in.colab_download(notebook(sub, assignment, root)), indent=1).encode()
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import resource
 import sys
 from pathlib import Path
 
+from grading.protocol import COURSE_ROOT_ENV
 from tests import submissions
 
 #: `make grade`'s default cap for one notebook's kernel (grading/grade.py --memory-gb). Here one
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     os.environ.setdefault("SHARDBOOK_DEVICES", "cpu")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("SHARDBOOK_COURSE_ROOT", str(submissions.ROOT))
+    os.environ.setdefault(COURSE_ROOT_ENV, str(submissions.ROOT))
     os.chdir(submissions.ROOT / "exercises" / args.assignment)
     results = submissions.grade_assignment(
         args.assignment, args.names or None, all_tests=args.all_tests, reference=not args.no_reference

@@ -1,16 +1,15 @@
 """Chief-only allgather: global_batch gathers every process's rows in process 0 only.
 process_allgather is a collective: process 0 waits in it for a process that never comes (process 1 builds
 its array from its own rows alone), until JAX gives up after 30 s. The visible and hidden tests fail with
-one sentence and the hint that every process must run the same collectives.
+one sentence and the hint that every process must run the same collectives. Which sentence depends on the
+moment process 1 leaves (the collective never joined, a peer that left, Gloo's other words: issue 41), so
+only the hint is expected.
 """
 
 EXPECTED = {
     "lost": ["test_global_batch_visible", "test_global_batch_hidden"],
     "waits": 60,  # JAX's 30 s, in the visible and in the hidden test
-    "feedback": [
-        "got JaxRuntimeError: this process started a collective that the other processes never joined",
-        "every process must run the same collectives in the same order",
-    ],
+    "feedback": ["every process must run the same collectives in the same order"],
 }
 
 
