@@ -8,6 +8,7 @@
 #   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads [JOBS=2] [ENGINE=ray] [UNSANDBOXED=1]
 #   make regrade ASSIGNMENT=01_meshes  grade the stored submissions again; prints whose scores changed
 #   make export ASSIGNMENT=01_meshes FORMAT=canvas|gradescope|csv [ROSTER=...]  scores for an LMS to import
+#   make feedback-export ASSIGNMENT=01_meshes [ROSTER=...]  one comment + page per learner, zipped for an LMS
 #   make bench      cost-model estimates next to published TPU measurements; make bench-grading: grading speed
 #   make tpu-cache  run the book and the TPU tests, then keep only the programs compiled for a TPU they used
 #   make bench-hosts  how often a 2-process run of shardbook.hosts fails to end (RUNS=40; OLD=1: the old ending)
@@ -28,7 +29,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help venv system-packages book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade export bench tpu-cache bench-grading bench-hosts mutants clean
+.PHONY: help venv system-packages book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade export feedback-export bench tpu-cache bench-grading bench-hosts mutants clean
 
 help:
 	@sed -n '2,/^$$/p' Makefile | sed -e '/^$$/d' -e 's/^# *//'  # the comment block above, whole
@@ -152,6 +153,11 @@ export: venv
 	$(PY) -m grading.export $(ASSIGNMENT) --format $(or $(FORMAT),csv) $(if $(ROSTER),--roster $(ROSTER)) \
 		$(if $(ASSIGNMENT_NAME),--name "$(ASSIGNMENT_NAME)") $(if $(CANVAS_ASSIGNMENT),--canvas-assignment $(CANVAS_ASSIGNMENT)) \
 		$(if $(COURSE),--course $(COURSE))
+
+# What make grade wrote, handed back: one comment and one feedback page per learner (grading/comments.py).
+feedback-export: venv
+	@if [ -z "$(ASSIGNMENT)" ]; then echo "usage: make feedback-export ASSIGNMENT=01_meshes [ROSTER=path]"; exit 2; fi
+	$(PY) -m grading.comments $(ASSIGNMENT) $(if $(ROSTER),--roster $(ROSTER))
 
 bench: venv
 	$(PY) -m benchmarks.collective_matmul

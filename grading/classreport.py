@@ -3,19 +3,30 @@
 Written by ``make grade`` and ``make regrade`` beside scores.csv, from the kept ``learners/*.json``
 alone (so the local and the Ray engine give the same report), into ``grading/reports/<assignment>/``:
 
-* ``class.html`` — the score distribution (a histogram), each test's pass rate (a bar per test,
-  grouped by exercise), each failing test's commonest messages with counts and the learners who got
-  them, the learners who scored 0 and why, late submissions, and the pairs of answers that look
-  copied, side by side;
+* ``class.html`` — who needs help first: a table of every learner (score, score exported after the
+  late penalty, days late, tests failed, flags, a link to the learner's ``feedback/<learner>.html``),
+  sortable by any column in the page itself (inline script, no network); the hardest test and the
+  commonest mistake named in the opening lines; the score distribution (a histogram); each test's
+  pass rate, hardest first (a bar per test, coloured by exercise); the commonest mistakes, one row per
+  mistake across tests with the learners who made it; the learners who scored 0 and why, late
+  submissions, and the pairs of answers that look copied, side by side;
 * ``class_scores.png``, ``class_pass_rates.png`` — its two pictures (matplotlib);
-* ``class_tests.csv`` — grade_id, exercise, points, passed, learners, pass_rate;
+* ``class_tests.csv`` — grade_id, exercise, points, passed, learners, pass_rate, not_run (notebook
+  order);
 * ``class_messages.csv`` — grade_id, message, count, learners (space-separated ids);
+* ``class_mistakes.csv`` — mistake, learners_count, tests, learners, example (the merged rows);
 * ``class_histogram.csv`` — low, high, learners (the histogram's bins; adjusted totals too when a due
   date applies);
 * ``class_similarity.csv`` — learner_a, learner_b, exercise, score, shared.
 
-A test *passes* for a learner who got all of its points. A message is the first line of the error a
-failing test cell raised (``AssertionError: expected ... got ... — hint``), kept per learner in
+A test *passes* for a learner who got all of its points. A notebook that never ran (unreadable, not
+this assignment, or stopped before any answer was kept) is counted apart: its learner is in the learner
+table and under "scored 0", and out of every pass rate (``learners`` counts the notebooks that ran,
+``not_run`` the others). A *mistake* is a message with its numbers (sizes, indices, shapes, device ids)
+replaced by ``#``: messages that differ only there, in any test, are one mistake; any other difference
+(a name, a PartitionSpec, a word) keeps them apart, except that a message quoting another one whole (a
+check reporting the error the learner's code raised) joins that one. A message is the first line of the
+error a failing test cell raised (``AssertionError: expected ... got ... — hint``), kept per learner in
 ``learners/<learner>.json`` under ``messages``; the answers compared for similarity are kept there
 under ``answers``.
 """
@@ -26,24 +37,24 @@ import csv
 import difflib
 import html
 import io
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from grading import similarity
+from grading import classpage, similarity
 from grading.assignment import Assignment, grade_id
 
-#: Learners named per message before the rest are folded away.
-SHOWN_LEARNERS = 8
-#: Messages listed per failing test (the rest are counted).
-SHOWN_MESSAGES = 5
 #: Similar pairs shown side by side (all of them are in class_similarity.csv).
 SHOWN_PAIRS = 30
 NO_MESSAGE = "(failed without an error message)"
 NOT_GRADED = "not graded: the notebook did not run (see the learners who scored 0)"
 MESSAGE_CHARS = 300
+#: The shortest message that another message quoting it whole is merged into (shorter ones are too
+#: generic to say it is the same mistake).
+QUOTED_CHARS = 20
 
 
 def first_line(text: str) -> str:
@@ -106,13 +117,34 @@ class TestSummary:
     exercise: str
     points: float
     passed: int
-    learners: int
+    learners: int  # whose notebook ran
     messages: dict[str, list[str]] = field(default_factory=dict)  # message -> learners, commonest first
+    not_run: int = 0  # learners whose notebook never ran: out of the pass rate
 
     @property
     def pass_rate(self) -> float:
-        """The fraction of learners with all of this test's points."""
+        """The fraction of the learners whose notebook ran with all of this test's points."""
         return self.passed / self.learners if self.learners else 0.0
+
+
+@dataclass
+class Mistake:
+    """One mistake across the class: messages equal once their numbers are replaced by ``#``."""
+
+    key: str
+    learners: list[str]  # sorted, each once
+    tests: list[str]  # grade_ids, notebook order
+    messages: dict[str, int]  # each exact message -> how many (learner, test) pairs said it
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:e[-+]?\d+)?(?!\w)")
+
+
+def mistake_key(message: str) -> str:
+    """``message`` with every number replaced by ``#``: sizes, indices, shapes and device ids vary between
+    learners and between a visible and a hidden test, the mistake does not. Digits inside a name
+    (``f32``, ``x_block2``) are kept."""
+    return _NUMBER.sub("#", message)
 
 
 @dataclass
@@ -129,6 +161,15 @@ class ClassSummary:
     times_from: str
     pairs: list[similarity.Pair]
     answers: dict[str, dict[str, str]]
+    not_run: list[str] = field(default_factory=list)  # learners whose notebook never ran
+    failed: dict[str, list[str]] = field(default_factory=dict)  # learner -> grade_ids without all points
+    notes: dict[str, list[str]] = field(default_factory=dict)  # learner -> report.txt's notes
+    mistakes: list[Mistake] = field(default_factory=list)  # commonest first
+    pages: set[str] = field(default_factory=set)  # learners with a feedback/<learner>.html
+
+    def hardest(self) -> list[TestSummary]:
+        """The tests, lowest pass rate first (notebook order among equals)."""
+        return sorted(self.tests, key=lambda t: t.pass_rate)
 
 
 def _why_zero(notes: list[str]) -> str:
@@ -162,18 +203,27 @@ def summarise(
       adjusted, late: totals after late penalties and (days, points taken), when a due date applies.
     """
     totals = {r["learner"]: sum(r["scores"].get(gid, 0.0) for gid, _ in cells) for r in records}
+    # A notebook that never ran keeps no answers (kept_details had no graded notebook to read).
+    not_run = sorted(r["learner"] for r in records if r.get("answers", True) == {} and not r.get("messages"))
+    ran = [r for r in records if r["learner"] not in not_run]
     tests = []
+    failed: dict[str, list[str]] = {r["learner"]: [] for r in records}
     for gid, points in cells:
-        passed = sum(1 for r in records if r["scores"].get(gid, 0.0) >= points)
+        passed = sum(1 for r in ran if r["scores"].get(gid, 0.0) >= points)
         by_message: dict[str, list[str]] = defaultdict(list)
         for r in records:
             if r["scores"].get(gid, 0.0) < points:
+                failed[r["learner"]].append(gid)
                 message = r.get("messages", {}).get(gid)
                 if message is None:  # no notebook ran: the reason is under "Learners who scored 0"
-                    message = NOT_GRADED if r.get("answers", True) == {} else NO_MESSAGE
+                    message = NOT_GRADED if r["learner"] in not_run else NO_MESSAGE
                 by_message[message].append(r["learner"])
         ordered = dict(sorted(by_message.items(), key=lambda kv: (-len(kv[1]), kv[0])))
-        tests.append(TestSummary(gid, exercise_of(gid, exercises), points, passed, len(records), ordered))
+        tests.append(
+            TestSummary(
+                gid, exercise_of(gid, exercises), points, passed, len(ran), ordered, len(records) - len(ran)
+            )
+        )
     zeros = {r["learner"]: _why_zero(r.get("notes", [])) for r in records if totals[r["learner"]] == 0}
     answers = {r["learner"]: r.get("answers", {}) for r in records if r.get("answers")}
     return ClassSummary(
@@ -187,7 +237,38 @@ def summarise(
         times_from=times_from,
         pairs=similarity.similar_pairs(answers, excluded),
         answers=answers,
+        not_run=not_run,
+        failed=failed,
+        notes={r["learner"]: list(r.get("notes", [])) for r in records},
+        mistakes=merge_mistakes(tests),
     )
+
+
+def merge_mistakes(tests: list[TestSummary]) -> list[Mistake]:
+    """The failing messages of every test grouped by ``mistake_key``, most learners first. A notebook that
+    never ran, or a test that failed without a message, is no mistake of the learner's and is left out."""
+    merged: dict[str, Mistake] = {}
+    for t in tests:
+        for message, learners in t.messages.items():
+            if message in (NOT_GRADED, NO_MESSAGE):
+                continue
+            key = mistake_key(message)
+            m = merged.setdefault(key, Mistake(key, [], [], {}))
+            m.learners = sorted(set(m.learners) | set(learners))
+            if t.grade_id not in m.tests:
+                m.tests.append(t.grade_id)
+            m.messages[message] = m.messages.get(message, 0) + len(learners)
+    # A check that reports the error the learner's code raised quotes it whole ("expected a result, got
+    # NameError: name 'math' is not defined. Hint: ..."): that message joins the row of the error it quotes.
+    for key in sorted(merged, key=len, reverse=True):
+        quoted = [k for k in merged if k != key and len(k) >= QUOTED_CHARS and k in key]
+        if quoted:
+            into, m = merged[min(quoted, key=len)], merged.pop(key)
+            into.learners = sorted(set(into.learners) | set(m.learners))
+            into.tests += [t for t in m.tests if t not in into.tests]
+            for message, count in m.messages.items():
+                into.messages[message] = into.messages.get(message, 0) + count
+    return sorted(merged.values(), key=lambda m: (-len(m.learners), -len(m.tests), m.key))
 
 
 def histogram_bins(max_score: float) -> list[tuple[float, float]]:
@@ -216,15 +297,31 @@ def write_csvs(summary: ClassSummary, folder: Path) -> None:
     """class_tests.csv, class_messages.csv, class_histogram.csv and class_similarity.csv."""
     with open(folder / "class_tests.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["grade_id", "exercise", "points", "passed", "learners", "pass_rate"])
+        w.writerow(["grade_id", "exercise", "points", "passed", "learners", "pass_rate", "not_run"])
         for t in summary.tests:
-            w.writerow([t.grade_id, t.exercise, _fmt(t.points), t.passed, t.learners, f"{t.pass_rate:.4f}"])
+            w.writerow(
+                [
+                    t.grade_id,
+                    t.exercise,
+                    _fmt(t.points),
+                    t.passed,
+                    t.learners,
+                    f"{t.pass_rate:.4f}",
+                    t.not_run,
+                ]
+            )
     with open(folder / "class_messages.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["grade_id", "message", "count", "learners"])
         for t in summary.tests:
             for message, learners in t.messages.items():
                 w.writerow([t.grade_id, message, len(learners), " ".join(sorted(learners))])
+    with open(folder / "class_mistakes.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["mistake", "learners_count", "tests", "learners", "example"])
+        for m in summary.mistakes:
+            example = max(m.messages, key=lambda k: (m.messages[k], k))
+            w.writerow([m.key, len(m.learners), " ".join(m.tests), " ".join(m.learners), example])
     bins = histogram_bins(summary.max_score)
     raw = bin_counts(list(summary.totals.values()), bins)
     late = bin_counts(list(summary.adjusted.values()), bins) if summary.adjusted else None
@@ -281,16 +378,18 @@ def draw_pictures(summary: ClassSummary, folder: Path) -> None:
 
     exercises = list(dict.fromkeys(t.exercise for t in summary.tests))
     colours = plt.get_cmap("tab10")
-    n = len(summary.tests)
+    hardest = summary.hardest()
+    n = len(hardest)
     fig, ax = plt.subplots(figsize=(7, 0.9 + 0.32 * n), dpi=110)
-    ys = list(range(n))[::-1]
-    for y, t in zip(ys, summary.tests, strict=True):
+    ys = list(range(n))[::-1]  # the hardest test on top
+    for y, t in zip(ys, hardest, strict=True):
         colour = colours(exercises.index(t.exercise) % 10)
         ax.barh(y, 100 * t.pass_rate, color=colour, height=0.7)
         ax.text(min(100 * t.pass_rate + 1, 88), y, f"{100 * t.pass_rate:.0f}%", va="center", fontsize=8)
-    ax.set_yticks(ys, [t.grade_id for t in summary.tests], fontsize=8)
+    ax.set_yticks(ys, [t.grade_id for t in hardest], fontsize=8)
     ax.set_xlim(0, 100)
-    ax.set_xlabel("learners with all the test's points (%)")
+    ran = hardest[0].learners if hardest else 0
+    ax.set_xlabel(f"of the {ran} notebooks that ran, those with all the test's points (%)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours(k % 10)) for k in range(len(exercises))]
     ax.legend(
         handles, exercises, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False, fontsize=8
@@ -322,15 +421,6 @@ table.diff td { border: none; padding: 0 0.3rem; white-space: pre; }
 """
 
 
-def _learners(names: list[str]) -> str:
-    names = sorted(names)
-    shown = ", ".join(html.escape(n) for n in names[:SHOWN_LEARNERS])
-    if len(names) <= SHOWN_LEARNERS:
-        return shown
-    rest = ", ".join(html.escape(n) for n in names[SHOWN_LEARNERS:])
-    return f"{shown} <details><summary>and {len(names) - SHOWN_LEARNERS} more</summary>{rest}</details>"
-
-
 def render_html(summary: ClassSummary) -> str:
     """The class report page (pictures referenced by file name, beside it)."""
     s = summary
@@ -339,31 +429,48 @@ def render_html(summary: ClassSummary) -> str:
     w = out.write
     w("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>")
     w("<meta name='viewport' content='width=device-width, initial-scale=1'>")
-    w(f"<title>Class report: {html.escape(s.assignment)}</title><style>{_CSS}</style></head><body>\n")
+    w(
+        f"<title>Class report: {html.escape(s.assignment)}</title>"
+        f"<style>{_CSS}{classpage.CSS}</style></head><body>\n"
+    )
     w(f"<h1>Class report: {html.escape(s.assignment)}</h1>\n")
     totals = sorted(s.totals.values())
     median = totals[len(totals) // 2] if totals else 0.0
     full = sum(1 for t in totals if t == s.max_score)
     w(
         f"<p>{n} learner(s) graded; median {_fmt(median)} of {_fmt(s.max_score)} points; "
-        f"{full} with full marks, {len(s.zeros)} with 0. The same numbers are in "
-        "<code>class_tests.csv</code>, <code>class_messages.csv</code>, <code>class_histogram.csv</code> "
-        "and <code>class_similarity.csv</code>; each learner's row is in <code>scores.csv</code>.</p>\n"
+        f"{full} with full marks, {len(s.zeros)} with 0"
+        + (f"; <a href='#not-run'>{len(s.not_run)} notebook(s) never ran</a>" if s.not_run else "")
+        + ". The same numbers are in <code>class_tests.csv</code>, <code>class_messages.csv</code>, "
+        "<code>class_mistakes.csv</code>, <code>class_histogram.csv</code> and "
+        "<code>class_similarity.csv</code>; each learner's row is in <code>scores.csv</code>.</p>\n"
     )
+    w(classpage.headline(s))
+    w(classpage.learner_table(s))
     w("<h2 id='scores'>Scores</h2>\n")
     alt = f"Histogram of the {n} learners' total points, from 0 to {_fmt(s.max_score)}"
     if s.adjusted:
         alt += ", with the totals after the late penalty drawn as a dashed outline"
     w(f"<img id='histogram' src='class_scores.png' alt='{html.escape(alt)}.'>\n")
 
-    w("<h2 id='tests'>Pass rate of each test</h2>\n")
+    w("<h2 id='tests'>Pass rate of each test, hardest first</h2>\n")
+    ran = s.tests[0].learners if s.tests else 0
     w(
-        "<img id='pass-rates' src='class_pass_rates.png' alt='A bar per test cell: the percentage of "
-        "learners who got all its points, coloured by the exercise it checks.'>\n"
+        f"<p>Of the {ran} notebook(s) that ran"
+        + (
+            f"; the {len(s.not_run)} that never ran are <a href='#not-run'>counted apart</a>"
+            if s.not_run
+            else ""
+        )
+        + ".</p>\n"
     )
-    w("<div class='scroll'><table><tr><th>test</th><th class='wide'>exercise</th><th class='num'>passed</th>")
-    w("<th class='num'>rate</th></tr>\n")
-    for t in s.tests:
+    w(
+        "<img id='pass-rates' src='class_pass_rates.png' alt='A bar per test cell, the hardest on top: the "
+        "percentage of the notebooks that ran with all its points, coloured by the exercise it checks.'>\n"
+    )
+    w("<div class='scroll'><table id='tests-table'><tr><th>test</th><th class='wide'>exercise</th>")
+    w("<th class='num'>passed</th><th class='num'>rate</th></tr>\n")
+    for t in s.hardest():
         w(
             f"<tr><td><code>{html.escape(t.grade_id)}</code></td>"
             f"<td class='wide'>{html.escape(t.exercise)}</td>"
@@ -372,33 +479,7 @@ def render_html(summary: ClassSummary) -> str:
         )
     w("</table></div>\n")
 
-    w("<h2 id='messages'>Commonest mistakes</h2>\n")
-    not_run = max((len(t.messages.get(NOT_GRADED, [])) for t in s.tests), default=0)
-    if not_run:
-        w(
-            f"<p>{not_run} learner(s) whose notebook did not run fail every test; they are left out "
-            "below and listed with the learners who scored 0.</p>\n"
-        )
-    failing = [t for t in s.tests if set(t.messages) - {NOT_GRADED}]
-    if not failing:
-        w("<p>No other learner failed a test.</p>\n")
-    for t in failing:
-        shown = [(m, who) for m, who in t.messages.items() if m != NOT_GRADED]
-        failed = sum(len(who) for _, who in shown)
-        w(f"<h3><code>{html.escape(t.grade_id)}</code>: {failed} failed</h3>\n")
-        w("<div class='scroll'><table><tr><th>message</th><th class='num'>learners</th><th>who</th></tr>\n")
-        for message, learners in shown[:SHOWN_MESSAGES]:
-            w(
-                f"<tr><td class='message'>{html.escape(message)}</td><td class='num'>{len(learners)}</td>"
-                f"<td>{_learners(learners)}</td></tr>\n"
-            )
-        w("</table></div>\n")
-        rest = shown[SHOWN_MESSAGES:]
-        if rest:
-            w(
-                f"<p>and {len(rest)} other message(s) from {sum(len(v) for _, v in rest)} learner(s), "
-                "in class_messages.csv.</p>\n"
-            )
+    w(classpage.mistakes(s))
 
     w("<h2 id='zeros'>Learners who scored 0</h2>\n")
     if not s.zeros:
@@ -408,6 +489,13 @@ def render_html(summary: ClassSummary) -> str:
         for learner, why in sorted(s.zeros.items()):
             w(f"<tr><td>{html.escape(learner)}</td><td class='message'>{html.escape(why)}</td></tr>\n")
         w("</table></div><p>Each learner's notes are in report.txt.</p>\n")
+    if s.not_run:
+        w(f"<h3 id='not-run'>Notebooks that never ran ({len(s.not_run)})</h3>\n")
+        w(
+            "<p>Out of every pass rate and mistake above: "
+            + ", ".join(html.escape(x) for x in s.not_run)
+            + ". Why is in the table above and in report.txt.</p>\n"
+        )
 
     if s.times_from:
         w("<h2 id='late'>Late submissions</h2>\n")
@@ -455,12 +543,14 @@ def render_html(summary: ClassSummary) -> str:
                 f"({p.shared} shared runs of {similarity.K} tokens)</summary>\n"
             )
             w(f"<div class='scroll'>{similarity.side_by_side(p, s.answers, differ)}</div></details>\n")
+    w(f"<script>{classpage.SORT_JS}</script>\n")
     w("</body></html>\n")
     return out.getvalue()
 
 
 def write_class_report(summary: ClassSummary, folder: Path) -> Path:
     """Writes class.html, its pictures and its CSVs into ``folder``; returns the page's path."""
+    summary.pages = {p.stem for p in (folder / "feedback").glob("*.html")}
     write_csvs(summary, folder)
     draw_pictures(summary, folder)
     page = folder / "class.html"

@@ -235,8 +235,15 @@ def main(argv: list[str] | None = None) -> int:
     root = args.root.resolve()
     folder = root / "grading" / "reports" / args.assignment
     if not (folder / "scores.csv").exists():
-        print(f"nothing to export: no {folder / 'scores.csv'} (run make grade first)", file=sys.stderr)
-        return 2
+        if not list((folder / "learners").glob("*.json")):
+            print(nothing_graded(root, args.assignment), file=sys.stderr)
+            return 2
+        # Learners kept, their summary lost (an interrupted run, a deleted file): written again from them.
+        from grading import reports
+
+        course = read_course(args.course or root / DEFAULT_COURSE_FILE)
+        reports.write_reports(args.assignment, [], root, course=course)
+        print(f"scores.csv written again from {folder / 'learners'}")
     try:
         roster = read_roster(args.roster or root / DEFAULT_ROSTER)
         target, mapping = write_export(
@@ -263,6 +270,19 @@ def main(argv: list[str] | None = None) -> int:
         said = " or ".join(NAMES[k] for k in needed)
         print(f"  {len(lost)} learner(s) without a {said}: {', '.join(lost)} (add them to the roster)")
     return 0
+
+
+def nothing_graded(root: Path, assignment: str) -> str:
+    """The one line said when ``assignment`` has no graded learner under ``root``: what to run first."""
+    reports = root / "grading" / "reports"
+    others = sorted(p.parent.name for p in reports.glob("*/scores.csv"))
+    also = f"; graded so far: {', '.join(others)}" if others else ""
+    return (
+        f"nothing to export: {assignment} has not been graded here "
+        f"(no {reports / assignment / 'scores.csv'}); "
+        f"run make grade ASSIGNMENT={assignment} SUBMISSIONS=<folder of .ipynb> first "
+        f"(make test grades temporary copies and leaves no reports){also}"
+    )
 
 
 #: The roster columns an LMS matches a row by, and their names in its file.

@@ -12,7 +12,7 @@ import csv
 
 import pytest
 
-from grading import export, grade
+from grading import export, reports, worker
 from grading.course import read_course
 
 ASSIGNMENT = "01_meshes"
@@ -29,20 +29,20 @@ GRADESCOPE_HEADER = (
 @pytest.fixture
 def graded(tmp_path):
     """A report folder as make grade leaves it: three learners, one late with a due date."""
-    root = grade.copy_course(tmp_path, assignment=ASSIGNMENT)
+    root = worker.copy_course(tmp_path, assignment=ASSIGNMENT)
     (root / "grading" / "course.toml").write_text(
         "[late]\nper_day = 10\n[assignments.01_meshes]\ndue = 2026-10-01T23:59:00Z\n"
     )
-    cells = grade.graded_cells(ASSIGNMENT, root)
+    cells = worker.graded_cells(ASSIGNMENT, root)
     outcomes = []
     for learner in ("ada_lovelace", "smithjohn_LATE_4242_99_01_meshes", "jdoe42"):
-        o = grade.Outcome(learner=learner, source=tmp_path / f"{learner}.ipynb")
+        o = worker.Outcome(learner=learner, source=tmp_path / f"{learner}.ipynb")
         o.scores = {gid: points for gid, points in cells}
         outcomes.append(o)
     submitted = dict.fromkeys((o.learner for o in outcomes), "2026-10-01T12:00:00+00:00")
     submitted["smithjohn_LATE_4242_99_01_meshes"] = "2026-10-02T01:00:00+00:00"  # 1 h 1 min late
     course = read_course(root / "grading" / "course.toml")
-    folder = grade.write_reports(ASSIGNMENT, outcomes, root, submitted, "the test's times", course)
+    folder = reports.write_reports(ASSIGNMENT, outcomes, root, submitted, "the test's times", course)
     roster = root / "grading" / "roster.csv"
     roster.write_text(
         "learner,name,canvas_id,sis_user_id,sis_login_id,section,email,sid\n"
@@ -130,9 +130,22 @@ def test_plain_csv_keeps_raw_and_exported_totals(graded):
 
 
 def test_export_without_grading_says_so(tmp_path, capsys):
-    root = grade.copy_course(tmp_path, assignment=ASSIGNMENT)
-    assert export.main([ASSIGNMENT, "--root", str(root)]) == 2
-    assert "run make grade first" in capsys.readouterr().err
+    # A fresh clone (make test grades temporary copies): exit 2 and one line naming the command to run.
+    root = worker.copy_course(tmp_path, assignment=ASSIGNMENT)
+    assert export.main([ASSIGNMENT, "--format", "canvas", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"run make grade ASSIGNMENT={ASSIGNMENT} SUBMISSIONS=" in err
+    assert not (root / "grading" / "reports" / ASSIGNMENT / "export").exists()
+
+
+def test_export_works_on_the_kept_learners_when_scores_csv_is_gone(graded, capsys):
+    # What a normal run leaves is enough: learners/*.json alone gives scores.csv back, then the file.
+    root, folder, points = graded
+    (folder / "scores.csv").unlink()
+    assert export.main([ASSIGNMENT, "--format", "canvas", "--root", str(root)]) == 0
+    lines = _lines(folder / "export" / "canvas.csv")
+    assert len(lines) == 2 + 3 and "scores.csv written again" in capsys.readouterr().out
+    assert lines[2].startswith("Ada Lovelace,1815,U1815,ada,Analytical,")
 
 
 def test_roster_without_learner_column_is_refused(tmp_path):

@@ -23,11 +23,11 @@ import warnings
 
 import pytest
 
-from grading import grade
+from grading import grade, worker
 from grading.preprocessors import MAX_TEXT_CHARS
 from tests import submissions
 from tests.conftest import CELL_TIMEOUT, COLAB_LEARNERS, GRADED_ASSIGNMENT, LOUD_LEARNER
-from tools import learner_path
+from tools import handed_in
 
 # Runs `make grade`: never at the same time as another module that does (see CONTRIBUTING.md).
 pytestmark = pytest.mark.xdist_group("grading")
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.xdist_group("grading")
 
 def test_scores_csv_has_one_row_per_learner_and_a_column_per_test_cell(graded_batch):
     b = graded_batch
-    cells = grade.graded_cells(b.assignment, b.course)
+    cells = worker.graded_cells(b.assignment, b.course)
     assert set(b.rows) == set(b.submissions) | {"reference_solution", LOUD_LEARNER} | set(COLAB_LEARNERS)
     for row in b.rows.values():
         assert list(row)[:3] == ["learner", "total", "max"]
@@ -50,7 +50,7 @@ def test_solution_scores_full_marks(graded_batch):
 
 def test_each_submission_loses_exactly_the_intended_points(graded_batch):
     b = graded_batch
-    cells = dict(grade.graded_cells(b.assignment, b.course))
+    cells = dict(worker.graded_cells(b.assignment, b.course))
     for learner, sub in b.submissions.items():
         lost = sub.lost(list(cells))
         for gid, points in cells.items():
@@ -91,6 +91,12 @@ def test_feedback_explains_and_hides_hidden_tests(graded_batch):
             assert line not in text, (learner, line)
         for text in expected.get("feedback", []):
             assert text in html, (learner, text)
+        # make grade puts the score exported and every note of report.txt on the page
+        # (grading/feedback.py), and says why a cell was cut off instead of a bare KeyboardInterrupt
+        assert 'id="standing"' in html, learner
+        for note in expected.get("notes", []):
+            assert htmllib.escape(note, quote=False) in html, (learner, note)
+        assert not re.search(r"KeyboardInterrupt:?\s*</", html), learner
 
 
 def _report_block(text: str, learner: str) -> str:
@@ -135,7 +141,7 @@ def test_a_cell_that_prints_megabytes_is_cut_with_a_note_and_costs_no_points(gra
 
 @pytest.mark.parametrize("learner", sorted(COLAB_LEARNERS))
 def test_colab_download_with_helper_cells_gets_only_the_true_note(graded_batch, learner):
-    answers = len(learner_path.answer_names(learner_path.solved_notebook(GRADED_ASSIGNMENT)))
+    answers = len(handed_in.answer_names(handed_in.solved_notebook(GRADED_ASSIGNMENT)))
     block = _report_block((graded_batch.reports / "report.txt").read_text(), learner)
     assert block.splitlines()[1:] == [
         f"  - repaired: {answers} extra code cell(s) were kept where they were; they run but are not graded."
@@ -143,8 +149,8 @@ def test_colab_download_with_helper_cells_gets_only_the_true_note(graded_batch, 
 
 
 def test_learner_id_comes_from_the_file_name(tmp_path):
-    assert grade.learner_id(tmp_path / "ada_lovelace.ipynb") == "ada_lovelace"
-    assert grade.learner_id(tmp_path / "Ada Lovelace (1).ipynb") == "Ada_Lovelace__1_"
+    assert worker.learner_id(tmp_path / "ada_lovelace.ipynb") == "ada_lovelace"
+    assert worker.learner_id(tmp_path / "Ada Lovelace (1).ipynb") == "Ada_Lovelace__1_"
 
 
 def test_regrading_is_idempotent_and_touches_only_that_learner(graded_batch, tmp_path):
@@ -165,10 +171,10 @@ def test_kernel_env_silences_xla_warnings_unless_set_and_drops_pytest_marker(tmp
     # ipykernel stops capturing C++ stderr when PYTEST_CURRENT_TEST is set: kernels must not see it.
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_grading.py::x (call)")
     monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
-    env = grade._env(tmp_path)
+    env = worker._env(tmp_path)
     assert env["TF_CPP_MIN_LOG_LEVEL"] == "2" and "PYTEST_CURRENT_TEST" not in env
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")  # an instructor who wants XLA's log keeps it
-    assert grade._env(tmp_path)["TF_CPP_MIN_LOG_LEVEL"] == "0"
+    assert worker._env(tmp_path)["TF_CPP_MIN_LOG_LEVEL"] == "0"
 
 
 def _colab_shows(nb) -> dict[str, list[str]]:
@@ -212,7 +218,7 @@ def test_a_colab_download_is_graded_quietly_and_its_feedback_says_what_colab_sai
     helper = {"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": [], "execution_count": 3}
     helped["cells"].insert(len(helped["cells"]) - 1, helper)
     (folder / "bob.ipynb").write_text(json.dumps(helped))
-    course = grade.copy_course(tmp_path)
+    course = worker.copy_course(tmp_path)
     args = [GRADED_ASSIGNMENT, str(folder), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -223,7 +229,7 @@ def test_a_colab_download_is_graded_quietly_and_its_feedback_says_what_colab_sai
     assert float(rows["bob"]["total"]) == float(rows["bob"]["max"]) > float(rows["ada"]["total"])
     html = (course / "grading" / "reports" / GRADED_ASSIGNMENT / "feedback" / "ada.html").read_text()
     assert "Test cell" not in html
-    for gid, _ in grade.graded_cells(GRADED_ASSIGNMENT, course):
+    for gid, _ in worker.graded_cells(GRADED_ASSIGNMENT, course):
         assert f'<a href="#{gid}">{gid}</a> (Score: ' in html, gid
     colab = _colab_shows(submissions.notebook(sub, GRADED_ASSIGNMENT))
     failing = "test_sharding_for_layout_visible"

@@ -1,0 +1,271 @@
+"""The feedback page a learner reads (grading/templates/named_feedback) and grading/feedback.py.
+
+The page is rendered here by nbconvert with the project's own nbgrader configuration (the template nbgrader's
+``generate_feedback`` uses in ``make grade``), from a notebook with one failed and one passed test whose
+message is far wider than a phone; Chromium opens it at 1280 and 390 px.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests import pages
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The hint of assignment 1's axis-order mistake, as nbgrader wrote it on a page the issue measured.
+LONG_MESSAGE = (
+    "CheckFailed: sharding_for_layout(Mesh({'X': 4, 'Y': 2}, Auto axes), (16,), "
+    "<layout of P(('Y', 'X'),)>): "
+    "expected device 1 to hold [8:10], got [2:4] from your P(('X', 'Y'),). "
+    "Hint: within a tuple entry the first mesh axis is the major one: ('X', 'Y') and ('Y', 'X') give "
+    "the same blocks to different devices."
+)
+UNBROKEN = "expected_" + "x" * 300  # a message with no space to break at
+
+
+def _test_cell(grade_id: str, points: float, score: float, message: str | None):
+    cell = nbformat.v4.new_code_cell(f"check_{grade_id}()")
+    cell.metadata["nbgrader"] = {
+        "grade": True,
+        "solution": False,
+        "grade_id": grade_id,
+        "points": points,
+        "score": score,
+    }
+    if message:
+        ename, _, evalue = message.partition(": ")
+        cell.outputs = [nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[message])]
+    return cell
+
+
+def render_feedback(cells, score: float, max_score: float, late_penalty: float = 0.0) -> str:
+    """A feedback page as ``make grade`` writes it: nbconvert's HTMLExporter configured by
+    grading/nbgrader_config.py, plus the bootstrap path nbgrader's GenerateFeedback adds."""
+    import nbgrader
+    from nbconvert import HTMLExporter
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT / "grading")).load_config()
+    static = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "static"
+    config.HTMLExporter.extra_template_paths = [str(static / "node_modules" / "bootstrap" / "dist" / "css")]
+    answer = nbformat.v4.new_code_cell(
+        "def sharding_for_layout(mesh, shape, layout):\n    return P(('X', 'Y'),)"
+    )
+    answer.metadata["nbgrader"] = {"grade": False, "solution": True, "grade_id": "sharding_for_layout"}
+    notebook = nbformat.v4.new_notebook(cells=[answer, *cells])
+    resources = {"nbgrader": {"notebook": "01_meshes", "score": score, "max_score": max_score}}
+    resources["nbgrader"]["late_penalty"] = late_penalty
+    body, _ = HTMLExporter(config=config).from_notebook_node(notebook, resources=resources)
+    return body
+
+
+@pytest.fixture(scope="module")
+def feedback_page(tmp_path_factory) -> Path:
+    cells = [
+        _test_cell("test_sharding_for_layout_visible", 3, 0, LONG_MESSAGE),
+        _test_cell("test_sharding_for_layout_unbroken", 1, 0, "CheckFailed: " + UNBROKEN),
+        _test_cell("test_per_device_shape_visible", 1, 1, None),
+    ]
+    page = tmp_path_factory.mktemp("feedback") / "learner.html"
+    page.write_text(render_feedback(cells, 1, 5))
+    return page
+
+
+def test_a_failed_test_says_failed_and_a_passed_one_passed(feedback_page):
+    # The word, not only a colour: the heading of each test, and its line in the contents.
+    text = feedback_page.read_text()
+    headings = re.findall(
+        r"Grade cell: <code>(\w+)</code></span>\s*<span class=\"verdict verdict-(\w+)\">(\w+)<", text
+    )
+    assert headings == [
+        ("test_sharding_for_layout_visible", "failed", "failed"),
+        ("test_sharding_for_layout_unbroken", "failed", "failed"),
+        ("test_per_device_shape_visible", "passed", "passed"),
+    ]
+    contents = re.findall(r'<li class="(\w+)"><a href="#(\w+)">', text)
+    assert contents == [
+        ("failed", "test_sharding_for_layout_visible"),
+        ("failed", "test_sharding_for_layout_unbroken"),
+        ("passed", "test_per_device_shape_visible"),
+    ]
+
+
+def _rgb(css: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in re.findall(r"\d+", css)[:3])
+
+
+def test_failure_is_red_and_every_message_wraps_in_chromium(feedback_page, tmp_path):
+    # The issue's page: the hint sat 836-1,196 px past the right edge with no scrollbar. Now every error's
+    # text ends inside the window at 1280 and at 390 px, the failed panel's heading is red and says so, the
+    # passed one's is not red, and the page never scrolls sideways (pages.at_both_widths).
+    def check(page, viewport, width):
+        facts = page.eval_on_selector_all(
+            "div.output_error pre",
+            "els => els.map(e => ({right: e.getBoundingClientRect().right,"
+            " scroll: e.scrollWidth - e.clientWidth,"
+            " text: e.innerText}))",
+        )
+        assert len(facts) == 2, facts
+        for fact in facts:
+            assert fact["right"] <= width and fact["scroll"] <= 0, (viewport, fact["right"], fact["scroll"])
+        assert "different devices." in facts[0]["text"] and UNBROKEN in facts[1]["text"].replace("\n", "")
+        for verdict, red in (("failed", True), ("passed", False)):
+            heading = page.eval_on_selector(
+                f"div.nbgrader_cell.{verdict} > .panel-heading",
+                "e => ({bg: getComputedStyle(e).backgroundColor,"
+                " label: e.querySelector('.verdict').innerText,"
+                " labelBg: getComputedStyle(e.querySelector('.verdict')).backgroundColor,"
+                " visible: e.querySelector('.verdict').getBoundingClientRect().right <= window.innerWidth})",
+            )
+            r, g, b = _rgb(heading["labelBg"])
+            assert (r > 150 and g < 80 and b < 80) == red, (viewport, verdict, heading)
+            assert heading["label"].strip().lower() == verdict and heading["visible"], (viewport, heading)
+        error_bg = _rgb(page.eval_on_selector("div.output_error", "e => getComputedStyle(e).backgroundColor"))
+        assert error_bg[0] > error_bg[2] + 10, (viewport, error_bg)  # a red ground, not white
+
+    pages.at_both_widths(feedback_page, check, shots=tmp_path)
+
+
+# grading/feedback.py: the exported score, the penalty and the reason for a cut-off cell, on the page.
+
+ASSIGNMENT = "01_meshes"
+TIMEOUT_NOTE = "test_devices_holding_hidden ran past the 15 s cell limit and was interrupted."
+CANVAS_NAME = "smithjohn_LATE_4242_99_01_meshes"  # as Canvas's Download Submissions names a late file
+
+
+def _interrupted_cell(grade_id: str, points: float):
+    # What `make grade` wrote for a cell stopped at its time limit (seen on a graded broken_infinite_loop).
+    cell = _test_cell(grade_id, points, 0, None)
+    cell.outputs = [
+        nbformat.v4.new_output("error", ename=name, evalue="", traceback=[f"{name}: "])
+        for name in ("KeyboardInterrupt", "CellTimeoutError")
+    ]
+    return cell
+
+
+@pytest.fixture
+def graded_folder(tmp_path):
+    """A report folder as write_reports leaves it, a due date passed, and each learner's page rendered by
+    the project's template: a learner 2 days late with a failed test, and a Canvas-named one whose hidden
+    test ran past the cell limit."""
+    import json
+
+    from grading import reports, worker
+    from grading.course import read_course
+
+    root = worker.copy_course(tmp_path, assignment=ASSIGNMENT)
+    course_file = root / "grading" / "course.toml"
+    course_file.write_text("[late]\nper_day = 10\n[assignments.01_meshes]\ndue = 2026-10-01T23:59:00Z\n")
+    cells = worker.graded_cells(ASSIGNMENT, root)
+    full = dict(cells)
+    folder = root / "grading" / "reports" / ASSIGNMENT
+    (folder / "learners").mkdir(parents=True)
+    records = {
+        "late_learner": (
+            full | {"test_sharding_for_layout_visible": 0.0},
+            {"test_sharding_for_layout_visible": LONG_MESSAGE},
+            [],
+            "2026-10-03T08:00:00+00:00",
+        ),
+        CANVAS_NAME: (
+            full | {"test_devices_holding_hidden": 0.0},
+            {},
+            [TIMEOUT_NOTE],
+            "2026-10-01T08:00:00+00:00",
+        ),
+    }
+    for learner, (scores, messages, notes, submitted) in records.items():
+        kept = {"learner": learner, "source": f"{learner}.ipynb", "scores": scores, "notes": notes}
+        kept |= {"seconds": 1.0, "messages": messages, "answers": {"f": "x"}, "submitted": submitted}
+        (folder / "learners" / f"{learner}.json").write_text(json.dumps(kept))
+    reports.write_reports(ASSIGNMENT, [], root, course=read_course(course_file))
+    max_score = sum(full.values())
+    late_cells = [_test_cell("test_sharding_for_layout_visible", 1, 0, LONG_MESSAGE)]
+    (folder / "feedback" / "late_learner.html").write_text(
+        render_feedback(late_cells, max_score - 1, max_score)
+    )
+    cut_cells = [_interrupted_cell("test_devices_holding_hidden", 2)]
+    (folder / "feedback" / f"{CANVAS_NAME}.html").write_text(
+        render_feedback(cut_cells, max_score - 2, max_score)
+    )
+    return root, folder, max_score
+
+
+def test_the_page_says_the_score_exported_the_penalty_and_why_a_cell_was_cut(graded_folder, tmp_path):
+    # The issue: a late learner read 10.0/14 while 7.2 went to the LMS; a timed-out cell showed an empty
+    # KeyboardInterrupt. Now the page says what make export sends and why, and the cell says its note.
+    from grading import export, feedback
+
+    root, folder, max_score = graded_folder
+    assert [p.name for p in feedback.annotate_reports(folder)] == ["late_learner.html", f"{CANVAS_NAME}.html"]
+    assert feedback.annotate_reports(folder)  # a second run replaces the box, it does not add one
+    late = (folder / "feedback" / "late_learner.html").read_text()
+    assert late.count('<div id="standing"') == 1
+    exported = max_score - 1 - 0.2 * max_score  # 2 started days late at 10% of the points a day
+    said = (
+        f"Score sent to the LMS: {exported:g} of {max_score:g} ({max_score - 1:g} before the late penalty: "
+        f"submitted 2 days late, {0.2 * max_score:g} points taken)."
+    )
+    assert said in late
+    assert export.main([ASSIGNMENT, "--format", "csv", "--root", str(root)]) == 0
+    with open(folder / "export" / "csv.csv") as f:
+        rows = {r["learner"]: r for r in __import__("csv").DictReader(f)}
+    assert float(rows["late_learner"]["total"]) == pytest.approx(exported)  # the same number as exported
+    cut = (folder / "feedback" / f"{CANVAS_NAME}.html").read_text()
+    assert "KeyboardInterrupt" not in cut and "CellTimeoutError" not in cut
+    assert cut.count(TIMEOUT_NOTE) == 2  # in the box and in place of the empty error
+    assert f"Score sent to the LMS: {max_score - 2:g} of {max_score:g}." in cut
+
+    def check(page, viewport, width):
+        box = page.eval_on_selector(
+            "#standing", "e => ({right: e.getBoundingClientRect().right, t: e.innerText})"
+        )
+        assert box["right"] <= width and "Score sent to the LMS" in box["t"], (viewport, box)
+
+    pages.at_both_widths(folder / "feedback" / "late_learner.html", check, shots=tmp_path)
+
+
+def test_feedback_export_writes_a_comment_and_page_per_learner_and_a_canvas_reupload_zip(graded_folder):
+    # Item 4: one command; per learner a comment and a page, a manifest with the LMS ids, one zip, and the
+    # zip Canvas's Re-Upload Submissions reads (its rule: the first two all-digit parts of a name are the
+    # user id and the id of the file handed in).
+    import csv
+    import zipfile
+
+    from grading import comments, feedback
+
+    root, folder, max_score = graded_folder
+    feedback.annotate_reports(folder)
+    assert comments.main([ASSIGNMENT, "--root", str(root)]) == 0
+    out = folder / "export" / "comments"
+    text = (out / "late_learner.txt").read_text()
+    assert text.startswith(f"{ASSIGNMENT}: Score sent to the LMS: ")
+    assert f"- test_sharding_for_layout_visible: {LONG_MESSAGE}" in text
+    assert TIMEOUT_NOTE in (out / f"{CANVAS_NAME}.txt").read_text()
+    with open(out / "manifest.csv", newline="") as f:
+        manifest = {r["learner"]: r for r in csv.DictReader(f)}
+    assert (
+        manifest[CANVAS_NAME]["canvas_id"] == "4242"
+        and manifest[CANVAS_NAME]["page"] == f"{CANVAS_NAME}.html"
+    )
+    assert manifest["late_learner"]["sis_login_id"] == "late_learner"
+    with zipfile.ZipFile(out / "comments.zip") as z:
+        assert {"manifest.csv", "late_learner.txt", "late_learner.html", f"{CANVAS_NAME}.html"} <= set(
+            z.namelist()
+        )
+    with zipfile.ZipFile(out / "canvas_reupload.zip") as z:
+        (name,) = z.namelist()
+        assert [part for part in name.split("_") if part.isdigit()][:2] == ["4242", "99"]
+        assert "Score sent to the LMS" in z.read(name).decode()
+
+
+def test_feedback_export_before_grading_says_what_to_run(tmp_path, capsys):
+    from grading import comments, worker
+
+    root = worker.copy_course(tmp_path, assignment=ASSIGNMENT)
+    assert comments.main([ASSIGNMENT, "--root", str(root)]) == 2
+    assert f"run make grade ASSIGNMENT={ASSIGNMENT}" in capsys.readouterr().err
