@@ -10,10 +10,19 @@ page the claims' code is folded into one list at the page's end (tools/claim_fol
 The quoted sentence is part of the chapter's prose, word for word: ``tools/notebooks.py prose``
 fails CI on a claim whose text the chapter does not contain, so the check and the sentence cannot
 drift apart.
+
+A figure the sentence states is tested too: either the condition writes it (``x < 3.77``) or
+``figures={"3.77": pipeline_gib}`` gives the value the cell computed, and claim() fails unless that
+value, rounded as the sentence writes the figure, is the figure (3.7712 passes "3.77", 3.7751 does
+not; "1.14e-07" keeps three digits; "500" one, "1,792" all four). ``tools/claim_figures.py`` fails
+CI, naming file:line, on a claim sentence whose figure is neither written nor given.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -25,7 +34,44 @@ class ClaimFailed(AssertionError):
     """A sentence of the book that the values its page printed no longer support."""
 
 
-def claim(sentence: str, holds: Any, because: str = "") -> None:
+def _half_step(figure: str) -> Decimal:
+    """Half the last written place of a figure: 0.005 for "3.77", 0.005e-07 for "1.14e-07", 50 for "500"."""
+    number = figure.replace(",", "")
+    mantissa, _, exponent = number.lower().partition("e")
+    if "." in mantissa:
+        step = Decimal(1).scaleb(-len(mantissa.split(".")[1]))
+    else:
+        step = Decimal(1).scaleb(len(mantissa) - len(mantissa.rstrip("0")) if mantissa.strip("0") else 0)
+    return step.scaleb(int(exponent) if exponent else 0) / 2
+
+
+def wrong_figures(sentence: str, figures: Mapping[str, Any]) -> list[str]:
+    """'FIGURE (measured VALUE)' for each figure of `figures` that `sentence` does not state as its value.
+
+    A figure is written as in the sentence ("3.77", "1,792", "1.14e-07", "52" for "52%"); its value is
+    in the sentence's unit. The value must round to the figure at the figure's last written place.
+
+    Example:
+      >>> wrong_figures("3.77 GiB against 16.92 GiB", {"3.77": 3.7712, "16.92": 16.9})
+      ['16.92 (measured 16.9)']
+    """
+    wrong = []
+    for figure, value in figures.items():
+        if not re.search(rf"(?<![\w.,]){re.escape(figure)}(?![\w]|[.,]\d)", sentence):
+            wrong.append(f"{figure} (not a figure of the sentence)")
+            continue
+        try:
+            measured = Decimal(repr(float(value)))
+            written = Decimal(figure.replace(",", ""))
+        except (TypeError, ValueError, InvalidOperation):
+            wrong.append(f"{figure} (measured {value!r}, no number)")
+            continue
+        if not abs(measured - written) <= _half_step(figure) * (1 + Decimal("1e-9")):
+            wrong.append(f"{figure} (measured {float(value):.6g})")
+    return wrong
+
+
+def claim(sentence: str, holds: Any, because: str = "", figures: Mapping[str, Any] | None = None) -> None:
     """Checks one sentence of the prose: records it (:func:`checked_claims`) or raises ClaimFailed.
 
     Args:
@@ -33,10 +79,21 @@ def claim(sentence: str, holds: Any, because: str = "") -> None:
       holds: whether the printed values support it: a Python or NumPy boolean (a JAX scalar boolean
         too). Anything else is refused, so that a check cannot pass by being truthy.
       because: the values that decide it, quoted in the failure ("FSDP 3.5 MiB, data parallel 1.4 MiB").
+      figures: the figures the sentence states, as written, with the values the cell computed for them
+        (``{"3.77": pipeline_gib}``): each must round to its figure (:func:`wrong_figures`).
 
     Raises:
       ClaimFailed: the sentence does not hold; the message quotes it and ``because``.
       TypeError: ``holds`` is not a boolean.
+
+    A figure given a value that does not round to it fails like a false condition:
+
+      >>> claim("sends 3.77 GiB", True, figures={"3.77": 3.7712})
+      >>> claim("sends 3.78 GiB", True, figures={"3.78": 3.7712})
+      Traceback (most recent call last):
+      ...
+      shardbook.claims.ClaimFailed: the text says "sends 3.78 GiB", but the values printed here
+      do not support it: figures the sentence states are not what the cell measured: 3.78 (measured 3.7712)
 
     Example:
       >>> claim("two is less than three", 2 < 3)
@@ -58,9 +115,17 @@ def claim(sentence: str, holds: Any, because: str = "") -> None:
                 f" of dtype {value.dtype} and shape {value.shape}"
             )
         value = bool(value)
+    if value is not True and value is not False:
+        raise TypeError(f"claim({sentence!r}, ...) needs a boolean, got {holds!r}")
+    wrong = wrong_figures(sentence, figures or {})
+    if wrong:
+        value = False
+        because = (
+            "figures the sentence states are not what the cell measured: "
+            + ", ".join(wrong)
+            + (f"; {because}" if because else "")
+        )
     if value is not True:
-        if value is not False:
-            raise TypeError(f"claim({sentence!r}, ...) needs a boolean, got {holds!r}")
         message = f'the text says "{sentence}", but the values printed here\ndo not support it'
         raise ClaimFailed(message + (f": {because}" if because else ""))
     _CHECKED.append(sentence)

@@ -7,7 +7,10 @@ the column and scrolls inside its own box when it must (``_static/shardbook.css`
 text. The values stay numbers: assertions read them from ``table.column(name)`` or from the data
 the rows were made from, never from the text.
 
-Numbers are right-aligned, text left-aligned; the first column is the one the prose reads first.
+Numbers are right-aligned, text left-aligned; the first column is the one the prose reads first. A
+table too wide for a phone names the columns a phone shows (``narrow=``): below 700 px the page hides
+the others and says which, so that the deciding columns are on the screen, not scrolled off it; a
+notebook without the book's styles shows every column.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ class Table:
         of the column is a number, else left).
       caption: a line above the table.
       notes: lines under the table.
+      narrow: the columns a narrow screen (a phone, below 700 px) shows, in the table's order; the
+        others are hidden there, with a line naming them. Empty: every column everywhere.
 
     Raises:
       ValueError: a row whose length is not the number of columns, an unknown column in ``formats``
@@ -63,11 +68,13 @@ class Table:
         align: Mapping[str, str] | None = None,
         caption: str = "",
         notes: Sequence[str] = (),
+        narrow: Sequence[str] = (),
     ) -> None:
         self.columns = [str(c) for c in columns]
         self.formats = dict(formats or {})
         self.align = dict(align or {})
-        for name in [*self.formats, *self.align]:
+        self.narrow = [str(c) for c in narrow]
+        for name in [*self.formats, *self.align, *self.narrow]:
             if name not in self.columns:
                 raise ValueError(f"unknown column {name!r}: expected one of {self.columns}")
         for name, side in self.align.items():
@@ -145,17 +152,29 @@ class Table:
         # and text left-aligned where only a notebook's own styles apply (Colab, JupyterLab).
         sides = self._alignments()
 
-        def td(tag: str, text: str, side: str) -> str:
-            cls = " class='sb-num'" if side == "right" else ""
+        # a column a phone does not show is marked sb-wide (hidden below 700 px by the book's CSS)
+        wide = [bool(self.narrow) and n not in self.narrow for n in self.columns]
+
+        def td(tag: str, text: str, side: str, hidden: bool) -> str:
+            classes = " ".join(c for c, on in (("sb-num", side == "right"), ("sb-wide", hidden)) if on)
+            cls = f" class='{classes}'" if classes else ""
             return f"<{tag}{cls} style='text-align:{side}'>{html.escape(text)}</{tag}>"
 
-        head = "".join(td("th", n, s) for n, s in zip(self.columns, sides, strict=True))
+        head = "".join(td("th", n, s, h) for n, s, h in zip(self.columns, sides, wide, strict=True))
         body = "".join(
-            "<tr>" + "".join(td("td", t, s) for t, s in zip(r, sides, strict=True)) + "</tr>"
+            "<tr>" + "".join(td("td", t, s, h) for t, s, h in zip(r, sides, wide, strict=True)) + "</tr>"
             for r in self.cells()
         )
         caption = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
         notes = "".join(f"<p class='sb-table-note'>{html.escape(n)}</p>" for n in self.notes)
+        hidden = [n for n, h in zip(self.columns, wide, strict=True) if h]
+        if hidden:  # shown only where the columns are hidden: inline display:none, the CSS overrides
+            names = ", ".join(hidden)
+            notes += (
+                f"<p class='sb-table-note sb-narrow-note' style='display:none'>on a narrow screen "
+                f"{len(hidden)} of {len(self.columns)} columns are hidden ({html.escape(names)}): "
+                "turn the phone or widen the window to see them</p>"
+            )
         return (
             f"<div class='sb-table'><table>{caption}<thead><tr>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table></div>{notes}"

@@ -13,7 +13,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from benchmarks.programs import ring_matmul
-from shardbook import comms, cost
+from shardbook import comms, cost, links
 
 matplotlib.use("Agg")
 
@@ -138,6 +138,56 @@ def test_collective_seconds_ring_vs_line():
     line = cost.collective_seconds(comms.Collective(**{**c.__dict__, "group_size": 8}), chip, {"X": 8})
     assert ring == pytest.approx(2**20 / (2 * chip.ici_link_bandwidth) + 15 * chip.hop_latency)
     assert line == pytest.approx(2**20 / chip.ici_link_bandwidth + 7 * chip.hop_latency)
+
+
+def _permute(pairs, nbytes=2**20, axes=("X",)):
+    return comms.Collective("collective-permute", "cp", "bf16", ((4,),), ((4,),), 2, axes, pairs, 1, nbytes)
+
+
+@pytest.mark.parametrize("n", [16, 8])
+def test_a_one_way_ring_permute_uses_one_link_direction(n):
+    # property: on a ring (n = 16 on a v5e) a one-way shift holds one direction at the one-way bandwidth;
+    # on a line (n = 8) the pair that closes the ring goes back along the line: both directions, n-1 hops
+    chip = cost.CHIPS["v5e"]
+    c = _permute([[i, (i + 1) % n] for i in range(n)])
+    seconds, used = links.collective_links(c, chip, {"X": n})
+    hops = 1 if n == 16 else n - 1
+    assert seconds == pytest.approx(2**20 / chip.ici_link_bandwidth + hops * chip.hop_latency)
+    assert used == (("+",) if n == 16 else ("+", "-"))
+    # a shift by two along a line: every link's forward direction carries two blocks
+    seconds, used = links.collective_links(_permute([[i, i + 2] for i in range(n - 2)]), chip, {"X": n})
+    assert used == ("+",)
+    assert seconds == pytest.approx(2 * 2**20 / chip.ici_link_bandwidth + 2 * chip.hop_latency)
+    # an all-gather may use both directions whatever the axis
+    gather = comms.Collective("all-gather", "ag", "bf16", ((4,),), ((64,),), n, ("X",), [], 1, 2**20)
+    assert links.collective_links(gather, chip, {"X": n})[1] == ("+", "-")
+
+
+@pytest.mark.parametrize("wraparound, expected_halves", [(4, 1), (16, 2)])
+def test_permutes_going_opposite_ways_overlap_only_on_a_ring(mesh, wraparound, expected_halves):
+    # property: half a block left and half right, as two permutes: on a ring (wraparound 4 on the
+    # 4-long 'Y') they run at once, the step takes one half-block; on a line they take turns
+    import dataclasses
+
+    chip = dataclasses.replace(cost.CHIPS["v5e"], wraparound_size=wraparound)
+    left = [(i, (i + 3) % 4) for i in range(4)]
+    right = [(i, (i + 1) % 4) for i in range(4)]
+
+    def body(x):
+        half = x.shape[0] // 2
+        sent = jax.lax.ppermute(x[:half], "Y", left), jax.lax.ppermute(x[half:], "Y", right)
+        return jnp.concatenate(sent)
+
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("X", "Y"), out_specs=P("X", "Y")))
+    x = jax.ShapeDtypeStruct((B, D), jnp.bfloat16, sharding=NamedSharding(mesh, P("X", "Y")))
+    est = cost.estimate(comms.analyze(f, x), chip=chip)
+    permutes = [e for e in est.events if e.kind == "collective-permute"]
+    assert len(permutes) == 2
+    half_block = 512 * 512 * 2 / 2
+    hops = 1 if wraparound == 4 else 3
+    one = half_block / chip.ici_link_bandwidth + hops * chip.hop_latency
+    assert [e.seconds for e in permutes] == pytest.approx([one, one])
+    assert est.seconds == pytest.approx(expected_halves * one)
 
 
 def test_a_conditional_is_charged_its_costliest_branch():

@@ -95,3 +95,62 @@ def test_table_rejects_bad_rows_and_columns():
 def test_table_is_exported_flat():
     # property: chapters spell it shardbook.Table
     assert shardbook.Table is Table
+
+
+def _wide_layouts(narrow=("model", "layout", "verdict", "v5e ms")):
+    t = Table(["model", "layout", "verdict", "v5e ms", "peak GiB", "sent GiB", "CPU peak GiB"], narrow=narrow)
+    t.add("1.4B", "pipeline 1F1B", "does not fit (needs 21.14 GiB)", None, 21.14, None, 30.5)
+    t.add("0.16B", "data parallel", "fits, wins", 123.4, 3.21, 0.62, 4.4)
+    return t
+
+
+def test_table_narrow_marks_the_columns_a_phone_hides():
+    # property: narrow= marks every other column's cells sb-wide and adds a line naming them, hidden
+    # inline (a notebook without the book's CSS shows every column and no such line)
+    page = _wide_layouts()._repr_html_()
+    assert "<th class='sb-num sb-wide' style='text-align:right'>CPU peak GiB</th>" in page
+    assert "<td class='sb-num sb-wide' style='text-align:right'>30.5</td>" in page
+    assert "<th style='text-align:left'>verdict</th>" in page
+    assert page.count("sb-wide") == 3 * 3  # 3 hidden columns: a header and two cells each
+    assert (
+        "<p class='sb-table-note sb-narrow-note' style='display:none'>on a narrow screen 3 of 7 columns "
+        "are hidden (peak GiB, sent GiB, CPU peak GiB)" in page
+    )
+    assert "sb-wide" not in _layouts()._repr_html_() and "sb-narrow-note" not in _layouts()._repr_html_()
+    with pytest.raises(ValueError, match="unknown column 'speed'"):
+        Table(["a"], narrow=["speed"])
+
+
+def test_table_narrow_reads_on_a_phone(tmp_path):
+    # property: with the book's CSS, at 390 px the named columns lie inside the screen and the others
+    # are hidden, with the line saying so; at 1280 px every column shows and the line does not
+    from pathlib import Path
+
+    from tests.pages import at_both_widths
+
+    css = Path(__file__).resolve().parents[1] / "_static" / "shardbook.css"
+    page_path = tmp_path / "table.html"
+    page_path.write_text(
+        "<!doctype html><html><head><meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<link rel='stylesheet' href='{css.as_uri()}'></head><body><article class='bd-article'>"
+        f"<div class='cell_output'><div class='output text_html'>{_wide_layouts()._repr_html_()}</div></div>"
+        "</article></body></html>"
+    )
+    facts_js = """() => Array.from(document.querySelectorAll('th')).map(th => {
+        const r = th.getBoundingClientRect();
+        return [th.textContent, getComputedStyle(th).display !== 'none', r.right];
+      })"""
+
+    def check(page, viewport, width):
+        heads = page.evaluate(facts_js)
+        note = page.locator(".sb-narrow-note")
+        if viewport == "phone":
+            shown = [name for name, visible, _ in heads if visible]
+            assert shown == ["model", "layout", "verdict", "v5e ms"], heads
+            assert all(right <= width for _, visible, right in heads if visible), heads
+            assert note.is_visible()
+        else:
+            assert all(visible and right <= width for _, visible, right in heads), heads
+            assert not note.is_visible()
+
+    at_both_widths(page_path, check)

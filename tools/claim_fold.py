@@ -5,8 +5,11 @@ that printed the values (shardbook/claims.py). The checks run whenever the chapt
 built page they would be a third of some cells. So this extension takes every ``claim(...)`` statement
 out of the code the page shows (a statement, or a loop or ``if`` holding only claims, with the comment
 lines right above it) and lists them, sentence and code, in one folded block at the end of the page:
-one line, "✓ The build checked N sentences of this page", that opens on a click. The notebooks (Colab's,
-the executed ones) keep the code as written; a false claim still stops the chapter's execution.
+one line, "✓ The build checked N sentences of this page", that opens on a click to one line per
+section of the page, each opening to its sentences, each of which links back to the text and opens to
+the code that checks it (:func:`summary_html`), so a phone never unrolls every claim at once. The
+notebooks (Colab's, the executed ones) keep the code as written; a false claim still stops the
+chapter's execution.
 
 :func:`page_lines` counts the lines a page shows and how many of them are claims';
 ``tools/notebooks.py prose`` fails when claims take :data:`MAX_CLAIM_SHARE` of a page or more.
@@ -19,6 +22,7 @@ import html
 import re
 import textwrap
 from dataclasses import dataclass
+from urllib.parse import quote
 
 #: The most of a page's lines that claims may take (issue 40: "under 2% of any page").
 MAX_CLAIM_SHARE = 0.02
@@ -171,21 +175,69 @@ def page_lines(nb, fold: bool = True) -> tuple[int, int]:
     return total, claims
 
 
-def summary_html(folded: list[Folded]) -> str:
-    """The folded block at a page's end: one line, and on a click every sentence with its code."""
+@dataclass(frozen=True)
+class Place:
+    """Where a folded claim sat: its section's anchor id and title (both empty outside any section)."""
+
+    anchor: str = ""
+    title: str = ""
+
+
+def _link(sentence: str, place: Place) -> str:
+    """A link to the sentence in the page: its section's anchor, then a text fragment that a browser
+    that knows them (Chrome, Safari, Firefox) scrolls to and highlights; one that does not stops at the
+    section."""
+    text = quote(" ".join(re.sub(r"[*`]", "", sentence).split()), safe="").replace("-", "%2D")
+    return f'<a class="sb-claim-link" href="#{html.escape(place.anchor)}:~:text={text}">in the text</a>'
+
+
+def summary_html(folded: list[Folded], places: list[Place] | None = None) -> str:
+    """The folded block at a page's end: one line; on a click, one line per section of the page (how
+    many sentences it checked); on a click on a section, its sentences, each linked back to the text and
+    folding the code that checks it. A phone thus opens a list as long as the page has sections, not one
+    as long as all the claims' code."""
+    places = places if places is not None else [Place()] * len(folded)
     sentences = sum(len(f.sentences) for f in folded)
-    items = "".join(
-        "<li>"
-        + "<br>".join(f"<q>{html.escape(s)}</q>" for s in f.sentences)
-        + f'<pre class="sb-claim-code">{html.escape(f.code)}</pre></li>'
-        for f in folded
-    )
+    groups: dict[Place, list[Folded]] = {}
+    for f, place in zip(folded, places, strict=True):
+        groups.setdefault(place, []).append(f)
+    parts = []
+    for place, items in groups.items():
+        lis = "".join(
+            "<li>"
+            + "".join(
+                f"<details><summary><q>{html.escape(s)}</q></summary>{_link(s, place)}"
+                f'<pre class="sb-claim-code">{html.escape(f.code)}</pre></details>'
+                for s in f.sentences
+            )
+            + "</li>"
+            for f in items
+        )
+        count = sum(len(f.sentences) for f in items)
+        title = html.escape(place.title) if place.title else "this page"
+        plural = "s" if count != 1 else ""
+        parts.append(
+            f'<details class="sb-claims-section"><summary>{title}: {count} sentence{plural}'
+            f"</summary><ol>{lis}</ol></details>"
+        )
     return (
         '<details class="sb-claims"><summary>✓ The build checked '
         f"{sentences} sentence{'s' if sentences != 1 else ''} of this page against the values its cells"
         " computed (the code of each check)</summary>"
-        f"<ol>{items}</ol></details>"
+        f"{''.join(parts)}</details>"
     )
+
+
+def _place(node) -> Place:
+    """The innermost section holding ``node``: its first id and its title's text."""
+    from docutils import nodes  # type: ignore[import-untyped]
+
+    while node is not None and not isinstance(node, nodes.section):
+        node = node.parent
+    if node is None:
+        return Place()
+    titles = [c for c in node.children if isinstance(c, nodes.title)]
+    return Place((node.get("ids") or [""])[0], titles[0].astext() if titles else "")
 
 
 def fold_doctree(doctree) -> list[Folded]:
@@ -194,6 +246,7 @@ def fold_doctree(doctree) -> list[Folded]:
     from docutils import nodes  # type: ignore[import-untyped]
 
     folded_all: list[Folded] = []
+    places: list[Place] = []
     for cell in list(doctree.findall(nodes.container)):
         if cell.get("nb_element") != "cell_code":
             continue
@@ -205,6 +258,7 @@ def fold_doctree(doctree) -> list[Folded]:
                 if not folded:
                     continue
                 folded_all += folded
+                places += [_place(cell)] * len(folded)
                 if shown.strip():
                     replacement = nodes.literal_block(shown, shown, **block.attributes)
                     block.replace_self(replacement)
@@ -219,7 +273,7 @@ def fold_doctree(doctree) -> list[Folded]:
             if not inner:
                 break
             section = inner[-1]
-        section += nodes.raw("", summary_html(folded_all), format="html")
+        section += nodes.raw("", summary_html(folded_all, places), format="html")
     return folded_all
 
 

@@ -26,10 +26,10 @@ The first wrong answer raises :class:`shardbook.checks.CheckFailed` with the cal
 what came back, and a hint.
 
 Why the bidirectional variants are compared with the one-directional ring and not with a speed-up:
-the cost model has one communication stream per chip and does not know which direction a link is
-used in, and an 8-device v5e has no wraparound links (How To Scale Your Model, "How to Think About
-TPUs"). On such a line the two directions of a bidirectional ring share the links a one-directional
-ring already uses, so the model gives about the same time for a correct bidirectional version. The
+the cost model gives a permute only the link directions its pairs use, and an 8-device v5e has no
+wraparound links (How To Scale Your Model, "How to Think About TPUs"). On such a line a
+one-directional ring already uses both directions (the pair that closes the ring goes back along the
+line), so the model gives about the same time for a correct bidirectional version. The
 time check therefore catches versions that expose communication a one-directional ring hides, while
 the *structure* check (permutes both ways round 'Y', no extra bytes) grades the idea itself.
 """

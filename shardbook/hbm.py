@@ -1,0 +1,196 @@
+"""A TPU program's HBM traffic: the bytes each top-level op of a program the TPU compiler wrote moves
+between HBM and the chip (:func:`tpu_hbm_bytes`), which :mod:`shardbook.cost` charges at the measured
+bandwidth. Slices and in-place updates move their part, arrays placed in VMEM move nothing, views are free.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .hlo import DTYPE_BYTES, Computation, Instruction, Module, parse_type, tuple_elements
+
+# ops that move no data: views, the loop state, and the halves of async pairs whose start is charged
+_FREE_OPS = {
+    "parameter", "constant", "bitcast", "get-tuple-element", "tuple", "after-all", "partition-id",
+    "replica-id", "opt-barrier", "add-dependency", "domain", "copy-done", "slice-done", "async-done",
+    "async-update", "send-done", "recv-done",
+}  # fmt: skip
+# custom calls the TPU compiler inserts that allocate or relabel a buffer without moving it
+_FREE_CUSTOM_CALLS = ("ConcatBitcast", "AllocateBuffer", "AssumeGatherIndicesInBound")
+# ops inside a fusion through which it reads only part of an operand (the part is its result)
+_SLICING_OPS = ("dynamic-slice", "slice", "gather")
+_ARRAY_LAYOUT_RE = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\](\{[^{}]*\})?")
+
+
+def hbm_bytes(type_text: str) -> int:
+    """Bytes of the arrays in an HLO type that live in HBM, each padded to its layout's tile.
+
+    A TPU layout names the memory space of an array not in HBM (``S(1)``: the chip's VMEM, ``S(2)``
+    sync flags, ``S(6)`` scalar memory) and the tile the array is stored in (``T(8,128)``: its two
+    most minor dimensions padded to multiples of 8 and 128).
+
+    Example:
+      >>> hbm_bytes("f32[16384,8192]{1,0:T(8,128)}") == 16384 * 8192 * 4
+      True
+      >>> hbm_bytes("f32[8,1024]{1,0:T(8,128)S(1)}"), hbm_bytes("f32[8,100]{1,0:T(8,128)}")
+      (0, 4096)
+    """
+    total = 0
+    for m in _ARRAY_LAYOUT_RE.finditer(type_text):
+        dtype, layout = m.group(1), m.group(3) or ""
+        if re.search(r"S\([1-9]", layout):
+            continue
+        dims = [int(d) for d in m.group(2).split(",") if d]
+        tile = re.search(r":(?:[^T]*)T\(([0-9,]+)\)", layout)
+        if tile and dims:
+            order = [int(d) for d in layout[1:].split(":")[0].split(",") if d.strip()]
+            physical = [dims[d] for d in reversed(order)] if len(order) == len(dims) else dims
+            sizes = [int(t) for t in tile.group(1).split(",")]
+            for k, t in enumerate(reversed(sizes)):
+                if k < len(physical):
+                    physical[-1 - k] = -(-physical[-1 - k] // t) * t
+            dims = physical
+        total += math.prod(dims) * DTYPE_BYTES.get(dtype, 4)
+    return total
+
+
+def tpu_hbm_bytes(module: Module, comp: Computation, inst: Instruction) -> int | None:
+    """HBM bytes one top-level op of a TPU program reads and writes; None for an op that is free.
+
+    * an op reads its operands and writes its result; an array in VMEM costs nothing (:func:`hbm_bytes`);
+    * a fusion that reads an operand only through slices inside it (a scanned layer's weights, sliced
+      from the stacked [L, ...] buffer) reads the slices, not the buffer;
+    * a dynamic-update-slice, alone or as a fusion's result, is done in place: it writes its update,
+      and does not read the buffer it updates;
+    * an async copy or slice (``copy-start``, ``slice-start``) moves its bytes when it starts (charged
+      like a kernel: it shares HBM with the kernels around it); a copy the compiler prefetches across
+      calls (``cross_program_prefetch_index``) overlaps the previous call and is free;
+    * views, the loop state and allocations (bitcast, get-tuple-element, tuple, parameter, constant,
+      ``ConcatBitcast``) are free.
+    """
+    op = inst.opcode
+    if op in _FREE_OPS or op == "while":
+        return None
+    if op == "custom-call" and any(f'"{t}"' in inst.attrs_text for t in _FREE_CUSTOM_CALLS):
+        return None
+    types = tuple_elements(inst.type_text)
+    if op == "copy-start":
+        if inst.attr("cross_program_prefetch_index") is not None:
+            return None
+        return sum(hbm_bytes(t) for t in types[:2])  # (destination, source, context)
+    if op == "slice-start":  # ((source), result, context): reads the slice, writes it
+        source = comp.by_name.get(inst.operands[0]) if inst.operands else None
+        result = types[1] if len(types) > 1 else ""
+        read = _unpadded(result) if source is not None and hbm_bytes(source.type_text) else 0
+        return read + hbm_bytes(result)
+    written = hbm_bytes(inst.type_text)
+    operands = [comp.by_name[o] for o in inst.operands if o in comp.by_name]
+    if op == "dynamic-update-slice" and len(operands) > 1:
+        update = operands[1]
+        return hbm_bytes(update.type_text) + (_unpadded(update.type_text) if written else 0)
+    if op in ("dynamic-slice", "slice", "gather") and operands:
+        read = _unpadded(inst.type_text) if hbm_bytes(operands[0].type_text) else 0
+        return read + written + sum(hbm_bytes(o.type_text) for o in operands[1:])
+    if op == "fusion":
+        callee = module.computations.get(dict(inst.called()).get("calls", ""))
+        if callee is not None:
+            return _fusion_bytes(module, callee, types, operands)
+    return written + sum(hbm_bytes(o.type_text) for o in operands)
+
+
+def _fusion_bytes(module: Module, callee: Computation, types: list[str], operands: list[Instruction]) -> int:
+    """The HBM traffic of a fusion: its results written (an in-place update: the update), its operands
+    read (one read only through slices: the slices)."""
+    root = callee.root
+    results = root.operands if root.opcode == "tuple" else [root.name]
+    in_place: set[int] = set()
+    total = 0
+    for k, type_text in enumerate(types):
+        value = _down_views(callee, results[k]) if k < len(results) else None
+        if value is not None and value.opcode == "dynamic-update-slice" and len(value.operands) > 1:
+            buffer = _down_views(callee, value.operands[0])
+            if buffer is not None and buffer.opcode == "parameter" and buffer.operand_text.isdigit():
+                in_place.add(int(buffer.operand_text))
+            update = callee.by_name.get(value.operands[1])
+            total += _unpadded(update.type_text) if update is not None and hbm_bytes(type_text) else 0
+        else:
+            total += hbm_bytes(type_text)
+    for index, operand in enumerate(operands):
+        if index in in_place:
+            continue
+        full = hbm_bytes(operand.type_text)
+        sliced = _sliced_read(module, callee, index) if full else None
+        total += min(full, sliced) if sliced is not None else full
+    return total
+
+
+def _sliced_read(module: Module, comp: Computation, index: int, depth: int = 0) -> int | None:
+    """Bytes a fused computation reads of its parameter ``index`` when every use of it (through views
+    and nested fusions) is the sliced operand of a slice; None when some use reads all of it."""
+    param = next(
+        (i for i in comp.instructions if i.opcode == "parameter" and i.operand_text == str(index)), None
+    )
+    if param is None or depth > 8:
+        return None
+    views, frontier, total = {param.name}, [param.name], 0
+    while frontier:
+        name = frontier.pop()
+        if name == comp.root.name:
+            return None  # the whole operand leaves the computation
+        for user in (i for i in comp.instructions if name in i.operands):
+            nested = module.computations.get(dict(user.called()).get("calls", ""))
+            if user.opcode == "bitcast" or (nested is not None and _is_view_of_parameter(nested)):
+                if user.name not in views:  # a view, or a fused computation that only makes one
+                    views.add(user.name)
+                    frontier.append(user.name)
+            elif user.opcode in _SLICING_OPS and user.operands[0] == name and name not in user.operands[1:]:
+                total += _unpadded(user.type_text)
+            elif user.opcode == "fusion" and nested is not None:
+                reads = [
+                    _sliced_read(module, nested, k, depth + 1)
+                    for k, o in enumerate(user.operands)
+                    if o == name
+                ]
+                if any(r is None for r in reads):
+                    return None
+                total += sum(r for r in reads if r is not None)
+            else:
+                return None
+    return total
+
+
+def _is_view_of_parameter(comp: Computation) -> bool:
+    """A fused computation whose result is its parameter seen through bitcasts (``bitcast_fusion``)."""
+    root = _down_views(comp, comp.root.name)
+    return root is not None and root.opcode == "parameter"
+
+
+def _down_views(comp: Computation, name: str) -> Instruction | None:
+    """The value ``name`` is a view of (through bitcasts and fused bitcast computations' inputs)."""
+    inst = comp.by_name.get(name)
+    while inst is not None and inst.opcode == "bitcast" and inst.operands:
+        inst = comp.by_name.get(inst.operands[0])
+    return inst
+
+
+def _unpadded(type_text: str) -> int:
+    return sum(a.nbytes for a in parse_type(type_text))
+
+
+def _dot_dtype(module: Module, comp: Computation, inst: Instruction) -> str:
+    """The operand type that sets a TPU matmul's rate: f32 if any matmul ``inst`` runs reads f32, else
+    the first matmul's first operand's type."""
+    found: list[str] = []
+    stack = [(comp, inst)]
+    while stack and len(found) < 64:
+        c, i = stack.pop()
+        if i.opcode in ("dot", "convolution"):
+            found += [src.arrays[0].dtype for o in i.operands[:2] if (src := c.by_name.get(o)) and src.arrays]
+        for _, name in i.called():
+            if (callee := module.computations.get(name)) is not None:
+                stack += [(callee, sub) for sub in reversed(callee.instructions)]
+    return "f32" if "f32" in found else (found[0] if found else "bf16")
+
+
+# ---------------------------------------------------------------------------------------------------
