@@ -71,9 +71,9 @@ def sentence_figures(sentence: str) -> list[str]:
             number = match.group(1) if pattern.groups else match.group(0)
             if pattern is _PLAIN_NUMBER and "." not in number:
                 continue  # a bare integer: a count the example fixes
-            if pattern is _PLAIN_NUMBER and QUOTED_SCIENTIFIC.search(sentence, match.start()) is not None:
-                if QUOTED_SCIENTIFIC.search(sentence, match.start()).start() == match.start():
-                    continue  # the mantissa of a scientific figure, found whole above
+            scientific = QUOTED_SCIENTIFIC.search(sentence, match.start())
+            if pattern is _PLAIN_NUMBER and scientific is not None and scientific.start() == match.start():
+                continue  # the mantissa of a scientific figure, found whole above
             found.append((match.start(), number))
     figures, values = [], set()
     for _, number in sorted(found):
@@ -122,7 +122,7 @@ def claim_problems(code: str, where: str = "") -> list[str]:
         return [f"{where}:{e.lineno}: does not parse ({e.msg})"]
     problems = []
     for node in ast.walk(tree):
-        if not _is_claim(node) or not node.args:
+        if not isinstance(node, ast.Call) or not _is_claim(node) or not node.args:
             continue
         first = node.args[0]
         if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
@@ -156,13 +156,14 @@ def claim_problems(code: str, where: str = "") -> list[str]:
                     problems.append(
                         f'{line}: claim("{sentence}") gives {key.value}, a figure it does not state'
                     )
-                if _value(key.value) is not None:
-                    given.add(_value(key.value))
+                figure = _value(key.value)
+                if figure is not None:
+                    given.add(figure)
         percents = {_value(n) for n, unit in QUOTED_FIGURE.findall(sentence) if unit == "%"}
         as_percent = {v * 100 for v in written}  # "within 15%" tested by a condition's 0.15
         for number in sentence_figures(sentence):
-            value = _value(number)
-            if value not in written | given and not (value in percents and value in as_percent):
+            stated = _value(number)
+            if stated not in written | given and not (stated in percents and stated in as_percent):
                 problems.append(
                     f'{line}: claim("{sentence}") states {number}, which neither its condition writes'
                     " nor figures= gives"

@@ -243,7 +243,7 @@ def _place(node) -> Place:
 def fold_doctree(doctree) -> list[Folded]:
     """Takes the claims out of every code cell myst-nb rendered into ``doctree`` and appends their list
     to the page's last section. Returns what it folded."""
-    from docutils import nodes  # type: ignore[import-untyped]
+    from docutils import nodes
 
     folded_all: list[Folded] = []
     places: list[Place] = []
