@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_BOX = re.compile(r'<div id="standing".*?<!-- /standing -->\n?', re.S)
+_BOX = re.compile(r'\n?<div id="standing".*?<!-- /standing -->\n?', re.S)  # as annotate puts it
 _HEADING = re.compile(r"(<h4>[^<]*\(Score: [^<]*\)</h4>)")
 _CELL = re.compile(r'(?=<div class="cell border-box-sizing)')
 # An output an interrupted cell leaves: nbconvert's "KeyboardInterrupt: " and nbgrader's "CellTimeoutError: ".
@@ -155,11 +155,12 @@ def annotate(page: str, standing: Standing) -> str:
 
 def annotate_reports(folder: Path) -> list[Path]:
     """Rewrites every ``folder/feedback/<learner>.html`` of a learner in ``folder/scores.csv``; returns the
-    pages rewritten. The entry point ``reports.write_reports`` calls once the reports are written."""
+    pages rewritten. The entry point ``reports.write_reports`` calls once the reports are written; running
+    it again leaves the pages as they are. A page without nbgrader's score heading is left alone."""
     done = []
     for learner, standing in standings(folder).items():
         page = folder / "feedback" / f"{learner}.html"
-        if page.exists():
+        if page.exists() and _HEADING.search(page.read_text(encoding="utf-8")):  # nbgrader's page
             page.write_text(annotate(page.read_text(encoding="utf-8"), standing), encoding="utf-8")
             done.append(page)
     return done

@@ -202,7 +202,9 @@ def test_the_page_says_the_score_exported_the_penalty_and_why_a_cell_was_cut(gra
 
     root, folder, max_score = graded_folder
     assert [p.name for p in feedback.annotate_reports(folder)] == ["late_learner.html", f"{CANVAS_NAME}.html"]
-    assert feedback.annotate_reports(folder)  # a second run replaces the box, it does not add one
+    once = {p.name: p.read_bytes() for p in (folder / "feedback").glob("*.html")}
+    assert feedback.annotate_reports(folder)  # a regrade writes the reports again: the pages stay the same
+    assert {p.name: p.read_bytes() for p in (folder / "feedback").glob("*.html")} == once
     late = (folder / "feedback" / "late_learner.html").read_text()
     assert late.count('<div id="standing"') == 1
     exported = max_score - 1 - 0.2 * max_score  # 2 started days late at 10% of the points a day

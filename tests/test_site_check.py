@@ -73,6 +73,7 @@ def _site(tmp_path, chapter_body: str, figures: int = 1):
 
 GOOD = (
     '<a href="other.html#part-two">next</a> <a href="#top">top</a> <a href="https://jax.dev">JAX</a>'
+    '<a href="#top:~:text=Chapter">a text fragment</a>'
     '<div class="cell_output docutils container"><img src="../_images/fig.png" alt="a figure"></div>'
 )
 
@@ -89,7 +90,8 @@ def test_a_clean_site_passes(tmp_path):
     "body, complaint",
     [
         (GOOD.replace("#part-two", "#part-three"), "no element with id 'part-three'"),
-        (GOOD.replace("#top", "#nowhere"), "no element with id 'nowhere'"),
+        (GOOD.replace('"#top"', '"#nowhere"'), "no element with id 'nowhere'"),
+        (GOOD.replace("#top:~:", "#nowhere:~:"), "no element with id 'nowhere:~:text=Chapter'"),
         (GOOD.replace("other.html", "missing.html"), "points to a file that is not in the site"),
         (GOOD.replace("fig.png", "gone.png"), "loads '../_images/gone.png', which is not in the site"),
         (GOOD.replace("<img", "<p>&lt;Figure size 380x462 with 1 Axes&gt;</p><span"), "shows '<Figure size'"),
