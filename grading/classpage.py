@@ -88,6 +88,11 @@ def headline(s: ClassSummary) -> str:
     return f"<p class='headline'>{' '.join(parts)}</p>\n" if parts else ""
 
 
+#: The notes (grading/worker.py) of a cell that was stopped: the kernel died, the cell or the whole
+#: notebook ran past its time limit, or it ran out of memory.
+CUT_OFF = ("stopped the Python kernel", "limit for one", "ran past the", "ran out of memory")
+
+
 def _flags(s: ClassSummary, learner: str) -> tuple[str, str]:
     """(HTML of the learner's flags, their text to sort by)."""
     flags: list[tuple[str, str, str]] = []  # (class, label, title)
@@ -98,15 +103,15 @@ def _flags(s: ClassSummary, learner: str) -> tuple[str, str]:
     if learner in s.late:
         days, taken = s.late[learner]
         flags.append(("late", f"late {days} d", f"{_fmt(taken)} point(s) taken"))
-    crashed = [
-        n for n in s.notes.get(learner, []) if "stopped the Python kernel" in n or "limit for one" in n
-    ]
+    crashed = [n for n in s.notes.get(learner, []) if any(cut in n for cut in CUT_OFF)]
     if crashed and learner not in s.not_run:
         flags.append(("bad", "cell cut off", "; ".join(crashed)))
+    alike: dict[str, list[str]] = {}  # the other learner -> the exercises they answered alike
     for p in s.pairs:
         if learner in (p.a, p.b):
-            other = p.b if learner == p.a else p.a
-            flags.append(("", f"alike: {other}", f"{p.exercise}, {100 * p.score:.0f}% alike (see below)"))
+            alike.setdefault(p.b if learner == p.a else p.a, []).append(f"{p.exercise} {100 * p.score:.0f}%")
+    for other, exercises in alike.items():
+        flags.append(("", f"alike: {other}", f"alike in {', '.join(exercises)} (see below)"))
     text = " ".join(label for _, label, _ in flags)
     return (
         "".join(
@@ -121,12 +126,16 @@ def learner_table(s: ClassSummary) -> str:
     """Every learner, lowest score first: score, exported score, days late, tests failed, flags, and a
     link to the learner's feedback page; sortable by a click on any heading."""
     out = ["<h2 id='learners'>Learners</h2>\n"]
-    out.append(
-        "<p>Lowest score first; click a column's heading to sort by it. <em>exported</em> is the score "
-        "<code>make export</code> sends to the LMS (after any late penalty); hover a flag for its reason."
-        "</p>\n"
-    )
     late_columns = bool(s.adjusted)
+    exported = (
+        " <em>exported</em> is the score <code>make export</code> sends to the LMS, after the late penalty."
+        if late_columns
+        else ""
+    )
+    out.append(
+        "<p>Lowest score first; click a column's heading to sort by it, and hover a flag for its reason."
+        f"{exported}</p>\n"
+    )
     head = "<th>learner</th><th class='num'>score</th>"
     head += "<th class='num'>exported</th><th class='num wide'>days late</th>" if late_columns else ""
     head += "<th class='num wide'>tests failed</th><th>flags</th><th>feedback</th>"
@@ -143,9 +152,9 @@ def learner_table(s: ClassSummary) -> str:
             f"<td class='num' data-sort='{total}'>{_fmt(total)}</td>",
         ]
         if late_columns:
-            exported = s.adjusted.get(learner, total)
+            sent = s.adjusted.get(learner, total)
             days = s.late.get(learner, (0, 0.0))[0]
-            cells.append(f"<td class='num' data-sort='{exported}'>{_fmt(exported)}</td>")
+            cells.append(f"<td class='num' data-sort='{sent}'>{_fmt(sent)}</td>")
             cells.append(f"<td class='num wide' data-sort='{days}'>{days}</td>")
         failed = len(s.failed.get(learner, []))
         cells.append(f"<td class='num wide' data-sort='{failed}'>{failed}</td>")

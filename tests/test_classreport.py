@@ -205,6 +205,33 @@ def test_learner_table_names_everyone_with_flags_and_a_link_to_their_feedback(re
     assert ">never ran<" not in rows["ada"] and ">alike" not in rows["grace"]
 
 
+def test_a_cell_cut_off_by_any_limit_is_flagged_and_a_pair_of_learners_once():
+    # Every way a cell is stopped (the kernel died, a time limit, the memory cap) flags the learner; two
+    # learners alike in several exercises get one flag each, naming the exercises in its title.
+    from types import SimpleNamespace
+
+    from grading import classpage
+
+    pair = SimpleNamespace(a="ada", b="copier", score=0.9)
+    summary = SimpleNamespace(
+        not_run=[],
+        zeros={},
+        late={},
+        notes={
+            "slow": ["test_x_hidden ran past the 120 s cell limit and was interrupted."],
+            "hog": ["test_x_visible ran out of memory (the cap is 6 GiB per notebook)."],
+            "ada": ["2 cells define f; graded the one run last"],
+        },
+        pairs=[pair, SimpleNamespace(**{**vars(pair), "exercise": "g"})],
+    )
+    pair.exercise = "f"
+    for learner in ("slow", "hog"):
+        assert ">cell cut off<" in classpage._flags(summary, learner)[0], learner
+    flags, text = classpage._flags(summary, "ada")
+    assert "cell cut off" not in text and text.count("alike: copier") == 1
+    assert "alike in f 90%, g 90%" in flags
+
+
 def test_hardest_test_first_and_never_ran_counted_apart(report):
     # The page's test table and the bars go hardest first; the unreadable notebook is out of the rates
     # (5 ran of 6) and named apart.
