@@ -41,8 +41,7 @@ NORMALISED = (
     ("learners/*.json", re.compile(r'"phases": \{[^}]*\}', re.S), '"phases": <phases>'),
     # the scratch folders grading made, named by tempfile (in notes and tracebacks, if any)
     ("*", re.compile(r"/tmp/(?:shardbook-[a-z-]+-|identity-)[A-Za-z0-9_]+"), "<tmp>"),
-    # the tree graded in (a clone's path, where it shows in a traceback or a note)
-    ("*", re.compile(r"/tmp/(?:base42|new42)\b"), "<tree>"),
+    # (the tree graded in, kept in <out>/tree.txt, is replaced by "<tree>" before these: compare())
     # nbgrader's feedback page stamps the time it was made
     (
         "feedback/*.html",
@@ -63,6 +62,8 @@ def grade(tree: Path, out: Path, names: list[str] | None, jobs: int) -> int:
         print(f"{tree} holds grading state already: grade in a fresh clone", file=sys.stderr)
         return 2
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tree.txt").write_text(str(tree))  # where it shows in a note or a traceback: compare() drops it
     failed = []
     for assignment in names or assignments(tree):
         started = time.monotonic()
@@ -113,9 +114,10 @@ for name, sub in submissions.load(assignment).items():
 """
 
 
-def normalised(relative: str, text: str) -> str:
+def normalised(relative: str, text: str, tree: str = "") -> str:
+    text = text.replace(tree, "<tree>") if tree else text
     for pattern, regex, replacement in NORMALISED:
-        if Path(relative).match(pattern) or pattern == "*":
+        if Path(relative).match(pattern):  # "*" matches every file's name
             text = regex.sub(replacement, text)
     return text
 
@@ -125,8 +127,11 @@ def compare(before: Path, after: Path) -> int:
         return {
             str(p.relative_to(root))
             for p in root.rglob("*")
-            if p.is_file() and p.relative_to(root).parts[0] != "logs"
+            if p.is_file() and p.relative_to(root).parts[0] != "logs" and p.name != "tree.txt"
         }
+
+    def tree(root: Path) -> str:
+        return (root / "tree.txt").read_text() if (root / "tree.txt").exists() else ""
 
     a, b = files(before), files(after)
     differ = 0
@@ -139,7 +144,7 @@ def compare(before: Path, after: Path) -> int:
         if x == y:
             same_bytes += 1
             continue
-        nx, ny = (normalised(relative, t.decode()) for t in (x, y))
+        nx, ny = normalised(relative, x.decode(), tree(before)), normalised(relative, y.decode(), tree(after))
         if nx == ny:
             continue
         differ += 1

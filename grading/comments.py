@@ -30,7 +30,7 @@ import zipfile
 from pathlib import Path
 
 from grading import export
-from grading.feedback import Standing, score_sentence, standings
+from grading.feedback import Standing, failure_message, score_sentence, standings
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST_COLUMNS = ["learner", *export.ROSTER_COLUMNS, "found_in", "exported", "max", "comment", "page"]
@@ -42,7 +42,7 @@ def comment_text(assignment: str, s: Standing) -> str:
     if s.failed:
         lines.append("")
         lines.append("Tests without all their points:")
-        lines += [f"- {gid}: {message}" for gid, message in s.failed.items()]
+        lines += [f"- {gid}: {failure_message(s, gid)}" for gid in s.failed]
     if s.notes:
         lines.append("")
         lines.append("While your notebook was graded:")
@@ -73,6 +73,7 @@ def write_comments(
         text.write_text(comment_text(assignment, s), encoding="utf-8")
         source = folder / "feedback" / f"{learner}.html"
         page = out / f"{learner}.html"
+        page.unlink(missing_ok=True)  # a page from an earlier run that this one no longer has
         if source.exists():
             page.write_bytes(source.read_bytes())
             name = reupload_name(learner)
@@ -91,9 +92,9 @@ def write_comments(
         w.writerow(MANIFEST_COLUMNS)
         w.writerows(rows)
     with zipfile.ZipFile(out / "comments.zip", "w", zipfile.ZIP_DEFLATED) as z:
-        for path in sorted(out.iterdir()):
-            if path.suffix in (".txt", ".html", ".csv"):
-                z.write(path, path.name)
+        # what the manifest names, nothing an earlier run left (a learner graded then, not now)
+        for name in ["manifest.csv", *(n for row in rows for n in row[-2:] if n)]:
+            z.write(out / name, name)
     target = out / "canvas_reupload.zip"
     target.unlink(missing_ok=True)
     if reupload:

@@ -113,12 +113,27 @@ _STYLE = (
 )
 
 
+#: What a cell stopped at its time limit leaves as its message (nbconvert's, nbgrader's): no words.
+INTERRUPTED_MESSAGE = re.compile(r"(?:KeyboardInterrupt|CellTimeoutError):?\s*$")
+#: Said of a stopped cell whose note is not found.
+INTERRUPTED_FALLBACK = "This cell was interrupted while it was graded (it ran past the time limit)."
+
+
 def _reason(notes: list[str], cell_id: str) -> str | None:
     """The note that says why the cell ``cell_id`` (a grade_id) was cut off, if one does."""
     for note in notes:
-        if re.match(rf"{re.escape(cell_id)}\b", note) or f"({cell_id})" in note:
+        if note.startswith(cell_id + " ") or f"({cell_id})" in note:
             return note
     return None
+
+
+def failure_message(standing: Standing, grade_id: str) -> str:
+    """The first line of a failed test's message, or for a cell stopped at its time limit (whose message
+    is an empty ``KeyboardInterrupt:``) the note that says why."""
+    message = standing.failed[grade_id]
+    if INTERRUPTED_MESSAGE.match(message):
+        return _reason(standing.notes, grade_id) or INTERRUPTED_FALLBACK
+    return message
 
 
 def annotate(page: str, standing: Standing) -> str:
@@ -140,7 +155,7 @@ def annotate(page: str, standing: Standing) -> str:
             continue
         anchors = _ANCHOR.findall(chunk)
         reason = next((r for a in anchors if (r := _reason(standing.notes, a))), None)
-        reason = reason or "This cell was interrupted while it was graded (it ran past the time limit)."
+        reason = reason or INTERRUPTED_FALLBACK
         said = (
             '<div class="output_area"><div class="prompt"></div>'
             '<div class="output_subarea output_text output_error">'

@@ -53,7 +53,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grading import nbgrader_process, sandbox
+from grading import nbgrader_process, protocol, sandbox
 from grading.course import DEFAULT_COURSE_FILE, read_course, submission_times
 from grading.engines import ENGINES
 from grading.reports import read_scores_csv, record, score_changes, store_submission, write_reports
@@ -102,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--root", type=Path, default=ROOT, help="course root (the repository)")
     parser.add_argument("--notebook-timeout", type=float, default=1200, help="seconds for one notebook")
-    parser.add_argument("--cell-timeout", type=int, default=120, help="seconds for one cell")
+    parser.add_argument(
+        "--cell-timeout", type=int, default=protocol.DEFAULT_CELL_TIMEOUT, help="seconds for one cell"
+    )
     parser.add_argument(
         "--jobs",
         type=int,

@@ -173,7 +173,7 @@ def graded_folder(tmp_path):
         ),
         CANVAS_NAME: (
             full | {"test_devices_holding_hidden": 0.0},
-            {},
+            {"test_devices_holding_hidden": "KeyboardInterrupt: "},  # what a stopped cell's output says
             [TIMEOUT_NOTE],
             "2026-10-01T08:00:00+00:00",
         ),
@@ -247,7 +247,8 @@ def test_feedback_export_writes_a_comment_and_page_per_learner_and_a_canvas_reup
     text = (out / "late_learner.txt").read_text()
     assert text.startswith(f"{ASSIGNMENT}: Score sent to the LMS: ")
     assert f"- test_sharding_for_layout_visible: {LONG_MESSAGE}" in text
-    assert TIMEOUT_NOTE in (out / f"{CANVAS_NAME}.txt").read_text()
+    cut = (out / f"{CANVAS_NAME}.txt").read_text()
+    assert f"- test_devices_holding_hidden: {TIMEOUT_NOTE}" in cut and "KeyboardInterrupt" not in cut
     with open(out / "manifest.csv", newline="") as f:
         manifest = {r["learner"]: r for r in csv.DictReader(f)}
     assert (
@@ -259,6 +260,14 @@ def test_feedback_export_writes_a_comment_and_page_per_learner_and_a_canvas_reup
         assert {"manifest.csv", "late_learner.txt", "late_learner.html", f"{CANVAS_NAME}.html"} <= set(
             z.namelist()
         )
+    # a second run after the late learner's page went (no longer graded): the zip does not ship it
+    (out / "gone_learner.html").write_text("an earlier run's page")
+    (folder / "feedback" / "late_learner.html").unlink()
+    assert comments.main([ASSIGNMENT, "--root", str(root)]) == 0
+    with zipfile.ZipFile(out / "comments.zip") as z:
+        shipped = set(z.namelist())
+    assert "gone_learner.html" not in shipped and "late_learner.html" not in shipped, shipped
+    assert not (out / "late_learner.html").exists() and "late_learner.txt" in shipped
     with zipfile.ZipFile(out / "canvas_reupload.zip") as z:
         (name,) = z.namelist()
         assert [part for part in name.split("_") if part.isdigit()][:2] == ["4242", "99"]
