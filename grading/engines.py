@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from grading.worker import GRADING_STATE, Outcome, grade_one, learner_id, pack
+from grading.handin import learner_id
+from grading.worker import GRADING_STATE, Outcome, failure_note, grade_one, pack
 
 Task = tuple[str, bytes]  # (file name as handed in, its bytes)
 
@@ -32,6 +33,8 @@ def run_local(
         slot = slots.get()
         try:
             return grade_one(assignment, *task, template, slot=slot, **options)
+        except Exception as e:  # grade_one never raises; if it did, it costs this learner alone
+            return Outcome(learner_id(Path(task[0]).name), Path(task[0]), notes=[failure_note(e)])
         finally:
             slots.put(slot)
 
@@ -99,11 +102,11 @@ def run_ray(
             free.append(slot)
             try:
                 outcome = ray.get(ref)
-            except RayTaskError:
-                raise  # a bug in grade_one, not a learner's doing: as the local engine, stop
+            except RayTaskError as e:  # grade_one raised all the same (it never should): this learner's note
+                outcome = Outcome(learner_id(Path(source).name), Path(source), notes=[failure_note(e)])
             except RayError as e:  # the worker or its node died, after Ray's own retries: say so
                 outcome = Outcome(
-                    learner=learner_id(Path(source)),
+                    learner=learner_id(Path(source).name),
                     source=Path(source),
                     notes=[
                         f"the Ray worker grading this notebook failed ({type(e).__name__}); "

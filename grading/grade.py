@@ -1,8 +1,13 @@
 """Grade a folder of learners' notebooks: ``make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/folder``.
 
 Input: the notebooks as learners downloaded them from Colab (or saved them anywhere else). Each file's
-name without ``.ipynb`` is the learner id: ``ada_lovelace.ipynb`` is graded as learner
-``ada_lovelace``. Characters other than letters, digits, ``_``, ``-`` and ``.`` become ``_``.
+name without ``.ipynb`` (in any case) is the learner id, made safe by grading/handin.py:
+``ada_lovelace.ipynb`` is graded as learner ``ada_lovelace``, ``José Núñez.ipynb`` as ``José_Núñez``.
+Entries of the folder that are not notebooks are named and not graded; a notebook of another
+assignment is named as such and not graded; a learner graded before keeps the earlier file and results
+in ``history/<learner>/`` and the change is printed. Errors that stop the command before anything is
+graded (no such assignment or folder, two files of one learner, an unreadable course file) print one
+line and exit 2.
 
 The driver (this process) first builds a *scratch template* of the course: the assignment's
 ``solutions/`` and ``exercises/`` folders, the grading code, ``nbgrader_config.py`` and a fresh
@@ -44,20 +49,30 @@ crosses a process boundary grading/protocol.py.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from grading import nbgrader_process, protocol, sandbox
-from grading.course import DEFAULT_COURSE_FILE, read_course, submission_times
+from grading import handin, nbgrader_process, protocol, sandbox
+from grading.course import DEFAULT_COURSE_FILE, Course, read_course, submission_times
 from grading.engines import ENGINES
 from grading.reports import read_scores_csv, record, score_changes, store_submission, write_reports
-from grading.worker import ROOT, build_template, graded_cells, learner_id, prepare_gradebook
+from grading.worker import (
+    MAX_FILE_BYTES,
+    ROOT,
+    Outcome,
+    build_template,
+    graded_cells,
+    prepare_gradebook,
+)
 
 #: What main prints once for a batch graded with --unsandboxed.
 UNSANDBOXED_WARNING = (
@@ -94,8 +109,12 @@ def _warm_up() -> None:
     classreport.import_matplotlib()  # its pictures are drawn when the batch ends
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+class Refused(Exception):
+    """Why the command grades nothing, in one line: main prints it on stderr and returns 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("assignment", help="assignment id, a folder of solutions/, e.g. 01_meshes")
     parser.add_argument(
         "submissions", type=Path, nargs="?", help="folder of learners' .ipynb files (not with --regrade)"
@@ -112,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--memory-gb", type=float, default=6.0, help="address-space cap for one notebook's kernel, GiB"
+    )
+    parser.add_argument(
+        "--max-file-mb",
+        type=float,
+        default=MAX_FILE_BYTES / 2**20,
+        help="largest graded notebook or feedback page kept, MiB (a larger one is dropped with a note)",
     )
     parser.add_argument(
         "--unsandboxed",
@@ -139,70 +164,110 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="CSV of submission times from the LMS (learner,submitted); default: the files' times",
     )
-    args = parser.parse_args(argv)
-    # nbgrader's server imports nbgrader (seconds) while this process reads the submissions.
-    threading.Thread(target=_warm_up, daemon=True).start()
+    return parser
 
+
+@dataclass
+class Batch:
+    """What a run grades, once every check that can refuse it has passed."""
+
+    root: Path
+    reports: Path
+    files: list[Path]  # the notebooks, by name
+    ids: list[str]  # their learner ids
+    skipped: list[str]  # entries of the folder that are not notebooks
+    course: Course
+    times: tuple[dict, str] = ({}, "")
+    sources: dict[str, str] = field(default_factory=dict)  # learner -> the file name a regrade reports
+
+
+def _batch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Batch:
+    """Reads the command line's folder, course file and times; raises Refused (one line) when the
+    command cannot grade, before anything is written or started."""
     root = args.root.resolve()
     if not (root / "solutions" / args.assignment).is_dir():
-        known = sorted(p.name for p in (root / "solutions").iterdir() if p.is_dir())
-        print(f"no assignment {args.assignment!r} in solutions/; known: {known}", file=sys.stderr)
-        return 2
+        solutions = root / "solutions"
+        known = sorted(p.name for p in solutions.iterdir() if p.is_dir()) if solutions.is_dir() else []
+        raise Refused(
+            f"no assignment {args.assignment!r} in {solutions}; known: {', '.join(known) or 'none'}"
+        )
     reports = root / "grading" / "reports" / args.assignment
-    sources: dict[str, str] = {}  # learner -> the file name a regrade reports (the original one)
+    sources: dict[str, str] = {}
     if args.regrade:
         if args.submissions:
-            print("--regrade grades the stored submissions: give no folder", file=sys.stderr)
-            return 2
+            raise Refused("--regrade grades the stored submissions: give no folder")
         args.submissions = reports / "submissions"
         if not args.submissions.is_dir():
-            print(f"nothing to regrade: no stored submissions in {args.submissions}", file=sys.stderr)
-            return 2
+            raise Refused(f"nothing to regrade: no stored submissions in {args.submissions}")
         for path in (reports / "learners").glob("*.json"):
             kept = json.loads(path.read_text())
             sources[kept["learner"]] = kept["source"]
     elif args.submissions is None:
         parser.error("the folder of submissions is needed (or --regrade)")
+    if not args.submissions.exists():
+        raise Refused(f"no folder {args.submissions}: give the folder of the learners' .ipynb files")
     if not args.submissions.is_dir():
-        print(f"{args.submissions} is not a folder of .ipynb files", file=sys.stderr)
-        return 2
-    files = sorted(p for p in args.submissions.iterdir() if p.suffix == ".ipynb" and p.is_file())
-    if not files:
-        print(f"no .ipynb files in {args.submissions}", file=sys.stderr)
-        return 2
-    ids = [learner_id(p) for p in files]
-    clashes = {i for i in ids if ids.count(i) > 1}
-    if clashes:
-        print(f"two files give the same learner id {sorted(clashes)}: rename one", file=sys.stderr)
-        return 2
-    if args.unsandboxed:
-        print(UNSANDBOXED_WARNING, file=sys.stderr, flush=True)
-    elif problem := sandbox.missing(str(root)):
-        print(
-            f"make grade runs learners' code in a sandbox, but {problem}.\n"
-            "To grade without it (trusted notebooks only): make grade ... UNSANDBOXED=1 "
-            "(python -m grading.grade ... --unsandboxed).",
-            file=sys.stderr,
+        raise Refused(
+            f"{args.submissions} is a file, not a folder: give the folder that holds the .ipynb files"
         )
-        return 2
+    files, skipped = handin.folder_contents(args.submissions)
+    if not files:
+        held = f" (it holds {', '.join(repr(s) for s in skipped[:10])})" if skipped else ""
+        raise Refused(f"no .ipynb files in {args.submissions}{held}")
+    if clashes := handin.clashes(files):
+        raise Refused(f"files that would be one learner: {'; '.join(clashes)}: rename all but one")
+    ids = [handin.learner_id(p.name) for p in files]
     try:
         course = read_course(args.course or root / DEFAULT_COURSE_FILE)
         if args.course and not args.course.exists():
             raise ValueError(f"no course file {args.course}")
+        if args.times and not args.times.is_file():
+            raise ValueError(f"no times file {args.times}")
         times: tuple[dict, str] = ({}, "")
         if args.times or not args.regrade:  # a regrade keeps the times kept with each learner
             times = submission_times(dict(zip(ids, files, strict=True)), args.times)
     except (ValueError, OSError) as e:
-        print(f"cannot read the course file or submission times: {e}", file=sys.stderr)
+        raise Refused(f"cannot read the course file or submission times: {e}") from e
+    if not args.unsandboxed and (problem := sandbox.missing(str(root))):
+        raise Refused(
+            f"make grade runs learners' code in a sandbox, but {problem}. "
+            "To grade without it (trusted notebooks only): make grade ... UNSANDBOXED=1 "
+            "(python -m grading.grade ... --unsandboxed)."
+        )
+    return Batch(root, reports, files, ids, skipped, course, times, sources)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        batch = _batch(args, parser)
+    except Refused as e:
+        print(e, file=sys.stderr, flush=True)
         return 2
-    submitted = {learner: when.isoformat() for learner, when in times[0].items()}
-    before = read_scores_csv(reports / "scores.csv") if args.regrade else {}
-    tasks = [
-        (sources.get(learner, path.name), path.read_bytes()) for learner, path in zip(ids, files, strict=True)
-    ]
-    if not args.regrade:
-        for learner, (_, data) in zip(ids, tasks, strict=True):
+    if args.unsandboxed:
+        print(UNSANDBOXED_WARNING, file=sys.stderr, flush=True)
+    # nbgrader's server imports nbgrader (seconds) while this process reads the submissions.
+    threading.Thread(target=_warm_up, daemon=True).start()
+    root, reports, ids = batch.root, batch.reports, batch.ids
+    if batch.skipped:
+        print(handin.skipped_line(batch.skipped), flush=True)
+    submitted = {learner: when.isoformat() for learner, when in batch.times[0].items()}
+    before = read_scores_csv(reports / "scores.csv")
+    assignments = handin.Assignments(root)
+    ahead: list[Outcome] = []  # notebooks of another assignment: not graded
+    tasks = []
+    earlier: dict[str, Path | None] = {}  # learner graded before -> the earlier file kept, if it differed
+    for learner, path in zip(ids, batch.files, strict=True):
+        source, data = batch.sources.get(learner, path.name), path.read_bytes()
+        if not args.regrade:
+            if learner in before or (reports / "submissions" / f"{learner}.ipynb").exists():
+                earlier[learner] = handin.keep_history(reports, learner, data)
             store_submission(args.assignment, learner, data, root)
+        if note := assignments.other(data, args.assignment):
+            ahead.append(Outcome(learner=learner, source=Path(source), notes=[note]))
+        else:
+            tasks.append((source, data))
 
     jobs = max(1, args.jobs or ((os.cpu_count() or 1) if args.engine == "ray" else 1))
     options = dict(
@@ -210,8 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         cell_timeout=args.cell_timeout,
         memory_gb=args.memory_gb,
         sandboxed=not args.unsandboxed,
+        max_file_bytes=int(args.max_file_mb * 2**20),
     )
     outcomes = []
+    total_count = len(ahead) + len(tasks)
     with (
         tempfile.TemporaryDirectory(prefix="shardbook-template-") as scratch,
         ThreadPoolExecutor(max_workers=1) as pool,
@@ -219,29 +286,82 @@ def main(argv: list[str] | None = None) -> int:
         course_ready = pool.submit(prepare_gradebook, args.assignment, root)  # while the template's is made
         template = build_template(args.assignment, root, Path(scratch))
         course_ready.result()
-        print(f"grading {len(tasks)} notebook(s) of {args.assignment}, engine {args.engine}", flush=True)
+        print(f"grading {total_count} notebook(s) of {args.assignment}, engine {args.engine}", flush=True)
         start = time.monotonic()
-        for outcome in ENGINES[args.engine](args.assignment, tasks, template, options, jobs):
+        graded = ENGINES[args.engine](args.assignment, tasks, template, options, jobs) if tasks else iter(())
+        for outcome in itertools.chain(ahead, graded):
             record(outcome, args.assignment, root)
             outcomes.append(outcome)
             total = sum(outcome.scores.values())
             flag = "" if not outcome.notes else f"  ({len(outcome.notes)} note(s))"
             print(
                 f"{outcome.learner:>24}: {total:g} points in {outcome.seconds:.1f} s{flag}  "
-                + progress(len(outcomes), len(tasks), time.monotonic() - start),
+                + progress(len(outcomes), total_count, time.monotonic() - start),
                 flush=True,
             )
+    cells = graded_cells(args.assignment, root)
     if args.regrade:
-        changes = score_changes(before, outcomes, graded_cells(args.assignment, root))
+        changes = score_changes(before, outcomes, cells)
         print(f"regrade of {args.assignment}: {len(changes)} of {len(outcomes)} learner(s) changed")
         for line in changes:
             print("  " + line)
-    folder = write_reports(args.assignment, outcomes, root, submitted, times[1], course)
+    elif earlier:
+        print(
+            f"graded again: {len(earlier)} learner(s) handed in before; earlier files and results are kept "
+            f"in {reports / 'history'}"
+        )
+        for line in _again(before, [o for o in outcomes if o.learner in earlier], cells, earlier):
+            print("  " + line)
+    folder = write_reports(args.assignment, outcomes, root, submitted, batch.times[1], batch.course)
     print(f"scores: {folder / 'scores.csv'}\nfeedback: {folder / 'feedback'}\nnotes: {folder / 'report.txt'}")
     print(f"class report: {folder / 'class.html'}")
     return 0
 
 
+def _again(
+    before: dict[str, dict[str, float]],
+    outcomes: list[Outcome],
+    cells: list[tuple[str, float]],
+    earlier: dict[str, Path | None],
+) -> list[str]:
+    """One line per learner graded before: the change of score (as --regrade says it), and where the
+    earlier file went."""
+    lines = []
+    for o in sorted(outcomes, key=lambda o: o.learner):
+        said = score_changes({o.learner: before[o.learner]}, [o], cells) if o.learner in before else []
+        line = said[0] if said else f"{o.learner}: {sum(o.scores.values()):g} points, as before"
+        kept = earlier.get(o.learner)
+        where = f"earlier file kept as history/{o.learner}/{kept.name}" if kept else "the same file as before"
+        lines.append(f"{line}; {where}")
+    return lines
+
+
+def _exit_code(run: Callable[[], int]) -> int:
+    """``run()``'s exit code; a SystemExit's message (argparse's, a Ray cluster out of reach) is
+    printed as Python would print it."""
+    try:
+        return run()
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(
+            "interrupted: what was graded so far is recorded, the reports were not written", file=sys.stderr
+        )
+        return 130
+
+
 if __name__ == "__main__":
-    code = main()
+    code = _exit_code(main)
     # Everything is written: stop nbgrader's server (so that its CPU time is counted where make test
+    # reads it, and its folder is removed) and leave without tearing down the modules of a batch (over
+    # half a second).
+    nbgrader_process.stop()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, OSError):  # a reader that stopped reading (| head) is no error of ours
+            pass
+    os._exit(code)

@@ -10,14 +10,14 @@ feedback page come back as data. What this process tells nbgrader and the kernel
 it back, is defined in grading/protocol.py and nowhere else.
 
 Also here: the scratch template a batch's workers copy (``build_template``, ``pack``), and the facts
-of an assignment every part reads (``release_notebook``, ``graded_cells``, ``learner_id``).
+of an assignment every part reads (``release_notebook``, ``graded_cells``). A learner's id comes from
+grading/handin.py (``learner_id``).
 """
 
 from __future__ import annotations
 
 import io
 import os
-import re
 import shutil
 import sys
 import tarfile
@@ -30,10 +30,14 @@ import nbformat
 
 from grading import nbgrader_process, protocol, sandbox
 from grading.assignment import Assignment, grade_id, reads_download
+from grading.handin import learner_id
 from grading.repair import repair
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_KERNEL_DEATHS = 6
+#: The largest file a worker hands back (the graded notebook, its feedback page); a larger one is not
+#: kept and the learner's notes say so (``make grade --max-file-mb``).
+MAX_FILE_BYTES = 64 * 2**20
 
 
 #: nbgrader's per-learner folders under grading/, which a worker fills and the driver writes.
@@ -102,13 +106,6 @@ def pack(folder: Path) -> bytes:
 def _unpack(data: bytes, into: Path) -> None:
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(into, filter="data")
-
-
-def learner_id(path: Path) -> str:
-    """The learner id of a submitted file: its name without .ipynb, made safe for a folder name."""
-    stem = path.name[: -len(".ipynb")] if path.name.endswith(".ipynb") else path.stem
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", stem).strip(".") or "learner"
-    return safe
 
 
 def release_notebook(assignment: str, root: Path = ROOT) -> Path:
@@ -188,39 +185,115 @@ def grade_one(
     memory_gb: float = 6.0,
     slot: int = 0,
     sandboxed: bool = True,
+    max_file_bytes: int = MAX_FILE_BYTES,
 ) -> Outcome:
-    """Autogrades one learner's notebook in a scratch course of its own; never raises for anything the
-    learner did.
+    """Autogrades one learner's notebook in a scratch course of its own; never raises: whatever goes
+    wrong while one notebook is graded becomes a note of that learner's, scored 0.
 
     ``data`` is the file as handed in, named ``source``; ``template`` is build_template's folder, or
     its pack() when the worker runs elsewhere. ``slot`` (0 .. jobs-1) is unique among the notebooks
     graded at the same time (the kernel's uid in the sandbox, see grading/sandbox.py).
     ``sandboxed=False`` runs the learner's code without the sandbox. Everything is written under a
-    temporary folder and returned as data.
+    temporary folder and returned as data: only the files grading reads (:func:`results`), each at
+    most ``max_file_bytes``.
     """
     start = time.monotonic()
-    outcome = Outcome(learner=learner_id(Path(source)), source=Path(source))
+    outcome = Outcome(learner=learner_id(Path(source).name), source=Path(source))
     if not sandboxed:
         outcome.notes.append(UNSANDBOXED_NOTE)
-    with tempfile.TemporaryDirectory(prefix="shardbook-grade-") as scratch:
-        course = Path(scratch) / "course"
-        if isinstance(template, bytes):
-            course.mkdir()
-            _unpack(template, course)
-        else:
-            shutil.copytree(template, course)
-        outcome.phases["copy"] = time.monotonic() - start
-        _grade_in(
-            course, assignment, data, outcome, notebook_timeout, cell_timeout, memory_gb, slot, sandboxed
-        )
-        for folder in NBGRADER_FOLDERS:
-            where = course / "grading" / folder / outcome.learner / assignment
-            if where.is_dir():
-                outcome.files[folder] = {
-                    p.name: p.read_bytes() for p in sorted(where.iterdir()) if p.is_file()
-                }
+    try:
+        with tempfile.TemporaryDirectory(prefix="shardbook-grade-", ignore_cleanup_errors=True) as scratch:
+            course = Path(scratch) / "course"
+            if isinstance(template, bytes):
+                course.mkdir()
+                _unpack(template, course)
+            else:
+                shutil.copytree(template, course)
+            outcome.phases["copy"] = time.monotonic() - start
+            _grade_in(
+                course, assignment, data, outcome, notebook_timeout, cell_timeout, memory_gb, slot, sandboxed
+            )
+            outcome.files, dropped = results(course, assignment, outcome.learner, max_file_bytes)
+            outcome.notes += dropped
+    except (Exception, SystemExit) as e:  # the grader's fault or not, never the batch's end
+        outcome.scores, outcome.files, outcome.graded = {}, {}, False
+        outcome.notes.append(failure_note(e))
     outcome.seconds = time.monotonic() - start
     return outcome
+
+
+def failure_note(error: BaseException) -> str:
+    """The note of a notebook whose grading stopped on an error in the grading code."""
+    said = str(error).strip().splitlines()
+    return (
+        f"grading stopped on an error in the grading code ({type(error).__name__}"
+        + (f": {said[0][:300]}" if said else "")
+        + "); scored 0: grade this learner again, and tell the course's maintainers if it happens again."
+    )
+
+
+#: Cap on the entries of the learner's folder listed in the note on files its code wrote.
+_LISTED = 5
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB" if n >= 2**10 else f"{n} bytes"
+
+
+def results(
+    course: Path, assignment: str, learner: str, max_bytes: int
+) -> tuple[dict[str, dict[str, bytes]], list[str]]:
+    """The files of nbgrader's folders that grading reads, per NBGRADER_FOLDERS entry, and notes on what
+    was not kept.
+
+    Only the notebook (as submitted, as graded), its ``timestamp.txt`` and the feedback page come back:
+    files the learner's code wrote beside the graded notebook are named in a note, never read. A file
+    over ``max_bytes`` is not read either; a note says what it was and how large.
+    """
+    notebook = release_notebook(assignment, course).name
+    wanted = {
+        "submitted": {notebook: "the notebook as handed in", "timestamp.txt": "the submission's timestamp"},
+        "autograded": {notebook: "the graded notebook", "timestamp.txt": "the graded timestamp"},
+        "feedback": {
+            Path(notebook).stem + ".html": "the feedback page",
+            "timestamp.txt": "the feedback's timestamp",
+        },
+    }
+    files: dict[str, dict[str, bytes]] = {}
+    notes = []
+    for folder in NBGRADER_FOLDERS:
+        where = course / "grading" / folder / learner / assignment
+        if not where.is_dir():
+            continue
+        files[folder] = {}
+        for name, what in wanted[folder].items():
+            path = where / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            size = path.stat().st_size
+            if size > max_bytes:
+                notes.append(
+                    f"{what} ({_size(size)}) is larger than the {_size(max_bytes)} "
+                    "a graded file may be: not kept."
+                )
+                continue
+            files[folder][name] = path.read_bytes()
+    graded = course / "grading" / "autograded" / learner / assignment
+    written = []
+    for top, dirs, names in os.walk(graded) if graded.is_dir() else []:
+        dirs.sort()
+        for name in sorted(names):
+            path = Path(top, name)
+            relative = path.relative_to(graded).as_posix()
+            if relative not in wanted["autograded"]:
+                written.append((relative, path.lstat().st_size))
+        if len(written) > 1000:
+            break
+    if written:
+        listed = ", ".join(f"{name} ({_size(size)})" for name, size in written[:_LISTED])
+        more = f" and {len(written) - _LISTED} more" if len(written) > _LISTED else ""
+        notes.append(f"files the notebook's code wrote beside it were not kept: {listed}{more}.")
+    return files, notes
 
 
 def _grade_in(
@@ -261,9 +334,8 @@ def _grade_in(
         code, log = _nbgrader(
             [
                 "autograde",
-                assignment,
-                "--student",
-                outcome.learner,
+                f"--assignment={assignment}",
+                f"--student={outcome.learner}",  # one value, never read as an option (grading/handin.py)
                 "--force",
                 *protocol.autograde_options(skipped, death_file, cell_timeout),
             ],
@@ -304,7 +376,9 @@ def _grade_in(
         outcome.notes += _error_notes(root, assignment, outcome.learner, cell_timeout, memory_gb)
         outcome.phases["results"] = time.monotonic() - clock
         code, log = _nbgrader(
-            ["generate_feedback", assignment, "--student", outcome.learner, "--force"], root, timeout=300
+            ["generate_feedback", f"--assignment={assignment}", f"--student={outcome.learner}", "--force"],
+            root,
+            timeout=300,
         )
         outcome.phases["feedback"] = time.monotonic() - clock - outcome.phases["results"]
         if code != 0:

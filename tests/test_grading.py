@@ -148,11 +148,6 @@ def test_colab_download_with_helper_cells_gets_only_the_true_note(graded_batch, 
     ]
 
 
-def test_learner_id_comes_from_the_file_name(tmp_path):
-    assert worker.learner_id(tmp_path / "ada_lovelace.ipynb") == "ada_lovelace"
-    assert worker.learner_id(tmp_path / "Ada Lovelace (1).ipynb") == "Ada_Lovelace__1_"
-
-
 def test_regrading_is_idempotent_and_touches_only_that_learner(graded_batch, tmp_path):
     # Grading one learner again leaves every other row of the class files as it was, and the same
     # notebook gets the same scores.

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from grading import grade, reports, worker
+from grading import grade, handin, reports, worker
 from grading.local_ray import TEST_CLUSTER_ENV, local_cluster, raylet_abort, read_state
 from tests.conftest import CELL_TIMEOUT, GRADED_ASSIGNMENT, REFERENCE, write_downloads
 from tests.notebooks import ROOT
@@ -161,7 +161,8 @@ def test_original_downloads_are_kept_for_regrading(graded_batch):
     originals = sorted(graded_batch.downloads.iterdir())
     assert len(originals) == len(graded_batch.rows)
     for original in originals:  # kept under the learner's id
-        assert (kept / f"{worker.learner_id(original)}.ipynb").read_bytes() == original.read_bytes(), original
+        stored = kept / f"{handin.learner_id(original.name)}.ipynb"
+        assert stored.read_bytes() == original.read_bytes(), original
 
 
 def test_regrade_after_a_grader_change_names_who_lost_points_on_which_test(ray_course, tmp_path, capsys):
