@@ -106,6 +106,13 @@ def test_learner_ids_keep_names_readable_and_apart():
     assert shared == [["", ".ipynb"], ["..", "...ipynb"], sorted(["José Núñez.ipynb", HOSTILE[24]])]
 
 
+def test_a_learner_id_is_its_own_id():
+    # Property: a stored submission (submissions/<learner>.ipynb) is graded again as the same learner.
+    for name in HOSTILE:
+        learner = handin.learner_id(name)
+        assert handin.learner_id(learner + ".ipynb") == learner, name
+
+
 def test_clashes_name_the_files(tmp_path):
     # Property: files that would be one learner (the same id, or ids differing only by case, which a
     # case-insensitive file system would merge) are reported with their file names; others are not.
@@ -163,6 +170,66 @@ def test_keep_history_keeps_each_earlier_file_and_its_results(tmp_path):
     (reports / "submissions" / "ada.ipynb").write_bytes(b"")
     assert handin.keep_history(reports, "ada", b"third") == kept.parent / "2.ipynb"
     assert (kept.parent / "2.ipynb").read_bytes() == b""
+
+
+def test_grade_one_turns_any_error_into_the_learners_note(tmp_path, monkeypatch):
+    # Property: whatever raises while one notebook is graded (here: no template, then nbgrader's
+    # gradebook missing the learner, as `--help.ipynb` once made it), grade_one returns that learner's
+    # outcome, scored 0 with a note; and the local engine yields an outcome even if grade_one raised.
+    from nbgrader.api import MissingEntry
+
+    from grading import engines
+
+    options = dict(notebook_timeout=10, cell_timeout=10)
+    outcome = worker.grade_one("01_meshes", "--help.ipynb", b"{}", tmp_path / "absent", **options)
+    assert outcome.learner == "__help" and outcome.scores == {} and not outcome.graded
+    assert outcome.notes[-1].startswith("grading stopped on an error in the grading code (FileNotFoundError")
+
+    def missing(*args, **kwargs):
+        raise MissingEntry()
+
+    template = tmp_path / "template"
+    template.mkdir()
+    monkeypatch.setattr(worker, "_grade_in", missing)
+    outcome = worker.grade_one("01_meshes", "-rf.ipynb", b"{}", template, **options)
+    assert outcome.learner == "_rf" and outcome.scores == {} and outcome.files == {}
+    assert "(MissingEntry)" in outcome.notes[-1] and "grade this learner again" in outcome.notes[-1]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(engines, "grade_one", broken)
+    tasks = [("a.ipynb", b""), ("b.ipynb", b"")]
+    outcomes = list(engines.run_local("01_meshes", tasks, template, options, jobs=2))
+    assert sorted(o.learner for o in outcomes) == ["a", "b"]
+    assert all("RuntimeError: a bug" in o.notes[0] for o in outcomes)
+
+
+def test_results_bring_back_only_what_grading_reads_each_capped(tmp_path):
+    # Property: of nbgrader's folders, only the notebook, its timestamp and the feedback page come
+    # back; a file over the cap is not read, and notes name it and every file the learner's code wrote.
+    course = worker.copy_course(tmp_path, assignment="01_meshes")
+    name = worker.release_notebook("01_meshes", course).name
+    base = course / "grading"
+    for folder, files in {
+        "submitted": {name: 10, "timestamp.txt": 20},
+        "autograded": {name: 3000, "timestamp.txt": 20, "big.bin": 5000, "out/deep.txt": 3},
+        "feedback": {name.replace(".ipynb", ".html"): 100, "timestamp.txt": 20, "big.bin": 5000},
+    }.items():
+        for file, size in files.items():
+            path = base / folder / "ada" / "01_meshes" / file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"x" * size)
+    files, notes = worker.results(course, "01_meshes", "ada", max_bytes=2048)
+    assert {k: sorted(v) for k, v in files.items()} == {
+        "submitted": [name, "timestamp.txt"],
+        "autograded": ["timestamp.txt"],
+        "feedback": ["01_meshes.html", "timestamp.txt"],
+    }
+    assert notes == [
+        "the graded notebook (2.9 KiB) is larger than the 2.0 KiB a graded file may be: not kept.",
+        "files the notebook's code wrote beside it were not kept: big.bin (4.9 KiB), out/deep.txt (3 bytes).",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------
