@@ -38,6 +38,8 @@ Output, in ``grading/reports/<assignment>/``:
   * ``report.txt`` — for each learner, anything unusual: unreadable notebook, skipped cells, timeouts;
   * ``submissions/<learner>.ipynb`` — the file as handed in, which ``--regrade`` grades again (after a
     grader changed) and reports who gained or lost points on which test before replacing the CSV;
+  * ``history/<learner>/<n>.ipynb``, ``<n>.json``, ``<n>.html`` — a learner's earlier file, kept
+    results and page, kept when a different file of theirs is graded (grading/handin.py);
   * ``class.html`` and ``class_*.csv`` — the class report (grading/classreport.py), from ``learners/``;
     with a course file (grading/course.py), scores.csv ends with the late penalty's columns.
 
