@@ -51,9 +51,11 @@ crosses a process boundary grading/protocol.py.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -257,14 +259,27 @@ def main(argv: list[str] | None = None) -> int:
     submitted = {learner: when.isoformat() for learner, when in batch.times[0].items()}
     before = read_scores_csv(reports / "scores.csv")
     assignments = handin.Assignments(root)
-    ahead: list[Outcome] = []  # notebooks of another assignment: not graded
+    ahead: list[Outcome] = []  # files not graded: another assignment's notebook, a file over the cap
     tasks = []
     earlier: dict[str, Path | None] = {}  # learner graded before -> the earlier file kept, if it differed
+    max_file_bytes = int(args.max_file_mb * 2**20)
     for learner, path in zip(ids, batch.files, strict=True):
-        source, data = batch.sources.get(learner, path.name), path.read_bytes()
+        source = batch.sources.get(learner, path.name)
+        if not args.regrade and (
+            learner in before or (reports / "submissions" / f"{learner}.ipynb").exists()
+        ):
+            earlier[learner] = handin.keep_history(reports, learner, path)
+        if (size := path.stat().st_size) > max_file_bytes:  # not read: it would sit in this process
+            if not args.regrade:  # kept as handed in all the same (copied, not read), for a regrade
+                (reports / "submissions").mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(shutil.SameFileError):
+                    shutil.copyfile(path, reports / "submissions" / f"{learner}.ipynb")
+            ahead.append(
+                Outcome(learner=learner, source=Path(source), notes=[_too_large(size, max_file_bytes)])
+            )
+            continue
+        data = path.read_bytes()
         if not args.regrade:
-            if learner in before or (reports / "submissions" / f"{learner}.ipynb").exists():
-                earlier[learner] = handin.keep_history(reports, learner, data)
             store_submission(args.assignment, learner, data, root)
         if note := assignments.other(data, args.assignment):
             ahead.append(Outcome(learner=learner, source=Path(source), notes=[note]))
@@ -277,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         cell_timeout=args.cell_timeout,
         memory_gb=args.memory_gb,
         sandboxed=not args.unsandboxed,
-        max_file_bytes=int(args.max_file_mb * 2**20),
+        max_file_bytes=max_file_bytes,
     )
     outcomes = []
     total_count = len(ahead) + len(tasks)
@@ -318,6 +333,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"scores: {folder / 'scores.csv'}\nfeedback: {folder / 'feedback'}\nnotes: {folder / 'report.txt'}")
     print(f"class report: {folder / 'class.html'}")
     return 0
+
+
+def _too_large(size: int, cap: int) -> str:
+    """The note of a file handed in that is larger than any notebook graded may be."""
+    mib = 2**20
+    return (
+        f"the file is not a readable notebook here: {size / mib:.1f} MiB, over the {cap / mib:.1f} MiB a "
+        "graded file may be (--max-file-mb); not read, scored 0."
+    )
 
 
 def _again(

@@ -15,6 +15,7 @@ Two files whose ids are the same, or differ only by case (one file on macOS or W
 
 from __future__ import annotations
 
+import filecmp
 import hashlib
 import shutil
 import unicodedata
@@ -177,15 +178,15 @@ def history_folder(reports: Path, learner: str) -> Path:
     return reports / "history" / learner
 
 
-def keep_history(reports: Path, learner: str, data: bytes) -> Path | None:
-    """Before a new file of a learner graded before is stored and graded: copies the earlier file
+def keep_history(reports: Path, learner: str, new: Path) -> Path | None:
+    """Before ``new``, a file of a learner graded before, is stored and graded: copies the earlier file
     (``submissions/<learner>.ipynb``), its kept results (``learners/<learner>.json``) and its feedback
     page into ``history/<learner>/<n>.ipynb``, ``<n>.json``, ``<n>.html`` (n = 1, 2, … in order).
 
     Returns the earlier file's copy, or None when nothing was kept: no earlier file, or the same bytes.
     """
     stored = reports / "submissions" / f"{learner}.ipynb"
-    if not stored.is_file() or stored.read_bytes() == data:
+    if not stored.is_file() or filecmp.cmp(stored, new, shallow=False):
         return None
     folder = history_folder(reports, learner)
     folder.mkdir(parents=True, exist_ok=True)

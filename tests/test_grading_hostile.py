@@ -1,10 +1,12 @@
 """A hostile batch through `python -m grading.grade`, as a process: file names that read as options
 (`--help.ipynb`, `-rf.ipynb`), a name in another script, an upper-case ending, files that are not
-notebooks, a notebook that writes a large file, one whose graded notebook is over the file cap,
-another assignment's notebook, then a later empty file for a learner graded before.
+notebooks, a notebook that writes a large file, one whose graded notebook is over the file cap, a
+file handed in over that cap, another assignment's notebook, then a later empty file for a learner
+graded before.
 
 Every correct notebook must score full marks, whatever its name; nothing may stop the batch; what is
-not graded or not kept is said; an earlier hand-in is kept with its results (issue 46, items 2, 7, 8).
+not graded or not kept is said (a file over the cap is not even read); an earlier hand-in is kept
+with its results (issue 46, items 2, 7, 8).
 """
 
 import copy
@@ -93,6 +95,7 @@ def hostile(tmp_path_factory):
     handed_in.write_colab_download(_with_cell(solved, HUGE_CELL, copies=3), folder / "huge_pages.ipynb")
     other = handed_in.solved_notebook("02_auto_sharding")
     handed_in.write_colab_download(other, folder / "other_assignment.ipynb")
+    (folder / "huge_file.ipynb").write_bytes(b" " * (CAP_MB + 1) * 2**20)  # over the cap: never read
     for name in SKIPPED:
         (folder / name).write_bytes(b"PK\x03\x04" if name.endswith(".zip") else b"{}")
     first = _grade(course, folder, tmp)
@@ -169,6 +172,15 @@ def test_a_graded_notebook_over_the_file_cap_is_dropped_with_a_note_and_keeps_it
     said = [n for n in notes if f"is larger than the {CAP_MB:.1f} MiB a graded file may be: not kept" in n]
     assert [n.split(" (")[0] for n in said] == ["the graded notebook", "the feedback page"], notes
     assert not (hostile.reports / "feedback" / "huge_pages.html").exists()
+
+
+def test_a_file_handed_in_over_the_cap_is_not_read_but_kept(hostile):
+    notes = hostile.kept["huge_file"]["notes"]
+    assert len(notes) == 1 and f"{CAP_MB + 1:.1f} MiB, over the {CAP_MB:.1f} MiB" in notes[0], notes
+    assert "not a readable notebook" in notes[0]  # the class report's "unreadable"
+    assert float(hostile.rows["huge_file"]["total"]) == 0
+    stored = hostile.reports / "submissions" / "huge_file.ipynb"
+    assert stored.stat().st_size == (CAP_MB + 1) * 2**20
 
 
 def test_another_assignments_notebook_is_named_not_graded_and_counted_apart(hostile):

@@ -158,17 +158,23 @@ def test_keep_history_keeps_each_earlier_file_and_its_results(tmp_path):
     reports = tmp_path / "reports"
     for folder in ("submissions", "learners", "feedback"):
         (reports / folder).mkdir(parents=True)
-    assert handin.keep_history(reports, "ada", b"first") is None  # nothing graded before
+
+    def handed(data: bytes) -> Path:
+        path = tmp_path / "new.ipynb"
+        path.write_bytes(data)
+        return path
+
+    assert handin.keep_history(reports, "ada", handed(b"first")) is None  # nothing graded before
     (reports / "submissions" / "ada.ipynb").write_bytes(b"first")
     (reports / "learners" / "ada.json").write_text('{"scores": 1}')
     (reports / "feedback" / "ada.html").write_text("<p>page</p>")
-    assert handin.keep_history(reports, "ada", b"first") is None  # the same file again
-    kept = handin.keep_history(reports, "ada", b"")
+    assert handin.keep_history(reports, "ada", handed(b"first")) is None  # the same file again
+    kept = handin.keep_history(reports, "ada", handed(b""))
     assert kept == reports / "history" / "ada" / "1.ipynb" and kept.read_bytes() == b"first"
     assert (kept.parent / "1.json").read_text() == '{"scores": 1}'
     assert (kept.parent / "1.html").read_text() == "<p>page</p>"
     (reports / "submissions" / "ada.ipynb").write_bytes(b"")
-    assert handin.keep_history(reports, "ada", b"third") == kept.parent / "2.ipynb"
+    assert handin.keep_history(reports, "ada", handed(b"third")) == kept.parent / "2.ipynb"
     assert (kept.parent / "2.ipynb").read_bytes() == b""
 
 
