@@ -265,15 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     max_file_bytes = int(args.max_file_mb * 2**20)
     for learner, path in zip(ids, batch.files, strict=True):
         source = batch.sources.get(learner, path.name)
-        if not args.regrade and (
-            learner in before or (reports / "submissions" / f"{learner}.ipynb").exists()
-        ):
+        if not args.regrade and (learner in before or handin.stored(reports, learner).exists()):
             earlier[learner] = handin.keep_history(reports, learner, path)
         if (size := path.stat().st_size) > max_file_bytes:  # not read: it would sit in this process
             if not args.regrade:  # kept as handed in all the same (copied, not read), for a regrade
-                (reports / "submissions").mkdir(parents=True, exist_ok=True)
+                handin.stored(reports, learner).parent.mkdir(parents=True, exist_ok=True)
                 with contextlib.suppress(shutil.SameFileError):
-                    shutil.copyfile(path, reports / "submissions" / f"{learner}.ipynb")
+                    shutil.copyfile(path, handin.stored(reports, learner))
             ahead.append(
                 Outcome(learner=learner, source=Path(source), notes=[_too_large(size, max_file_bytes)])
             )

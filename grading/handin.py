@@ -173,6 +173,11 @@ class Assignments:
 # Earlier hand-ins
 
 
+def stored(reports: Path, learner: str) -> Path:
+    """Where the file a learner handed in last is kept as handed in (grading/reports.py writes it)."""
+    return reports / "submissions" / f"{learner}.ipynb"
+
+
 def history_folder(reports: Path, learner: str) -> Path:
     """Where a learner's earlier hand-ins and their results are kept: ``history/<learner>/``."""
     return reports / "history" / learner
@@ -185,14 +190,14 @@ def keep_history(reports: Path, learner: str, new: Path) -> Path | None:
 
     Returns the earlier file's copy, or None when nothing was kept: no earlier file, or the same bytes.
     """
-    stored = reports / "submissions" / f"{learner}.ipynb"
-    if not stored.is_file() or filecmp.cmp(stored, new, shallow=False):
+    last = stored(reports, learner)
+    if not last.is_file() or filecmp.cmp(last, new, shallow=False):
         return None
     folder = history_folder(reports, learner)
     folder.mkdir(parents=True, exist_ok=True)
     n = 1 + max((int(p.stem) for p in folder.glob("*.ipynb") if p.stem.isdigit()), default=0)
     for earlier, ending in (
-        (stored, "ipynb"),
+        (last, "ipynb"),
         (reports / "learners" / f"{learner}.json", "json"),
         (reports / "feedback" / f"{learner}.html", "html"),
     ):
