@@ -44,7 +44,6 @@ crosses a process boundary grading/protocol.py.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -56,7 +55,8 @@ from pathlib import Path
 from grading import nbgrader_process, protocol, sandbox
 from grading.course import DEFAULT_COURSE_FILE, read_course, submission_times
 from grading.engines import ENGINES
-from grading.reports import read_scores_csv, record, score_changes, store_submission, write_reports
+from grading.record import ReportFolder
+from grading.reports import record, score_changes, scores_before, store_submission, write_reports
 from grading.worker import ROOT, build_template, graded_cells, learner_id, prepare_gradebook
 
 #: What main prints once for a batch graded with --unsandboxed.
@@ -148,19 +148,17 @@ def main(argv: list[str] | None = None) -> int:
         known = sorted(p.name for p in (root / "solutions").iterdir() if p.is_dir())
         print(f"no assignment {args.assignment!r} in solutions/; known: {known}", file=sys.stderr)
         return 2
-    reports = root / "grading" / "reports" / args.assignment
+    report_folder = ReportFolder(root, args.assignment)
     sources: dict[str, str] = {}  # learner -> the file name a regrade reports (the original one)
     if args.regrade:
         if args.submissions:
             print("--regrade grades the stored submissions: give no folder", file=sys.stderr)
             return 2
-        args.submissions = reports / "submissions"
+        args.submissions = report_folder.submissions
         if not args.submissions.is_dir():
             print(f"nothing to regrade: no stored submissions in {args.submissions}", file=sys.stderr)
             return 2
-        for path in (reports / "learners").glob("*.json"):
-            kept = json.loads(path.read_text())
-            sources[kept["learner"]] = kept["source"]
+        sources = {kept.learner: kept.source for kept in report_folder.records()}
     elif args.submissions is None:
         parser.error("the folder of submissions is needed (or --regrade)")
     if not args.submissions.is_dir():
@@ -196,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot read the course file or submission times: {e}", file=sys.stderr)
         return 2
     submitted = {learner: when.isoformat() for learner, when in times[0].items()}
-    before = read_scores_csv(reports / "scores.csv") if args.regrade else {}
+    before = scores_before(report_folder) if args.regrade else {}
     tasks = [
         (sources.get(learner, path.name), path.read_bytes()) for learner, path in zip(ids, files, strict=True)
     ]
