@@ -17,6 +17,7 @@ import nbformat
 import pytest
 
 from grading import classreport, grade, reports, worker
+from grading.record import LearnerRecord
 from tests import pages, submissions
 from tests.test_similarity import PER_DEVICE_SHAPE_A, PER_DEVICE_SHAPE_A_COPIED
 
@@ -265,7 +266,7 @@ def test_one_mistake_in_several_tests_and_numbers_is_one_row():
         record("b", {"test_f_hidden": other}),
     ]
     cells = [("test_f_visible", 1.0), ("test_f_hidden", 1.0)]
-    summary = classreport.summarise("x", records, cells, ["f"], {})
+    summary = classreport.summarise("x", [LearnerRecord.from_dict(r) for r in records], cells, ["f"], {})
     rows = [(m.key, m.learners, m.tests) for m in summary.mistakes]
     assert rows[0] == (
         "CheckFailed: expected device # to hold [#:#], got [#:#] from your P(('X', 'Y'),).",
@@ -290,7 +291,7 @@ def test_a_check_quoting_the_learners_error_joins_that_errors_row():
         for n in ("copier", "original")
     ]
     summary = classreport.summarise(
-        "x", records, [("test_f_visible", 1.0), ("test_f_hidden", 1.0)], ["f"], {}
+        "x", [LearnerRecord.from_dict(r) for r in records], [("test_f_visible", 1.0), ("test_f_hidden", 1.0)], ["f"], {}
     )
     assert [(m.key, m.learners, m.tests) for m in summary.mistakes] == [
         (raw, ["copier", "original"], ["test_f_visible", "test_f_hidden"])
