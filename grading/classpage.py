@@ -48,10 +48,16 @@ table.sortable th[aria-sort=descending]::after { content: ' \\2193'; color: #1d1
 .flag.bad { background: #fdecea; color: #7a1a14; }
 .flag.late { background: #fff4d6; color: #6a4a00; }
 .headline { font-size: 1.02rem; }
+#learner-table td:first-child { overflow-wrap: anywhere; min-width: 6rem; }
+#learner-table td.flags { min-width: 5.5rem; }
+#learner-table .flag { white-space: normal; overflow-wrap: anywhere; }
 @media (max-width: 600px) {
-  #learner-table td, #learner-table th { padding: 0.2rem 0.25rem; }
-  #learner-table td:first-child { overflow-wrap: anywhere; min-width: 5rem; }
-  #learner-table .flag { white-space: normal; }
+  body { padding-left: 0.5rem; padding-right: 0.5rem; }
+  #learner-table td:first-child { min-width: 4.5rem; }
+  #learner-table td.flags { min-width: 4.8rem; }
+  #learner-table td, #learner-table th { padding: 0.2rem 0.2rem; }
+  #learner-table th { white-space: normal; }
+  table.sortable th::after { content: ''; }
 }
 """
 
@@ -180,7 +186,7 @@ def learner_table(s: ClassSummary) -> str:
         failed = len(s.failed.get(learner, []))
         cells.append(f"<td class='num wide' data-sort='{failed}'>{failed}</td>")
         flags, text = _flags(s, learner)
-        cells.append(f"<td data-sort='{html.escape(text, quote=True)}'>{flags}</td>")
+        cells.append(f"<td class='flags' data-sort='{html.escape(text, quote=True)}'>{flags}</td>")
         link = (
             f"<a href='feedback/{html.escape(learner, quote=True)}.html'>feedback</a>"
             if learner in s.pages

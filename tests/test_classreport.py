@@ -16,7 +16,8 @@ import time
 import nbformat
 import pytest
 
-from grading import classreport, grade, reports, worker
+from grading import classreport, grade, pagesafe, reports, worker
+from grading.course import read_course
 from grading.record import LearnerRecord
 from tests import pages, submissions
 from tests.test_similarity import PER_DEVICE_SHAPE_A, PER_DEVICE_SHAPE_A_COPIED
@@ -189,6 +190,53 @@ def test_class_report_renders_at_desktop_and_phone_widths(report, tmp_path):
         assert scores == sorted(scores, reverse=True) and scores[0] > scores[-1], scores
 
     pages.at_both_widths(report[0] / "class.html", check, shots=tmp_path)
+
+
+def test_on_a_phone_every_learners_flags_and_feedback_link_are_on_the_screen(tmp_path):
+    # The issue: at 390 px the learner table ran past the screen's edge, its flags and links out of
+    # sight. A class with Canvas-long names, late learners (the exported and days-late columns) and
+    # several flags per row: each row's flags and link end inside the window at both widths.
+    cells = worker.graded_cells(ASSIGNMENT)
+    records = _class(cells)
+    for r in records:
+        r["learner"] = f"lovelaceada_LATE_424242_991199_{r['learner']}_01_meshes"
+        r["submitted"], r["submitted_from"] = "2026-10-03T08:00:00+00:00", "times.csv"
+        r["notes"].append("test_shard_sums_hidden ran past the 120 s cell limit and was interrupted.")
+    root = worker.copy_course(tmp_path, assignment=ASSIGNMENT)
+    (root / "grading" / "course.toml").write_text(
+        "[late]\nper_day = 10\n[assignments.01_meshes]\ndue = 2026-10-01T23:59:00Z\n"
+    )
+    folder = root / "grading" / "reports" / ASSIGNMENT
+    (folder / "learners").mkdir(parents=True)
+    (folder / "feedback").mkdir()
+    for r in records:
+        (folder / "learners" / f"{r['learner']}.json").write_text(json.dumps(r))
+        (folder / "feedback" / f"{r['learner']}.html").write_text("<p>a page</p>")
+    reports.write_reports(ASSIGNMENT, [], root, course=read_course(root / "grading" / "course.toml"))
+
+    def check(page, viewport, width):
+        rows = page.eval_on_selector(
+            "#learner-table",
+            "t => Array.from(t.tBodies[0].rows).map(r => Array.from(r.cells).slice(-2).map("
+            " c => [c.getBoundingClientRect().right, c.innerText]))",
+        )
+        assert len(rows) == len(records)
+        heads = page.eval_on_selector_all("#learner-table th", "hs => hs.map(h => h.getBoundingClientRect().right)")
+        assert max(heads) <= width, (viewport, heads)
+        for row in rows:
+            for right, text in row:
+                assert right <= width and text.strip(), (viewport, row)
+
+    pages.at_both_widths(folder / "class.html", check, shots=tmp_path)
+
+
+def test_the_class_report_runs_its_sorting_script_and_no_other(report):
+    # Its CSP allows the one inline script by its hash: a learner id or message can never become script.
+    page = (report[0] / "class.html").read_text()
+    assert page.count("<script>") == 1
+    script = page.split("<script>")[1].split("</script>")[0]
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)[1]
+    assert f"script-src {pagesafe.script_hash(script)};" in policy and "default-src 'none'" in policy
 
 
 def test_learner_table_names_everyone_with_flags_and_a_link_to_their_feedback(report):
