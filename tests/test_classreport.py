@@ -478,3 +478,54 @@ def test_a_jax_error_is_counted_by_the_sentence_the_learner_read():
     sentence = error_lines("ShardingTypeError", raw)[0]
     assert kept["messages"] == {"test_x": sentence}
     assert "ambiguous" in sentence and "dot_general" not in sentence
+
+
+def _mistakes_of(messages_by_learner: dict[str, dict[str, str]]):
+    records = [
+        LearnerRecord(n, scores=dict.fromkeys(m, 0.0), messages=m, answers={"f": "x"})
+        for n, m in messages_by_learner.items()
+    ]
+    cells = [("test_f_visible", 1.0), ("test_f_hidden", 1.0)]
+    return classreport.summarise("x", records, cells, ["f"], {})
+
+
+def test_a_small_class_s_headline_says_a_tie_and_never_picks_one_learner_s_mistake():
+    # The issue: five learners, five different mistakes; the headline named one of them "commonest".
+    from grading import classpage
+
+    five = {f"l{k}": {"test_f_visible": f"CheckFailed: mistake number {'abcde'[k]} happened."} for k in range(5)}
+    said = classpage.headline(_mistakes_of(five))
+    assert "No two learners made the same mistake: 5 mistake(s)" in said and "Commonest mistake:" not in said
+    tied = {n: {"test_f_visible": f"CheckFailed: the {'ab'[k % 2]} mistake."} for k, n in enumerate("pqrs")}
+    said = classpage.headline(_mistakes_of(tied))
+    assert "2 mistakes are the commonest, each made by 2 learners" in said and "Commonest mistake:" not in said
+    tied["t"] = {"test_f_visible": "CheckFailed: the a mistake."}
+    assert "Commonest mistake: <span class='message'>CheckFailed: the a mistake.</span>, made by 3" in (
+        classpage.headline(_mistakes_of(tied))
+    )
+
+
+def test_a_long_message_is_cut_at_a_word_and_keeps_its_hint_whole():
+    hint = "Hint: check which mesh axis comes first in the tuple; ('X', 'Y') is not ('Y', 'X')."
+    message = "CheckFailed: f(x): expected " + ", ".join(f"device {k} to hold [{k}:{k + 1}]" for k in range(40))
+    line = classreport.first_line(f"{message}, got nothing. {hint}")
+    assert line.endswith("… " + hint) and len(line) <= classreport.MESSAGE_CHARS
+    kept = line.split("…")[0]
+    assert message.startswith(kept) and message[len(kept)] == " ", line  # the cut falls between words
+
+
+def test_a_check_s_visible_and_hidden_wording_of_one_mistake_is_one_row():
+    # A self-check and a hidden test of one function fail with other arguments, shapes and specs but the
+    # same hint: one mistake, two tests, both learners.
+    hint = " Hint: within a tuple entry the first mesh axis is the major one."
+    visible = "CheckFailed: sharding_for_layout(Mesh({'X': 4, 'Y': 2}), (16,)): expected device 1 to hold"
+    hidden = "CheckFailed: sharding_for_layout(Mesh({'X': 2, 'Y': 4}), (8, 8)): expected P(('Y', 'X'), None)"
+    summary = _mistakes_of(
+        {
+            "ada": {"test_f_visible": visible + " [8:10], got [2:4]." + hint},
+            "bob": {"test_f_hidden": hidden + ", got P(('X', 'Y'), None)." + hint},
+        }
+    )
+    assert [(m.learners, m.tests, len(m.messages)) for m in summary.mistakes] == [
+        (["ada", "bob"], ["test_f_visible", "test_f_hidden"], 2)
+    ]

@@ -488,3 +488,24 @@ def test_the_course_s_own_markdown_passes_the_sanitiser_unchanged():
                 assert as_page(pagesafe.safe_html(rendered)) == as_page(rendered), (path.name, cell.source[:200])
                 checked += 1
     assert checked > 50, checked
+
+
+def test_a_crash_s_comment_is_a_plain_sentence_and_points_to_no_page(graded_folder):
+    # The issue: comments for crashes carried nbgrader's traceback and usage text, and every comment
+    # ended "The attached page shows your code…" also where there was no page.
+    from grading import comments, reports
+    from grading.course import read_course
+
+    root, folder, _ = graded_folder
+    log = "Traceback (most recent call last):\n  File x\nMissingEntry\nusage: nbgrader autograde [-h]"
+    crashed = ReportFolder(root, ASSIGNMENT)
+    kept = {"learner": "crashed", "source": "crashed.ipynb", "scores": {}, "answers": {}, "messages": {}}
+    kept["notes"] = ["nbgrader could not grade this notebook; scored 0. Its log ends:\n" + log]
+    (crashed.learners / "crashed.json").write_text(__import__("json").dumps(kept))
+    reports.write_reports(ASSIGNMENT, [], root, course=read_course(root / "grading" / "course.toml"))
+    assert comments.main([ASSIGNMENT, "--root", str(root)]) == 0
+    text = (crashed.comments / "crashed.txt").read_text()
+    assert "The grader stopped on this notebook before it could score it; it scored 0." in text
+    for raw in ("Traceback", "usage:", "MissingEntry", "nbgrader", "attached page"):
+        assert raw not in text, (raw, text)
+    assert "usage: nbgrader" in crashed.report_txt.read_text()  # the instructor keeps the log
