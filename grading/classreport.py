@@ -55,6 +55,7 @@ from grading.classsummary import (  # noqa: F401 (the class report's names, as b
     summarise,
 )
 
+
 def _fmt(x: float) -> str:
     return f"{x:g}"
 

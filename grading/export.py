@@ -343,6 +343,5 @@ NAMES = {
 }
 
 
-
 if __name__ == "__main__":
     sys.exit(main())

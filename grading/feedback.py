@@ -104,7 +104,9 @@ def score_sentence(s: Standing) -> str:
     days), 2.8 points taken).'"""
     said = f"Score sent to the LMS: {_fmt(s.exported)} of {_fmt(s.max_score)}"
     if s.is_late:
-        said += f" ({_fmt(s.total)} before the late penalty: submitted {late_words(s.days_late, s.hours_late)}, "
+        said += (
+            f" ({_fmt(s.total)} before the late penalty: submitted {late_words(s.days_late, s.hours_late)}, "
+        )
         said += f"{_fmt(s.penalty)} points taken)"
     return said + "."
 
@@ -127,8 +129,8 @@ def learner_note(note: str) -> str:
     """A grading note as the learner reads it: a crash's note becomes a plain sentence (its log and
     nbgrader's usage text stay in report.txt); any other note is its first line.
 
-    >>> learner_note("nbgrader could not grade this notebook; scored 0. Its log ends:\\nusage: nbgrader")
-    'The grader stopped on this notebook before it could score it; it scored 0. Your instructor has the details.'
+    >>> learner_note("nbgrader could not grade this notebook; scored 0. Its log ends:\\nusage: nbgrader")[:50]
+    'The grader stopped on this notebook before it coul'
     """
     for pattern, said in _FOR_THE_INSTRUCTOR:
         if pattern.match(note):

@@ -221,7 +221,9 @@ def test_on_a_phone_every_learners_flags_and_feedback_link_are_on_the_screen(tmp
             " c => [c.getBoundingClientRect().right, c.innerText]))",
         )
         assert len(rows) == len(records)
-        heads = page.eval_on_selector_all("#learner-table th", "hs => hs.map(h => h.getBoundingClientRect().right)")
+        heads = page.eval_on_selector_all(
+            "#learner-table th", "hs => hs.map(h => h.getBoundingClientRect().right)"
+        )
         assert max(heads) <= width, (viewport, heads)
         for row in rows:
             for right, text in row:
@@ -339,7 +341,11 @@ def test_a_check_quoting_the_learners_error_joins_that_errors_row():
         for n in ("copier", "original")
     ]
     summary = classreport.summarise(
-        "x", [LearnerRecord.from_dict(r) for r in records], [("test_f_visible", 1.0), ("test_f_hidden", 1.0)], ["f"], {}
+        "x",
+        [LearnerRecord.from_dict(r) for r in records],
+        [("test_f_visible", 1.0), ("test_f_hidden", 1.0)],
+        ["f"],
+        {},
     )
     assert [(m.key, m.learners, m.tests) for m in summary.mistakes] == [
         (raw, ["copier", "original"], ["test_f_visible", "test_f_hidden"])
@@ -493,12 +499,16 @@ def test_a_small_class_s_headline_says_a_tie_and_never_picks_one_learner_s_mista
     # The issue: five learners, five different mistakes; the headline named one of them "commonest".
     from grading import classpage
 
-    five = {f"l{k}": {"test_f_visible": f"CheckFailed: mistake number {'abcde'[k]} happened."} for k in range(5)}
+    five = {
+        f"l{k}": {"test_f_visible": f"CheckFailed: mistake number {'abcde'[k]} happened."} for k in range(5)
+    }
     said = classpage.headline(_mistakes_of(five))
     assert "No two learners made the same mistake: 5 mistake(s)" in said and "Commonest mistake:" not in said
     tied = {n: {"test_f_visible": f"CheckFailed: the {'ab'[k % 2]} mistake."} for k, n in enumerate("pqrs")}
     said = classpage.headline(_mistakes_of(tied))
-    assert "2 mistakes are the commonest, each made by 2 learners" in said and "Commonest mistake:" not in said
+    assert (
+        "2 mistakes are the commonest, each made by 2 learners" in said and "Commonest mistake:" not in said
+    )
     tied["t"] = {"test_f_visible": "CheckFailed: the a mistake."}
     assert "Commonest mistake: <span class='message'>CheckFailed: the a mistake.</span>, made by 3" in (
         classpage.headline(_mistakes_of(tied))
@@ -507,7 +517,9 @@ def test_a_small_class_s_headline_says_a_tie_and_never_picks_one_learner_s_mista
 
 def test_a_long_message_is_cut_at_a_word_and_keeps_its_hint_whole():
     hint = "Hint: check which mesh axis comes first in the tuple; ('X', 'Y') is not ('Y', 'X')."
-    message = "CheckFailed: f(x): expected " + ", ".join(f"device {k} to hold [{k}:{k + 1}]" for k in range(40))
+    message = "CheckFailed: f(x): expected " + ", ".join(
+        f"device {k} to hold [{k}:{k + 1}]" for k in range(40)
+    )
     line = classreport.first_line(f"{message}, got nothing. {hint}")
     assert line.endswith("… " + hint) and len(line) <= classreport.MESSAGE_CHARS
     kept = line.split("…")[0]

@@ -296,17 +296,17 @@ def test_feedback_export_before_grading_says_what_to_run(tmp_path, capsys):
 PWN = "document.title='pwned'; document.documentElement.setAttribute('data-pwned', '1'); console.log('pwned')"
 FAKE_SCORE = "01_meshes (Score: 14.0 / 14.0)"
 HOSTILE_MARKDOWN = (
-    f"# My answers\n\n<script>{PWN}</script>\n\n<img src=x onerror=\"{PWN}\">\n\n"
+    f'# My answers\n\n<script>{PWN}</script>\n\n<img src=x onerror="{PWN}">\n\n'
     "<a href=\"javascript:document.title='pwned'\">click</a> <a href='https://example.org/'>a link</a>\n\n"
     f"<h4 id='standing' class='verdict verdict-passed' style='position:fixed;top:0;left:0;z-index:9'>"
     f"{FAKE_SCORE}</h4>\n\n**bold** and `code`"
 )
 HOSTILE_OUTPUTS = [
-    {"text/html": f"<script>document.querySelector('h4').innerText = '{FAKE_SCORE}'; {PWN}</script><b>hi</b>"},
-    {"text/html": f"<iframe srcdoc=\"<script>parent.{PWN}</script>\"></iframe><svg onload=\"{PWN}\"></svg>"},
+    {"text/html": f"<script>document.querySelector('h4').innerText = '{FAKE_SCORE}'; {PWN}</script>"},
+    {"text/html": f'<iframe srcdoc="<script>parent.{PWN}</script>"></iframe><svg onload="{PWN}"></svg>'},
     {"application/javascript": PWN, "text/plain": "<IPython.core.display.Javascript object>"},
-    {"image/svg+xml": f"<svg xmlns='http://www.w3.org/2000/svg' onload=\"{PWN}\"><script>{PWN}</script></svg>"},
-    {"text/markdown": f"<img src=x onerror=\"{PWN}\"> *fine*"},
+    {"image/svg+xml": f"<svg xmlns='http://www.w3.org/2000/svg' onload=\"{PWN}\"><script>1</script></svg>"},
+    {"text/markdown": f'<img src=x onerror="{PWN}"> *fine*'},
 ]
 
 
@@ -324,7 +324,9 @@ def hostile_page(folder: Path) -> Path:
         _test_cell("test_sharding_for_layout_visible", 2, 0, "CheckFailed: expected <b>P('X')</b>, got P()"),
         _test_cell("test_per_device_shape_visible", 3, 3, None),
     ]
-    standing = feedback.Standing("mallory", total=3, max_score=5, exported=3, notes=["<script>x</script> note"])
+    standing = feedback.Standing(
+        "mallory", total=3, max_score=5, exported=3, notes=["<script>x</script> note"]
+    )
     page = folder / "mallory.html"
     page.write_text(feedback.annotate(render_feedback(cells, 3, 5), standing), encoding="utf-8")
     return page
@@ -335,6 +337,8 @@ def test_a_hostile_notebooks_page_holds_no_script_and_only_harmless_tags(tmp_pat
     # that forbids script comes first in the head (before anything that could run).
     from html.parser import HTMLParser
 
+    from grading import pagesafe
+
     text = hostile_page(tmp_path).read_text()
     assert "&lt;script&gt;" in text  # shown escaped, as text
     elements: list[tuple[str, dict]] = []
@@ -344,18 +348,20 @@ def test_a_hostile_notebooks_page_holds_no_script_and_only_harmless_tags(tmp_pat
             elements.append((tag, dict(attrs)))
 
     Collect().feed(text)
-    assert len(elements) > 100 and not [t for t, _ in elements if t in ("script", "iframe", "object", "embed")]
+    assert len(elements) > 100 and not [
+        t for t, _ in elements if t in ("script", "iframe", "object", "embed")
+    ]
     for tag, attrs in elements:
         assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
         for url in (attrs.get("href"), attrs.get("src")):
             assert not (url or "").strip().lower().startswith(("javascript:", "data:text")), (tag, attrs)
     head = text.split("</head>")[0]
     csp = re.search(r'<meta content="([^"]*)" http-equiv="Content-Security-Policy"', head)
-    assert csp and "script-src 'none'" in csp[1] and "default-src 'none'" in csp[1], head[:600]
+    assert csp and csp[1] == pagesafe.FEEDBACK_CSP and "script-src 'none'" in csp[1], head[:600]
     assert head.index("Content-Security-Policy") < head.index("<style")
     assert text.count('id="standing"') == 1
     assert not [a for _, a in elements if "position" in a.get("style", "")]  # nothing laid over the page
-    assert "href=\"https://example.org/\"" in text and "<strong>bold</strong>" in text  # formatting kept
+    assert 'href="https://example.org/"' in text and "<strong>bold</strong>" in text  # formatting kept
 
 
 def test_a_hostile_notebooks_page_runs_no_learner_script_in_chromium(tmp_path):
@@ -419,7 +425,9 @@ def test_the_pages_csp_stops_a_script_the_sanitiser_let_through(tmp_path):
     forged.write_text(text.replace("<body>", "<body>" + bypass, 1), encoding="utf-8")
 
     def check(browser_page, viewport, width):
-        mark = browser_page.evaluate("() => [document.title, document.documentElement.getAttribute('data-pwned')]")
+        mark = browser_page.evaluate(
+            "() => [document.title, document.documentElement.getAttribute('data-pwned')]"
+        )
         assert mark == ["01_meshes", None], (viewport, mark)
 
     assert not [m for m in _console_of(forged, check) if m == "pwned"]
@@ -441,16 +449,20 @@ def test_safe_html_keeps_a_notebooks_formatting_and_escapes_the_rest():
         "<div id='standing' class='verdict verdict-passed panel' style='position:absolute;color:red'>x</div>",
         "<details open ontoggle=alert(1)><summary>s</summary></details><math><mi xlink:href='javascript:1'>",
     ]
+
+    class Collect(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append((tag, attrs))
+
     for vector in vectors:
         out = pagesafe.safe_html(vector)
-        tags: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-        class Collect(HTMLParser):
-            def handle_starttag(self, tag, attrs):
-                tags.append((tag, attrs))
-
-        Collect().feed(out)
-        for tag, attrs in tags:
+        collect = Collect()
+        collect.feed(out)
+        for tag, attrs in collect.tags:
             assert tag in pagesafe.TAGS, (vector, out)
             for name, value in attrs:
                 assert not name.startswith("on"), (vector, out)
@@ -485,7 +497,10 @@ def test_the_course_s_own_markdown_passes_the_sanitiser_unchanged():
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type == "markdown":
                 rendered = markdown2html(cell.source)
-                assert as_page(pagesafe.safe_html(rendered)) == as_page(rendered), (path.name, cell.source[:200])
+                assert as_page(pagesafe.safe_html(rendered)) == as_page(rendered), (
+                    path.name,
+                    cell.source[:200],
+                )
                 checked += 1
     assert checked > 50, checked
 
