@@ -524,3 +524,52 @@ def test_a_crash_s_comment_is_a_plain_sentence_and_points_to_no_page(graded_fold
     for raw in ("Traceback", "usage:", "MissingEntry", "nbgrader", "attached page"):
         assert raw not in text, (raw, text)
     assert "usage: nbgrader" in crashed.report_txt.read_text()  # the instructor keeps the log
+
+
+@pytest.mark.xdist_group("grading")  # runs `make grade` (see CONTRIBUTING.md)
+def test_a_hostile_notebook_graded_by_make_grade_gets_a_page_that_runs_none_of_it(tmp_path):
+    # The hand-in, through the real pipeline (nbgrader's generate_feedback with the course's
+    # template, then the driver's box): the reference answers plus a markdown cell and a cell of the
+    # learner's own that display script. Full marks, a page that holds no script, and in Chromium the
+    # real score with no learner script run.
+    import json
+
+    from grading import grade, worker
+    from tests import submissions
+    from tests.conftest import CELL_TIMEOUT, GRADED_ASSIGNMENT
+
+    download = json.loads(submissions.colab_bytes(None, GRADED_ASSIGNMENT))
+    shows = (
+        "from IPython.display import HTML, Javascript, display\n"
+        f"display(HTML({HOSTILE_OUTPUTS[0]['text/html']!r}))\n"
+        f"display(Javascript({PWN!r}))\n"
+    )
+    download["cells"][1:1] = [
+        {"cell_type": "markdown", "metadata": {}, "source": HOSTILE_MARKDOWN},
+        {"cell_type": "code", "metadata": {}, "source": shows, "outputs": [], "execution_count": None},
+    ]
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    (folder / "mallory.ipynb").write_text(json.dumps(download))
+    course = worker.copy_course(tmp_path)
+    args = [GRADED_ASSIGNMENT, str(folder), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
+    args += ["--unsandboxed"] if grade.sandbox.missing(str(course)) else []
+    assert grade.main(args) == 0
+    kept = ReportFolder(course, GRADED_ASSIGNMENT)
+    (record,) = kept.records()
+    assert record.result and record.result.total == record.result.max_score > 0
+    page = kept.page("mallory")
+    text = page.read_text()
+    assert "<script" not in text.lower() and "&lt;script&gt;" in text and "not run on this page" in text
+    total = f"{record.result.total:.1f}"
+
+    def check(browser_page, viewport, width):
+        facts = browser_page.evaluate(
+            "() => [document.title, document.documentElement.getAttribute('data-pwned'),"
+            " document.querySelector('h4').innerText, document.querySelector('#standing').innerText]"
+        )
+        assert facts[:2] == [GRADED_ASSIGNMENT, None], (viewport, facts)
+        assert facts[2] == f"{GRADED_ASSIGNMENT} (Score: {total} / {total})", (viewport, facts)
+        assert f"Score sent to the LMS: {record.result.total:g} of {record.result.max_score:g}" in facts[3]
+
+    assert not [m for m in _console_of(page, check) if "pwned" in m]
