@@ -164,7 +164,7 @@ def learner_table(s: ClassSummary) -> str:
         f"{exported}</p>\n"
     )
     head = "<th>learner</th><th class='num'>score</th>"
-    head += "<th class='num'>exported</th><th class='num wide'>days late</th>" if late_columns else ""
+    head += "<th class='num'>exported</th><th class='num wide'>started days late</th>" if late_columns else ""
     head += "<th class='num wide'>tests failed</th><th>flags</th><th>feedback</th>"
     out.append(
         "<div class='scroll'><table id='learner-table' class='sortable'>"

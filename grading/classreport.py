@@ -271,7 +271,7 @@ def render_html(summary: ClassSummary) -> str:
         if not s.late:
             w("<p>No submission was late.</p>\n")
         else:
-            w("<div class='scroll'><table><tr><th>learner</th><th class='num'>days late</th>")
+            w("<div class='scroll'><table><tr><th>learner</th><th class='num'>started days late</th>")
             w("<th class='num'>points taken</th><th class='num'>total</th></tr>\n")
             for learner, (days, taken) in sorted(s.late.items()):
                 w(
