@@ -184,8 +184,9 @@ def write_export(
     name: str | None = None,
     canvas_assignment: str | None = None,
     course_file: Path | None = None,
-) -> tuple[Path, Path]:
-    """Writes ``export/<fmt>.csv`` and ``export/<fmt>_ids.csv`` from the report folder; returns both."""
+) -> tuple[Path, Path, list[Row]]:
+    """Writes ``export/<fmt>.csv`` and ``export/<fmt>_ids.csv`` from the report folder; returns both and
+    the rows written."""
     if fmt not in FORMATS:
         raise ValueError(f"expected a format in {FORMATS}, got {fmt!r}")
     rows, max_score = read_rows(folder, roster)
@@ -244,7 +245,7 @@ def write_export(
         w.writerow(["learner", *ROSTER_COLUMNS, "found_in"])
         for r in rows:
             w.writerow([r.learner, *(r.ids[k] for k in ROSTER_COLUMNS), r.found])
-    return target, mapping
+    return target, mapping, rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scores.csv written again from {folder.learners}")
     try:
         roster = read_roster(args.roster or root / DEFAULT_ROSTER)
-        target, mapping = write_export(
+        target, mapping, rows = write_export(
             args.assignment,
             args.format,
             folder,
@@ -279,18 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as e:
         print(f"cannot export: {e}", file=sys.stderr)
         return 2
-    with open(mapping, newline="") as f:
-        kept = list(csv.DictReader(f))
-    found = [row["found_in"] for row in kept]
+    found = [r.found for r in rows]
     print(f"{args.format}: {target}\nlearner id -> LMS ids: {mapping}")
     for source in sorted(set(found)):
         print(f"  {found.count(source)} learner(s) identified by {source}")
     needed = MATCHED_BY[args.format]
-    lost = [row["learner"] for row in kept if not any(row[k] for k in needed)]
+    lost = [r.learner for r in rows if not any(r.ids[k] for k in needed)]
     if lost:
         said = "an LMS id" if args.format == "csv" else "a " + " or ".join(NAMES[k] for k in needed)
         print(f"  {len(lost)} learner(s) without {said}: {', '.join(lost)} (add them to the roster)")
-    guessed = [row["learner"] for row in kept if row["found_in"] == "learner id"]
+    guessed = [r.learner for r in rows if r.found == "learner id"]
     if guessed and args.format in GUESSED_WARNING:
         print(f"  {GUESSED_WARNING[args.format].format(n=len(guessed))}")
     if args.format == "gradescope":
