@@ -318,9 +318,16 @@ def hostile_page(folder: Path) -> Path:
     markdown = nbformat.v4.new_markdown_cell(HOSTILE_MARKDOWN)
     code = nbformat.v4.new_code_cell("display(HTML(...))")
     code.outputs = [nbformat.v4.new_output("display_data", data=data) for data in HOSTILE_OUTPUTS]
+    png = nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo="})
+    png.metadata = {"image/png": {"width": f"1 onerror={PWN!r}", "height": 20}}  # unquoted in nbconvert's
+    code.outputs.append(png)
+    raw = nbformat.v4.new_raw_cell(
+        f"<script>{PWN}</script><b>raw</b>", metadata={"raw_mimetype": "text/html"}
+    )
     cells = [
         markdown,
         code,
+        raw,
         _test_cell("test_sharding_for_layout_visible", 2, 0, "CheckFailed: expected <b>P('X')</b>, got P()"),
         _test_cell("test_per_device_shape_visible", 3, 3, None),
     ]
