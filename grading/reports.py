@@ -146,6 +146,7 @@ def write_reports(
                 answers=details["answers"],
                 submitted=when or (before.submitted if before else None),
                 submitted_from=times_from if when else (before.submitted_from if before else None),
+                extra=dict(before.extra) if before else {},  # what a newer grader kept stays
             )
         )
         page = folder.page(o.learner)
