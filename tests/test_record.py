@@ -47,3 +47,19 @@ def test_the_report_folder_is_the_one_place_its_paths_are_spelt(tmp_path):
         folder.write(LearnerRecord(learner, scores={"t": 1.0}))
     assert folder.graded() and [r.learner for r in folder.records()] == ["ada", "bob"]
     assert folder.read("ada") == LearnerRecord("ada", scores={"t": 1.0}) and folder.read("eve") is None
+
+
+def test_grading_a_learner_again_keeps_what_a_newer_grader_added(tmp_path):
+    # write_reports builds a fresh record from the new outcome; keys it does not know (a history, say)
+    # come along from the record it replaces, and every record gets its result.
+    from grading import reports, worker
+
+    root = worker.copy_course(tmp_path, assignment="01_meshes")
+    folder = ReportFolder(root, "01_meshes")
+    folder.write(LearnerRecord("ada", scores={}, extra={"history": ["first.ipynb"]}))
+    outcome = worker.Outcome(learner="ada", source=tmp_path / "ada.ipynb")
+    outcome.scores = dict(worker.graded_cells("01_meshes", root))
+    reports.write_reports("01_meshes", [outcome], root)
+    kept = folder.read("ada")
+    assert kept and kept.extra == {"history": ["first.ipynb"]} and kept.source == "ada.ipynb"
+    assert kept.result and kept.result.total == kept.result.max_score == sum(outcome.scores.values())
