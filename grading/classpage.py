@@ -9,10 +9,8 @@ the ``data-sort`` value of each cell; the script is inline, so the page works fr
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from grading.classreport import ClassSummary
+from grading.classsummary import ClassSummary, Mistake
 
 #: Mistakes listed on the page (all of them are in class_mistakes.csv).
 SHOWN_MISTAKES = 15
@@ -50,6 +48,17 @@ table.sortable th[aria-sort=descending]::after { content: ' \\2193'; color: #1d1
 .flag.bad { background: #fdecea; color: #7a1a14; }
 .flag.late { background: #fff4d6; color: #6a4a00; }
 .headline { font-size: 1.02rem; }
+#learner-table td:first-child { overflow-wrap: anywhere; min-width: 6rem; }
+#learner-table td.flags { min-width: 5.5rem; }
+#learner-table .flag { white-space: normal; overflow-wrap: anywhere; }
+@media (max-width: 600px) {
+  body { padding-left: 0.5rem; padding-right: 0.5rem; }
+  #learner-table td:first-child { min-width: 4.5rem; }
+  #learner-table td.flags { min-width: 4.8rem; }
+  #learner-table td, #learner-table th { padding: 0.2rem 0.2rem; }
+  #learner-table th { white-space: normal; }
+  table.sortable th::after { content: ''; }
+}
 """
 
 
@@ -78,14 +87,32 @@ def headline(s: ClassSummary) -> str:
             f"Hardest test: <code>{html.escape(t.grade_id)}</code> ({html.escape(t.exercise)}), passed by "
             f"{t.passed} of the {t.learners} notebook(s) that ran ({100 * t.pass_rate:.0f}%)."
         )
-    if s.mistakes:
-        m = s.mistakes[0]
-        example = max(m.messages, key=lambda k: (m.messages[k], k))
-        parts.append(
-            f"Commonest mistake: <span class='message'>{html.escape(example)}</span>, made by "
-            f"{len(m.learners)} learner(s) in {len(m.tests)} test(s) (<a href='#mistakes'>all mistakes</a>)."
-        )
+    parts += _commonest(s)
     return f"<p class='headline'>{' '.join(parts)}</p>\n" if parts else ""
+
+
+def _commonest(s: ClassSummary) -> list[str]:
+    """The opening line's sentence on mistakes: the commonest one when it is one and made by two learners
+    or more; else how many share the top count, or that no two learners made the same mistake."""
+    if not s.mistakes:
+        return []
+    link = "(<a href='#mistakes'>all mistakes</a>)"
+    top = len(s.mistakes[0].learners)
+    tied = [m for m in s.mistakes if len(m.learners) == top]
+    if top < 2:
+        return [f"No two learners made the same mistake: {len(s.mistakes)} mistake(s), each by one {link}."]
+    if len(tied) > 1:
+        return [f"{len(tied)} mistakes are the commonest, each made by {top} learners {link}."]
+    m = s.mistakes[0]
+    return [
+        f"Commonest mistake: <span class='message'>{html.escape(example_message(m))}</span>, made by "
+        f"{top} learners in {len(m.tests)} test(s) {link}."
+    ]
+
+
+def example_message(m: Mistake) -> str:
+    """The wording of mistake ``m`` said most often (the last in sort order among equals)."""
+    return max(m.messages, key=lambda k: (m.messages[k], k))
 
 
 #: The notes (grading/worker.py) of a cell that was stopped: the kernel died, the cell or the whole
@@ -137,7 +164,7 @@ def learner_table(s: ClassSummary) -> str:
         f"{exported}</p>\n"
     )
     head = "<th>learner</th><th class='num'>score</th>"
-    head += "<th class='num'>exported</th><th class='num wide'>days late</th>" if late_columns else ""
+    head += "<th class='num'>exported</th><th class='num wide'>started days late</th>" if late_columns else ""
     head += "<th class='num wide'>tests failed</th><th>flags</th><th>feedback</th>"
     out.append(
         "<div class='scroll'><table id='learner-table' class='sortable'>"
@@ -159,7 +186,7 @@ def learner_table(s: ClassSummary) -> str:
         failed = len(s.failed.get(learner, []))
         cells.append(f"<td class='num wide' data-sort='{failed}'>{failed}</td>")
         flags, text = _flags(s, learner)
-        cells.append(f"<td data-sort='{html.escape(text, quote=True)}'>{flags}</td>")
+        cells.append(f"<td class='flags' data-sort='{html.escape(text, quote=True)}'>{flags}</td>")
         link = (
             f"<a href='feedback/{html.escape(learner, quote=True)}.html'>feedback</a>"
             if learner in s.pages
@@ -189,7 +216,7 @@ def mistakes(s: ClassSummary) -> str:
         "<th class='num'>learners</th><th>tests</th><th>who</th></tr>\n"
     )
     for m in s.mistakes[:SHOWN_MISTAKES]:
-        example = max(m.messages, key=lambda k: (m.messages[k], k))
+        example = example_message(m)
         variants = f" <small>({len(m.messages)} wordings)</small>" if len(m.messages) > 1 else ""
         tests = " ".join(f"<code>{html.escape(t)}</code>" for t in m.tests)
         out.append(

@@ -1,10 +1,12 @@
 """Feedback handed back in one command: ``make feedback-export ASSIGNMENT=01_meshes [ROSTER=path]``.
 
-Reads what ``make grade`` wrote in ``grading/reports/<assignment>/`` (scores.csv, learners/*.json,
-feedback/*.html) and writes ``export/comments/``:
+Reads what ``make grade`` kept in ``grading/reports/<assignment>/`` (the learners' records and their
+feedback pages; grading/record.py) and writes ``export/comments/``:
 
 * ``<learner>.txt`` — a submission comment to paste or post (the score sent to the LMS and why it
-  differs from the raw one, each failed test with its message, the grading notes);
+  differs from the raw one, each failed test with its message, the grading notes in the learner's
+  words: a crash is one plain sentence, its log stays in report.txt); it points to the attached page
+  only when the learner has one (a notebook that never ran has none);
 * ``<learner>.html`` — the learner's feedback page, to attach;
 * ``manifest.csv`` — ``learner, name, canvas_id, sis_user_id, sis_login_id, section, email, sid,
   found_in, exported, max, comment, page``: the LMS ids as ``make export`` resolves them (the roster, a
@@ -31,13 +33,14 @@ from pathlib import Path
 
 from grading import export
 from grading.feedback import Standing, failure_message, score_sentence, standings
+from grading.record import ReportFolder
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST_COLUMNS = ["learner", *export.ROSTER_COLUMNS, "found_in", "exported", "max", "comment", "page"]
 
 
-def comment_text(assignment: str, s: Standing) -> str:
-    """The plain-text submission comment for one learner."""
+def comment_text(assignment: str, s: Standing, page: bool = True) -> str:
+    """The plain-text submission comment for one learner; ``page``: a feedback page goes with it."""
     lines = [f"{assignment}: {score_sentence(s)}"]
     if s.failed:
         lines.append("")
@@ -46,9 +49,10 @@ def comment_text(assignment: str, s: Standing) -> str:
     if s.notes:
         lines.append("")
         lines.append("While your notebook was graded:")
-        lines += [f"- {note}" for note in s.notes]
-    lines.append("")
-    lines.append("The attached page shows your code and each test's message in full.")
+        lines += [f"- {note}" for note in s.learner_notes]
+    if page:
+        lines.append("")
+        lines.append("The attached page shows your code and each test's message in full.")
     return "\n".join(lines) + "\n"
 
 
@@ -60,18 +64,18 @@ def reupload_name(learner: str) -> str | None:
 
 
 def write_comments(
-    assignment: str, folder: Path, roster: dict[str, dict[str, str]]
+    assignment: str, folder: ReportFolder, roster: dict[str, dict[str, str]]
 ) -> tuple[Path, list[str]]:
-    """Writes ``folder/export/comments/`` (see the module's docstring); returns it and the learners that
-    Canvas's re-upload cannot match."""
-    out = folder / "export" / "comments"
+    """Writes ``export/comments/`` of the report folder (see the module's docstring); returns it and the
+    learners that Canvas's re-upload cannot match."""
+    out = folder.comments
     out.mkdir(parents=True, exist_ok=True)
     rows, unmatched, reupload = [], [], {}
     for learner, s in standings(folder).items():
         ids, found = export.lms_ids(learner, roster)
         text = out / f"{learner}.txt"
-        text.write_text(comment_text(assignment, s), encoding="utf-8")
-        source = folder / "feedback" / f"{learner}.html"
+        source = folder.page(learner)
+        text.write_text(comment_text(assignment, s, page=source.exists()), encoding="utf-8")
         page = out / f"{learner}.html"
         page.unlink(missing_ok=True)  # a page from an earlier run that this one no longer has
         if source.exists():
@@ -109,14 +113,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("assignment", help="assignment id, e.g. 01_meshes (graded by make grade)")
     parser.add_argument("--root", type=Path, default=ROOT, help="course root (the repository)")
     parser.add_argument("--roster", type=Path, help=f"learner -> LMS ids (default: {export.DEFAULT_ROSTER})")
+    parser.add_argument(
+        "--course", type=Path, help="course file, should the reports be written again (default: as grade)"
+    )
     args = parser.parse_args(argv)
     root = args.root.resolve()
-    folder = root / "grading" / "reports" / args.assignment
-    if not (folder / "scores.csv").exists():
+    folder = ReportFolder(root, args.assignment)
+    if not folder.graded():
         print(
             export.nothing_graded(root, args.assignment).replace("to export", "to hand back"), file=sys.stderr
         )
         return 2
+    export.ensure_results(folder, args.course)
     try:
         roster = export.read_roster(args.roster or root / export.DEFAULT_ROSTER)
     except ValueError as e:

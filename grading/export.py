@@ -1,7 +1,8 @@
 """Scores in a file an LMS imports: ``make export ASSIGNMENT=01_meshes FORMAT=canvas|gradescope|csv``.
 
-Reads what ``make grade`` wrote (``grading/reports/<assignment>/scores.csv``, and the submission times
-kept in ``learners/<learner>.json``) and writes ``grading/reports/<assignment>/export/<format>.csv``
+Reads the learners' records ``make grade`` kept (``grading/reports/<assignment>/learners/*.json``,
+grading/record.py: each one's score, the score after the late penalty, the submission time) and writes
+``grading/reports/<assignment>/export/<format>.csv``
 plus ``<format>_ids.csv``, the mapping from each learner id (the file name handed in) to the LMS ids
 written, and where each came from. The score exported is the ``adjusted`` total when a due date
 applies (see grading/course.py), else the raw total.
@@ -21,15 +22,18 @@ Formats:
   assignment column is named ``ASSIGNMENT_NAME`` (default: the assignment id); an existing Canvas
   assignment's column is written ``Name (<canvas assignment id>)`` as Canvas exports it
   (``CANVAS_ASSIGNMENT=12345``), any other name makes Canvas create a new assignment.
-* ``gradescope`` — the layout of Gradescope's own per-assignment grade download (*Review Grades →
-  Download Grades*): ``First Name, Last Name, SID, Email, Sections, Total Score, Max Points, Status,
-  Submission ID, Submission Time, Lateness (H:M:S), View Count, Submission Count``, lateness as
-  zero-padded hours, minutes and seconds (``00:00:00``, ``47:55:53``); ``Status`` is ``Graded``, and
-  the columns only Gradescope can know (submission id, view and submission counts) are left empty.
-  Students are matched by ``SID`` or ``Email``, as in Gradescope's roster. Gradescope's help pages
-  describe the roster (Name, Email, SID) but not this file column by column: the header is the one its
-  download writes, as read by the tools that parse it (e.g. nemogb's ``read_gs`` sample data and
-  Berkeley's grade scrapers), so what reads a Gradescope download reads this file.
+* ``gradescope`` — for a tool that reads Gradescope's grade *download*, not for Gradescope itself:
+  Gradescope imports no scores from a CSV (its CSV import is the roster), so this file is for
+  whatever already reads its per-assignment download (*Review Grades → Download Grades*): a grade
+  calculator, a Canvas-transfer script, a spreadsheet. It has that download's layout: ``First Name,
+  Last Name, SID, Email, Sections, Total Score, Max Points, Status, Submission ID, Submission Time,
+  Lateness (H:M:S), View Count, Submission Count``, written as the download writes them: scores as
+  decimals (``12.0``, ``9.8``), the time as ``2026-10-01 12:00:00 +0000``, lateness as zero-padded
+  hours, minutes and seconds (``00:00:00``, ``47:55:53``); ``Status`` is ``Graded``, ``Submission
+  Count`` 1, and what only Gradescope can know (its submission id, the view count) is left empty.
+  Students are matched by ``SID`` or ``Email``, as in Gradescope's roster. The header and the
+  values' forms are those of downloads as the tools that parse them hold them (e.g. nemogb's
+  ``read_gs`` sample data, test files of grade importers).
 * ``csv`` — plain: ``learner, lms_id, name, total, max, raw_total, submitted``.
 """
 
@@ -37,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import re
 import sys
 from dataclasses import dataclass
@@ -45,6 +48,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from grading.course import DEFAULT_COURSE_FILE, parse_time, read_course
+from grading.record import ReportFolder
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_ROSTER = Path("grading") / "roster.csv"
@@ -123,23 +127,45 @@ def lms_ids(learner: str, roster: dict[str, dict[str, str]]) -> tuple[dict[str, 
     return ids, "learner id"
 
 
-def read_rows(folder: Path, roster: dict[str, dict[str, str]]) -> tuple[list[Row], float]:
-    """Every learner of scores.csv with the score to export, and the assignment's points."""
-    with open(folder / "scores.csv", newline="") as f:
-        scores = list(csv.DictReader(f))
+def read_rows(folder: ReportFolder, roster: dict[str, dict[str, str]]) -> tuple[list[Row], float]:
+    """Every graded learner with the score to export, and the assignment's points: a view of the records
+    (each one's ``result``, as write_reports last computed it)."""
     rows = []
-    max_score = float(scores[0]["max"]) if scores else 0.0
-    for r in scores:
-        kept_path = folder / "learners" / f"{r['learner']}.json"
-        kept = json.loads(kept_path.read_text()) if kept_path.exists() else {}
-        ids, found = lms_ids(r["learner"], roster)
-        score = float(r["adjusted"]) if r.get("adjusted") not in (None, "") else float(r["total"])
-        rows.append(Row(r["learner"], score, float(r["total"]), kept.get("submitted") or "", ids, found))
+    max_score = 0.0
+    for record in folder.records():
+        result = record.result
+        if result is None:
+            raise ValueError(f"{record.learner}: its record has no result (run make regrade)")
+        ids, found = lms_ids(record.learner, roster)
+        max_score = result.max_score
+        rows.append(Row(record.learner, result.exported, result.total, record.submitted or "", ids, found))
     return rows, max_score
+
+
+def ensure_results(folder: ReportFolder, course_file: Path | None = None) -> bool:
+    """Writes the reports again from the records when one lacks its result (kept by an older grader) or
+    scores.csv is gone; returns whether it did."""
+    if folder.scores_csv.exists() and all(r.result for r in folder.records()):
+        return False
+    from grading import reports
+
+    course = read_course(course_file or folder.root / DEFAULT_COURSE_FILE)
+    reports.write_reports(folder.assignment, [], folder.root, course=course)
+    return True
 
 
 def _fmt(x: float) -> str:
     return f"{x:g}"
+
+
+def _decimal(x: float) -> str:
+    """A score as Gradescope's download writes it: always with a decimal point (12.0, 9.8, 0.25)."""
+    return repr(float(round(x, 4)))
+
+
+def _gradescope_time(submitted: str) -> str:
+    """A submission time as Gradescope's download writes it: 2026-10-01 12:00:00 +0000."""
+    return parse_time(submitted).strftime("%Y-%m-%d %H:%M:%S %z") if submitted else ""
 
 
 def _lateness(submitted: str, due) -> str:
@@ -153,19 +179,19 @@ def _lateness(submitted: str, due) -> str:
 def write_export(
     assignment: str,
     fmt: str,
-    folder: Path,
+    folder: ReportFolder,
     roster: dict[str, dict[str, str]],
     name: str | None = None,
     canvas_assignment: str | None = None,
     course_file: Path | None = None,
-) -> tuple[Path, Path]:
-    """Writes ``export/<fmt>.csv`` and ``export/<fmt>_ids.csv`` from the report folder; returns both."""
+) -> tuple[Path, Path, list[Row]]:
+    """Writes ``export/<fmt>.csv`` and ``export/<fmt>_ids.csv`` from the report folder; returns both and
+    the rows written."""
     if fmt not in FORMATS:
         raise ValueError(f"expected a format in {FORMATS}, got {fmt!r}")
     rows, max_score = read_rows(folder, roster)
-    out = folder / "export"
-    out.mkdir(exist_ok=True)
-    target, mapping = out / f"{fmt}.csv", out / f"{fmt}_ids.csv"
+    folder.exports.mkdir(exist_ok=True)
+    target, mapping = folder.export_file(fmt), folder.exports / f"{fmt}_ids.csv"
     column = name or assignment
     course = read_course(course_file)
     with open(target, "w", newline="", encoding="utf-8") as f:
@@ -197,14 +223,14 @@ def write_export(
                         r.ids["sid"],
                         r.ids["email"],
                         r.ids["section"],
-                        _fmt(r.score),
-                        _fmt(max_score),
+                        _decimal(r.score),
+                        _decimal(max_score),
                         "Graded",
                         "",
-                        r.submitted,
+                        _gradescope_time(r.submitted),
                         _lateness(r.submitted, due),
                         "",
-                        "",
+                        "1",
                     ]
                 )
         else:
@@ -219,7 +245,7 @@ def write_export(
         w.writerow(["learner", *ROSTER_COLUMNS, "found_in"])
         for r in rows:
             w.writerow([r.learner, *(r.ids[k] for k in ROSTER_COLUMNS), r.found])
-    return target, mapping
+    return target, mapping, rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,20 +259,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--course", type=Path, help=f"course file (default: {DEFAULT_COURSE_FILE})")
     args = parser.parse_args(argv)
     root = args.root.resolve()
-    folder = root / "grading" / "reports" / args.assignment
-    if not (folder / "scores.csv").exists():
-        if not list((folder / "learners").glob("*.json")):
-            print(nothing_graded(root, args.assignment), file=sys.stderr)
-            return 2
-        # Learners kept, their summary lost (an interrupted run, a deleted file): written again from them.
-        from grading import reports
-
-        course = read_course(args.course or root / DEFAULT_COURSE_FILE)
-        reports.write_reports(args.assignment, [], root, course=course)
-        print(f"scores.csv written again from {folder / 'learners'}")
+    folder = ReportFolder(root, args.assignment)
+    if not folder.graded():
+        print(nothing_graded(root, args.assignment), file=sys.stderr)
+        return 2
+    # Learners kept, their summary lost (an interrupted run, a deleted file): written again from them.
+    if ensure_results(folder, args.course):
+        print(f"scores.csv written again from {folder.learners}")
     try:
         roster = read_roster(args.roster or root / DEFAULT_ROSTER)
-        target, mapping = write_export(
+        target, mapping, rows = write_export(
             args.assignment,
             args.format,
             folder,
@@ -258,35 +280,59 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as e:
         print(f"cannot export: {e}", file=sys.stderr)
         return 2
-    with open(mapping, newline="") as f:
-        kept = list(csv.DictReader(f))
-    found = [row["found_in"] for row in kept]
+    found = [r.found for r in rows]
     print(f"{args.format}: {target}\nlearner id -> LMS ids: {mapping}")
     for source in sorted(set(found)):
         print(f"  {found.count(source)} learner(s) identified by {source}")
-    needed = MATCHED_BY.get(args.format, ())
-    lost = [row["learner"] for row in kept if not any(row[k] for k in needed)]
+    needed = MATCHED_BY[args.format]
+    lost = [r.learner for r in rows if not any(r.ids[k] for k in needed)]
     if lost:
-        said = " or ".join(NAMES[k] for k in needed)
-        print(f"  {len(lost)} learner(s) without a {said}: {', '.join(lost)} (add them to the roster)")
+        said = "an LMS id" if args.format == "csv" else "a " + " or ".join(NAMES[k] for k in needed)
+        print(f"  {len(lost)} learner(s) without {said}: {', '.join(lost)} (add them to the roster)")
+    guessed = [r.learner for r in rows if r.found == "learner id"]
+    if guessed and args.format in GUESSED_WARNING:
+        print(f"  {GUESSED_WARNING[args.format].format(n=len(guessed))}")
+    if args.format == "gradescope":
+        print(f"  {GRADESCOPE_NOTE}")
     return 0
+
+
+#: Said when learners were given their learner id as the LMS id (no roster row, no Canvas file name).
+GUESSED_WARNING = {
+    "canvas": (
+        "WARNING: {n} learner(s) have no roster row: their learner id (the file name) is written as the "
+        "SIS Login ID, which Canvas matches only if it is their login; Canvas skips the rest. Add a "
+        "roster (ROSTER=path, columns learner,canvas_id or sis_login_id) to be sure."
+    ),
+    "gradescope": (
+        "{n} learner(s) have no roster row: their learner id is written as the SID, which matches only "
+        "if it is their Gradescope SID."
+    ),
+}
+GRADESCOPE_NOTE = (
+    "gradescope.csv has the layout of Gradescope's grade download, for tools that read such a download; "
+    "Gradescope itself imports no scores from a CSV."
+)
 
 
 def nothing_graded(root: Path, assignment: str) -> str:
     """The one line said when ``assignment`` has no graded learner under ``root``: what to run first."""
-    reports = root / "grading" / "reports"
-    others = sorted(p.parent.name for p in reports.glob("*/scores.csv"))
+    others = [f.assignment for f in ReportFolder.all_under(root)]
     also = f"; graded so far: {', '.join(others)}" if others else ""
     return (
         f"nothing to export: {assignment} has not been graded here "
-        f"(no {reports / assignment / 'scores.csv'}); "
+        f"(no {ReportFolder(root, assignment).learners}); "
         f"run make grade ASSIGNMENT={assignment} SUBMISSIONS=<folder of .ipynb> first "
         f"(make test grades temporary copies and leaves no reports){also}"
     )
 
 
 #: The roster columns an LMS matches a row by, and their names in its file.
-MATCHED_BY = {"canvas": ("canvas_id", "sis_user_id", "sis_login_id"), "gradescope": ("sid", "email")}
+MATCHED_BY = {
+    "canvas": ("canvas_id", "sis_user_id", "sis_login_id"),
+    "gradescope": ("sid", "email"),
+    "csv": ("canvas_id", "sis_user_id", "sis_login_id", "sid"),  # its lms_id column, the first found
+}
 NAMES = {
     "canvas_id": "ID",
     "sis_user_id": "SIS User ID",

@@ -1,51 +1,43 @@
 """What a learner's feedback page adds to nbgrader's: the score sent to the LMS and why it differs, and
-the reason for any cell cut off while grading.
+the notes on how the notebook was graded.
 
-nbgrader's page (grading/templates/named_feedback) shows the raw score and each cell's output. A late
-learner read 10.0/14 while 7.2 went to the LMS, and a cell stopped at the time limit showed an empty
-``KeyboardInterrupt:``; the reasons were only in ``report.txt``. After ``write_reports`` has written
-``scores.csv`` and ``learners/<learner>.json``, one call rewrites every page from them::
+nbgrader renders the page in the worker (grading/templates/named_feedback) with the raw score, each
+test marked passed or failed, and a cell stopped at its time limit saying so. Under the score heading
+the template leaves an empty slot, ``<!-- standing --><!-- /standing -->``: the worker knows neither the
+late penalty (the course file and submission times are the driver's) nor every note. Once
+``write_reports`` has kept each learner's ``LearnerRecord`` (grading/record.py), one call fills the
+slot of every page from the records, with the template's own ``standing.html.j2``::
 
     from grading import feedback
-    feedback.annotate_reports(folder)   # folder = grading/reports/<assignment>
+    feedback.annotate_reports(folder)   # folder: a grading.record.ReportFolder
 
-Each ``feedback/<learner>.html`` then opens with a box (``<div id="standing">``): the score exported
-(the ``adjusted`` column of scores.csv when a due date applies, as ``make export`` sends it), the raw
-score, days late and points taken, and the notes ``report.txt`` holds for the learner (a cell that ran
-past its time limit, stopped the kernel, ran out of memory, or had its output cut). An error output
-that says only ``KeyboardInterrupt:`` or ``CellTimeoutError:`` (what an interrupted cell leaves) is
-replaced by the note naming that cell. Rewriting a page again replaces its box, so the call can be
-repeated. By hand:
+The box (``<div id="standing">``) says the score exported (after the late penalty when a due date
+applies, as ``make export`` sends it), the raw score, how late and what it cost, and the notes
+report.txt holds for the learner, each in the words meant for the learner (``learner_note``: a crash's
+log stays in report.txt). Filling a slot again replaces its box, so the call can be repeated; a page
+without the slot (not nbgrader's, or written by an older grader) is left alone. By hand:
 ``python -m grading.feedback 01_meshes``.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import html
-import json
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grading.record import LearnerRecord, ReportFolder
+
 ROOT = Path(__file__).resolve().parents[1]
-_BOX = re.compile(r'\n?<div id="standing".*?<!-- /standing -->\n?', re.S)  # as annotate puts it
-_HEADING = re.compile(r"(<h4>[^<]*\(Score: [^<]*\)</h4>)")
-_CELL = re.compile(r'(?=<div class="cell border-box-sizing)')
-# An output an interrupted cell leaves: nbconvert's "KeyboardInterrupt: " and nbgrader's "CellTimeoutError: ".
-_INTERRUPTED = re.compile(
-    r'<div class="output_area">\s*<div class="prompt">[^<]*</div>\s*'
-    r'<div class="output_subarea output_text output_error">\s*<pre>\s*'
-    r"(?:KeyboardInterrupt|CellTimeoutError)\b[^<]*</pre>\s*</div>\s*</div>"
-)
-_ANCHOR = re.compile(r'<a name="([\w.-]+)"></a>')
+TEMPLATES = Path(__file__).resolve().parent / "templates" / "named_feedback"
+#: The slot the template leaves under the score heading (standing.html.j2 writes both markers).
+SLOT_BEGIN, SLOT_END = "<!-- standing -->", "<!-- /standing -->"
 
 
 @dataclass
 class Standing:
-    """One learner's result as scores.csv and learners/<learner>.json keep it."""
+    """One learner's result as the feedback box and the comment say it: a view of a LearnerRecord."""
 
     learner: str
     total: float
@@ -53,69 +45,105 @@ class Standing:
     exported: float
     days_late: int = 0
     penalty: float = 0.0
+    hours_late: float = 0.0
     failed: dict[str, str] = field(default_factory=dict)  # grade_id -> first line of its message
     notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, record: LearnerRecord) -> Standing:
+        """The standing of a record whose ``result`` write_reports has computed.
+
+        Raises:
+          ValueError: the record has no result yet (written by an older grader: grade or regrade again).
+        """
+        r = record.result
+        if r is None:
+            raise ValueError(f"{record.learner}: expected a record with its result, got none")
+        return cls(
+            learner=record.learner,
+            total=r.total,
+            max_score=r.max_score,
+            exported=r.exported,
+            days_late=r.days_late,
+            penalty=r.penalty,
+            hours_late=r.hours_late,
+            failed=dict(record.messages),
+            notes=list(record.notes),
+        )
+
+    @property
+    def is_late(self) -> bool:
+        return self.days_late > 0 or self.penalty > 0
+
+    @property
+    def sentence(self) -> str:
+        return score_sentence(self)
+
+    @property
+    def learner_notes(self) -> list[str]:
+        return [learner_note(n) for n in self.notes]
 
 
 def _fmt(x: float) -> str:
     return f"{round(x, 4):g}"
 
 
-def standings(folder: Path) -> dict[str, Standing]:
-    """learner -> Standing for every row of ``folder/scores.csv``."""
-    with open(folder / "scores.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    out = {}
-    for row in rows:
-        learner = row["learner"]
-        kept_path = folder / "learners" / f"{learner}.json"
-        kept = json.loads(kept_path.read_text()) if kept_path.exists() else {}
-        total = float(row["total"])
-        dated = row.get("adjusted") not in (None, "")
-        out[learner] = Standing(
-            learner=learner,
-            total=total,
-            max_score=float(row["max"]),
-            exported=float(row["adjusted"]) if dated else total,
-            days_late=int(row["days_late"]) if dated else 0,
-            penalty=float(row["penalty"]) if dated else 0.0,
-            failed=dict(kept.get("messages", {})),
-            notes=list(kept.get("notes", [])),
-        )
-    return out
+def standings(folder: ReportFolder) -> dict[str, Standing]:
+    """learner -> Standing for every graded learner of ``folder``."""
+    return {r.learner: Standing.of(r) for r in folder.records()}
+
+
+def late_words(days: int, hours: float) -> str:
+    """'34.5 hours late (2 started days)': the late rule counts every started day."""
+    started = f"{days} started day{'s' if days != 1 else ''}"
+    return f"{_fmt(round(hours, 1))} hours late ({started})" if hours > 0 else f"{started} late"
 
 
 def score_sentence(s: Standing) -> str:
-    """'Score sent to the LMS: 7.2 of 14 (10 before the late penalty: 2 days late, 2.8 points taken).'"""
+    """'Score sent to the LMS: 7.2 of 14 (10 before the late penalty: submitted 34.5 hours late (2 started
+    days), 2.8 points taken).'"""
     said = f"Score sent to the LMS: {_fmt(s.exported)} of {_fmt(s.max_score)}"
-    if s.days_late > 0 or s.penalty > 0:
-        days = f"{s.days_late} day{'s' if s.days_late != 1 else ''}"
-        said += f" ({_fmt(s.total)} before the late penalty: submitted {days} late, "
+    if s.is_late:
+        said += (
+            f" ({_fmt(s.total)} before the late penalty: submitted {late_words(s.days_late, s.hours_late)}, "
+        )
         said += f"{_fmt(s.penalty)} points taken)"
     return said + "."
 
 
-def _box(s: Standing) -> str:
-    late = " late" if s.days_late > 0 or s.penalty > 0 else ""
-    out = [f'<div id="standing" class="standing{late}">', f"<p><b>{html.escape(score_sentence(s))}</b></p>"]
-    if s.notes:
-        out.append("<p>While your notebook was graded:</p><ul>")
-        out += [f"<li>{html.escape(n)}</li>" for n in s.notes]
-        out.append("</ul>")
-    out.append("</div><!-- /standing -->\n")
-    return "\n".join(out)
-
-
-_STYLE = (
-    '<style id="standing-style">#standing{border-left:5px solid #4878a8;background:#f4f6f8;'
-    "padding:.5em .8em;margin:.5em 0;overflow-wrap:anywhere}"
-    "#standing.late{border-left-color:#b3261e;background:#fdecea}</style>"
+#: Notes whose detail is for the instructor (a log, a traceback): the learner reads this sentence.
+_FOR_THE_INSTRUCTOR = (
+    (
+        re.compile(r"^nbgrader could not grade"),
+        "The grader stopped on this notebook before it could score it; it scored 0. "
+        "Your instructor has the details.",
+    ),
+    (
+        re.compile(r"^feedback could not be generated"),
+        "This page could not be made in full; the score above stands. Your instructor has the details.",
+    ),
 )
+
+
+def learner_note(note: str) -> str:
+    """A grading note as the learner reads it: a crash's note becomes a plain sentence (its log and
+    nbgrader's usage text stay in report.txt); any other note is its first line.
+
+    >>> learner_note("nbgrader could not grade this notebook; scored 0. Its log ends:\\nusage: nbgrader")[:50]
+    'The grader stopped on this notebook before it coul'
+    """
+    for pattern, said in _FOR_THE_INSTRUCTOR:
+        if pattern.match(note):
+            return said
+    first = note.strip().splitlines()[0] if note.strip() else ""
+    if first != note.strip():
+        first = first.rstrip(":") + " (your instructor has the details)."
+    return first
 
 
 #: What a cell stopped at its time limit leaves as its message (nbconvert's, nbgrader's): no words.
 INTERRUPTED_MESSAGE = re.compile(r"(?:KeyboardInterrupt|CellTimeoutError):?\s*$")
-#: Said of a stopped cell whose note is not found.
+#: Said of a stopped cell whose note is not found (and, by the template, in the cell on the page).
 INTERRUPTED_FALLBACK = "This cell was interrupted while it was graded (it ran past the time limit)."
 
 
@@ -136,47 +164,40 @@ def failure_message(standing: Standing, grade_id: str) -> str:
     return message
 
 
+def _box_template():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=False)
+    return env.get_template("standing.html.j2")
+
+
 def annotate(page: str, standing: Standing) -> str:
-    """``page`` (a feedback page as nbgrader wrote it, or as this function left it) with the standing box
-    under its heading and each bare ``KeyboardInterrupt`` output replaced by the note that explains it.
+    """``page`` (a feedback page as the template wrote it, or as this function left it) with its slot
+    holding the standing box.
 
     Raises:
-      ValueError: the page has no nbgrader score heading to put the box under.
+      ValueError: the page has no slot (it is not the course template's page).
     """
-    page = _BOX.sub("", page)
-    if not _HEADING.search(page):
-        raise ValueError(f"{standing.learner}: expected nbgrader's '<h4>... (Score: ...)</h4>' heading")
-    page = _HEADING.sub(lambda m: m.group(1) + "\n" + _box(standing), page, count=1)
-    if 'id="standing-style"' not in page:
-        page = page.replace("</head>", _STYLE + "\n</head>", 1)
-    chunks = _CELL.split(page)
-    for k, chunk in enumerate(chunks):
-        if not _INTERRUPTED.search(chunk):
-            continue
-        anchors = _ANCHOR.findall(chunk)
-        reason = next((r for a in anchors if (r := _reason(standing.notes, a))), None)
-        reason = reason or INTERRUPTED_FALLBACK
-        said = (
-            '<div class="output_area"><div class="prompt"></div>'
-            '<div class="output_subarea output_text output_error">'
-            f"<pre>{html.escape(reason)}</pre></div></div>"
-        )
-        first = _INTERRUPTED.search(chunk)
-        assert first is not None
-        rest = _INTERRUPTED.sub("", chunk[first.end() :])  # the second of the pair says nothing more
-        chunks[k] = chunk[: first.start()] + said + rest
-    return "".join(chunks)
+    head, begin, rest = page.partition(SLOT_BEGIN)
+    _, end, tail = rest.partition(SLOT_END)
+    if not begin or not end:
+        raise ValueError(f"{standing.learner}: expected the template's '{SLOT_BEGIN}' slot in the page")
+    box = _box_template().render(standing=standing)
+    return head + box + tail
 
 
-def annotate_reports(folder: Path) -> list[Path]:
-    """Rewrites every ``folder/feedback/<learner>.html`` of a learner in ``folder/scores.csv``; returns the
-    pages rewritten. The entry point ``reports.write_reports`` calls once the reports are written; running
-    it again leaves the pages as they are. A page without nbgrader's score heading is left alone."""
+def annotate_reports(folder: ReportFolder) -> list[Path]:
+    """Fills the box of every graded learner's ``feedback/<learner>.html``; returns the pages filled. The
+    entry point ``reports.write_reports`` calls once the records are kept; running it again leaves the
+    pages as they are. A page without the template's slot is left alone."""
     done = []
     for learner, standing in standings(folder).items():
-        page = folder / "feedback" / f"{learner}.html"
-        if page.exists() and _HEADING.search(page.read_text(encoding="utf-8")):  # nbgrader's page
-            page.write_text(annotate(page.read_text(encoding="utf-8"), standing), encoding="utf-8")
+        page = folder.page(learner)
+        if not page.exists():
+            continue
+        text = page.read_text(encoding="utf-8")
+        if SLOT_BEGIN in text:
+            page.write_text(annotate(text, standing), encoding="utf-8")
             done.append(page)
     return done
 
@@ -188,11 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("assignment", help="assignment id, e.g. 01_meshes (graded by make grade)")
     parser.add_argument("--root", type=Path, default=ROOT, help="course root (the repository)")
     args = parser.parse_args(argv)
-    folder = args.root.resolve() / "grading" / "reports" / args.assignment
-    if not (folder / "scores.csv").exists():
-        print(f"nothing to annotate: no {folder / 'scores.csv'} (run make grade first)", file=sys.stderr)
+    folder = ReportFolder(args.root.resolve(), args.assignment)
+    if not folder.graded():
+        print(f"nothing to annotate: no learner in {folder.learners} (run make grade first)", file=sys.stderr)
         return 2
-    print(f"{len(annotate_reports(folder))} feedback page(s) annotated in {folder / 'feedback'}")
+    print(f"{len(annotate_reports(folder))} feedback page(s) annotated in {folder.feedback}")
     return 0
 
 

@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import json
 import os
 import shutil
 import sys
@@ -68,7 +67,8 @@ from pathlib import Path
 from grading import handin, nbgrader_process, protocol, sandbox
 from grading.course import DEFAULT_COURSE_FILE, Course, read_course, submission_times
 from grading.engines import ENGINES
-from grading.reports import read_scores_csv, record, score_changes, store_submission, write_reports
+from grading.record import ReportFolder
+from grading.reports import record, score_changes, scores_before, store_submission, write_reports
 from grading.worker import (
     MAX_FILE_BYTES,
     ROOT,
@@ -176,7 +176,7 @@ class Batch:
     """What a run grades, once every check that can refuse it has passed."""
 
     root: Path
-    reports: Path
+    reports: ReportFolder
     files: list[Path]  # the notebooks, by name
     ids: list[str]  # their learner ids
     skipped: list[str]  # entries of the folder that are not notebooks
@@ -195,17 +195,15 @@ def _batch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Batch:
         raise Refused(
             f"no assignment {args.assignment!r} in {solutions}; known: {', '.join(known) or 'none'}"
         )
-    reports = root / "grading" / "reports" / args.assignment
-    sources: dict[str, str] = {}
+    reports = ReportFolder(root, args.assignment)
+    sources: dict[str, str] = {}  # learner -> the file name a regrade reports (the original one)
     if args.regrade:
         if args.submissions:
             raise Refused("--regrade grades the stored submissions: give no folder")
-        args.submissions = reports / "submissions"
+        args.submissions = reports.submissions
         if not args.submissions.is_dir():
             raise Refused(f"nothing to regrade: no stored submissions in {args.submissions}")
-        for path in (reports / "learners").glob("*.json"):
-            kept = json.loads(path.read_text())
-            sources[kept["learner"]] = kept["source"]
+        sources = {kept.learner: kept.source for kept in reports.records()}
     elif args.submissions is None:
         parser.error("the folder of submissions is needed (or --regrade)")
     if not args.submissions.exists():
@@ -257,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     if batch.skipped:
         print(handin.skipped_line(batch.skipped), flush=True)
     submitted = {learner: when.isoformat() for learner, when in batch.times[0].items()}
-    before = read_scores_csv(reports / "scores.csv")
+    before = scores_before(reports)
     assignments = handin.Assignments(root)
     ahead: list[Outcome] = []  # files not graded: another assignment's notebook, a file over the cap
     tasks = []
@@ -323,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     elif earlier:
         print(
             f"graded again: {len(earlier)} learner(s) handed in before; earlier files and results are kept "
-            f"in {reports / 'history'}"
+            f"in {reports.history}"
         )
         for line in _again(before, [o for o in outcomes if o.learner in earlier], cells, earlier):
             print("  " + line)

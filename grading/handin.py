@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 
 from grading.assignment import Assignment, Kind, kind, reads_download
+from grading.record import ReportFolder
 
 #: What every notebook's file name ends with (in any case: ``UPPER_CASE.IPYNB`` is a notebook too).
 SUFFIX = ".ipynb"
@@ -173,17 +174,12 @@ class Assignments:
 # Earlier hand-ins
 
 
-def stored(reports: Path, learner: str) -> Path:
+def stored(reports: ReportFolder, learner: str) -> Path:
     """Where the file a learner handed in last is kept as handed in (grading/reports.py writes it)."""
-    return reports / "submissions" / f"{learner}.ipynb"
+    return reports.submission(learner)
 
 
-def history_folder(reports: Path, learner: str) -> Path:
-    """Where a learner's earlier hand-ins and their results are kept: ``history/<learner>/``."""
-    return reports / "history" / learner
-
-
-def keep_history(reports: Path, learner: str, new: Path) -> Path | None:
+def keep_history(reports: ReportFolder, learner: str, new: Path) -> Path | None:
     """Before ``new``, a file of a learner graded before, is stored and graded: copies the earlier file
     (``submissions/<learner>.ipynb``), its kept results (``learners/<learner>.json``) and its feedback
     page into ``history/<learner>/<n>.ipynb``, ``<n>.json``, ``<n>.html`` (n = 1, 2, … in order).
@@ -193,13 +189,13 @@ def keep_history(reports: Path, learner: str, new: Path) -> Path | None:
     last = stored(reports, learner)
     if not last.is_file() or filecmp.cmp(last, new, shallow=False):
         return None
-    folder = history_folder(reports, learner)
+    folder = reports.history_of(learner)
     folder.mkdir(parents=True, exist_ok=True)
     n = 1 + max((int(p.stem) for p in folder.glob("*.ipynb") if p.stem.isdigit()), default=0)
     for earlier, ending in (
         (last, "ipynb"),
-        (reports / "learners" / f"{learner}.json", "json"),
-        (reports / "feedback" / f"{learner}.html", "html"),
+        (reports.record_path(learner), "json"),
+        (reports.page(learner), "html"),
     ):
         if earlier.is_file():
             shutil.copy2(earlier, folder / f"{n}.{ending}")

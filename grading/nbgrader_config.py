@@ -115,6 +115,8 @@ c.HTMLExporter.extra_template_basedirs = [  # ours first; nbgrader sets its own 
     os.path.join(_root, "grading", "templates"),
     os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"),
 ]
+# What the learner's notebook brings to the page is only harmless formatting (grading/pagesafe.py).
+c.HTMLExporter.filters = {"safe_html": "grading.pagesafe.safe_html"}
 
 # Feedback never shows hidden-test source, nor tracebacks that would quote it; an error is shown as the
 # learner saw it on Colab (its sentence and hint).

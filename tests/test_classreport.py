@@ -16,7 +16,9 @@ import time
 import nbformat
 import pytest
 
-from grading import classreport, grade, reports, worker
+from grading import classreport, grade, pagesafe, reports, worker
+from grading.course import read_course
+from grading.record import LearnerRecord
 from tests import pages, submissions
 from tests.test_similarity import PER_DEVICE_SHAPE_A, PER_DEVICE_SHAPE_A_COPIED
 
@@ -190,6 +192,55 @@ def test_class_report_renders_at_desktop_and_phone_widths(report, tmp_path):
     pages.at_both_widths(report[0] / "class.html", check, shots=tmp_path)
 
 
+def test_on_a_phone_every_learners_flags_and_feedback_link_are_on_the_screen(tmp_path):
+    # The issue: at 390 px the learner table ran past the screen's edge, its flags and links out of
+    # sight. A class with Canvas-long names, late learners (the exported and days-late columns) and
+    # several flags per row: each row's flags and link end inside the window at both widths.
+    cells = worker.graded_cells(ASSIGNMENT)
+    records = _class(cells)
+    for r in records:
+        r["learner"] = f"lovelaceada_LATE_424242_991199_{r['learner']}_01_meshes"
+        r["submitted"], r["submitted_from"] = "2026-10-03T08:00:00+00:00", "times.csv"
+        r["notes"].append("test_shard_sums_hidden ran past the 120 s cell limit and was interrupted.")
+    root = worker.copy_course(tmp_path, assignment=ASSIGNMENT)
+    (root / "grading" / "course.toml").write_text(
+        "[late]\nper_day = 10\n[assignments.01_meshes]\ndue = 2026-10-01T23:59:00Z\n"
+    )
+    folder = root / "grading" / "reports" / ASSIGNMENT
+    (folder / "learners").mkdir(parents=True)
+    (folder / "feedback").mkdir()
+    for r in records:
+        (folder / "learners" / f"{r['learner']}.json").write_text(json.dumps(r))
+        (folder / "feedback" / f"{r['learner']}.html").write_text("<p>a page</p>")
+    reports.write_reports(ASSIGNMENT, [], root, course=read_course(root / "grading" / "course.toml"))
+
+    def check(page, viewport, width):
+        rows = page.eval_on_selector(
+            "#learner-table",
+            "t => Array.from(t.tBodies[0].rows).map(r => Array.from(r.cells).slice(-2).map("
+            " c => [c.getBoundingClientRect().right, c.innerText]))",
+        )
+        assert len(rows) == len(records)
+        heads = page.eval_on_selector_all(
+            "#learner-table th", "hs => hs.map(h => h.getBoundingClientRect().right)"
+        )
+        assert max(heads) <= width, (viewport, heads)
+        for row in rows:
+            for right, text in row:
+                assert right <= width and text.strip(), (viewport, row)
+
+    pages.at_both_widths(folder / "class.html", check, shots=tmp_path)
+
+
+def test_the_class_report_runs_its_sorting_script_and_no_other(report):
+    # Its CSP allows the one inline script by its hash: a learner id or message can never become script.
+    page = (report[0] / "class.html").read_text()
+    assert page.count("<script>") == 1
+    script = page.split("<script>")[1].split("</script>")[0]
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)[1]
+    assert f"script-src {pagesafe.script_hash(script)};" in policy and "default-src 'none'" in policy
+
+
 def test_learner_table_names_everyone_with_flags_and_a_link_to_their_feedback(report):
     # Each learner has a row; a link to feedback/<learner>.html where that page exists; the flags say who
     # never ran, who scored 0, whose cell stopped the kernel, and who looks alike.
@@ -265,7 +316,7 @@ def test_one_mistake_in_several_tests_and_numbers_is_one_row():
         record("b", {"test_f_hidden": other}),
     ]
     cells = [("test_f_visible", 1.0), ("test_f_hidden", 1.0)]
-    summary = classreport.summarise("x", records, cells, ["f"], {})
+    summary = classreport.summarise("x", [LearnerRecord.from_dict(r) for r in records], cells, ["f"], {})
     rows = [(m.key, m.learners, m.tests) for m in summary.mistakes]
     assert rows[0] == (
         "CheckFailed: expected device # to hold [#:#], got [#:#] from your P(('X', 'Y'),).",
@@ -290,7 +341,11 @@ def test_a_check_quoting_the_learners_error_joins_that_errors_row():
         for n in ("copier", "original")
     ]
     summary = classreport.summarise(
-        "x", records, [("test_f_visible", 1.0), ("test_f_hidden", 1.0)], ["f"], {}
+        "x",
+        [LearnerRecord.from_dict(r) for r in records],
+        [("test_f_visible", 1.0), ("test_f_hidden", 1.0)],
+        ["f"],
+        {},
     )
     assert [(m.key, m.learners, m.tests) for m in summary.mistakes] == [
         (raw, ["copier", "original"], ["test_f_visible", "test_f_hidden"])
@@ -429,3 +484,60 @@ def test_a_jax_error_is_counted_by_the_sentence_the_learner_read():
     sentence = error_lines("ShardingTypeError", raw)[0]
     assert kept["messages"] == {"test_x": sentence}
     assert "ambiguous" in sentence and "dot_general" not in sentence
+
+
+def _mistakes_of(messages_by_learner: dict[str, dict[str, str]]):
+    records = [
+        LearnerRecord(n, scores=dict.fromkeys(m, 0.0), messages=m, answers={"f": "x"})
+        for n, m in messages_by_learner.items()
+    ]
+    cells = [("test_f_visible", 1.0), ("test_f_hidden", 1.0)]
+    return classreport.summarise("x", records, cells, ["f"], {})
+
+
+def test_a_small_class_s_headline_says_a_tie_and_never_picks_one_learner_s_mistake():
+    # The issue: five learners, five different mistakes; the headline named one of them "commonest".
+    from grading import classpage
+
+    five = {
+        f"l{k}": {"test_f_visible": f"CheckFailed: mistake number {'abcde'[k]} happened."} for k in range(5)
+    }
+    said = classpage.headline(_mistakes_of(five))
+    assert "No two learners made the same mistake: 5 mistake(s)" in said and "Commonest mistake:" not in said
+    tied = {n: {"test_f_visible": f"CheckFailed: the {'ab'[k % 2]} mistake."} for k, n in enumerate("pqrs")}
+    said = classpage.headline(_mistakes_of(tied))
+    assert (
+        "2 mistakes are the commonest, each made by 2 learners" in said and "Commonest mistake:" not in said
+    )
+    tied["t"] = {"test_f_visible": "CheckFailed: the a mistake."}
+    assert "Commonest mistake: <span class='message'>CheckFailed: the a mistake.</span>, made by 3" in (
+        classpage.headline(_mistakes_of(tied))
+    )
+
+
+def test_a_long_message_is_cut_at_a_word_and_keeps_its_hint_whole():
+    hint = "Hint: check which mesh axis comes first in the tuple; ('X', 'Y') is not ('Y', 'X')."
+    message = "CheckFailed: f(x): expected " + ", ".join(
+        f"device {k} to hold [{k}:{k + 1}]" for k in range(40)
+    )
+    line = classreport.first_line(f"{message}, got nothing. {hint}")
+    assert line.endswith("… " + hint) and len(line) <= classreport.MESSAGE_CHARS
+    kept = line.split("…")[0]
+    assert message.startswith(kept) and message[len(kept)] == " ", line  # the cut falls between words
+
+
+def test_a_check_s_visible_and_hidden_wording_of_one_mistake_is_one_row():
+    # A self-check and a hidden test of one function fail with other arguments, shapes and specs but the
+    # same hint: one mistake, two tests, both learners.
+    hint = " Hint: within a tuple entry the first mesh axis is the major one."
+    visible = "CheckFailed: sharding_for_layout(Mesh({'X': 4, 'Y': 2}), (16,)): expected device 1 to hold"
+    hidden = "CheckFailed: sharding_for_layout(Mesh({'X': 2, 'Y': 4}), (8, 8)): expected P(('Y', 'X'), None)"
+    summary = _mistakes_of(
+        {
+            "ada": {"test_f_visible": visible + " [8:10], got [2:4]." + hint},
+            "bob": {"test_f_hidden": hidden + ", got P(('X', 'Y'), None)." + hint},
+        }
+    )
+    assert [(m.learners, m.tests, len(m.messages)) for m in summary.mistakes] == [
+        (["ada", "bob"], ["test_f_visible", "test_f_hidden"], 2)
+    ]

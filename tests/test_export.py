@@ -111,6 +111,40 @@ def test_gradescope_file_has_gradescope_header_and_lateness(graded):
     assert float(late["Total Score"]) == pytest.approx(points * 0.9)
     assert rows["jdoe42"]["Lateness (H:M:S)"] == "00:00:00"
     assert {r["Status"] for r in rows.values()} == {"Graded"}
+    # written as Gradescope's downloads write them: decimal scores, "YYYY-MM-DD HH:MM:SS +ZZZZ" times
+    assert (ada["Total Score"], ada["Max Points"]) == (f"{float(points)!r}",) * 2 and "." in ada[
+        "Total Score"
+    ]
+    assert late["Submission Time"] == "2026-10-02 01:00:00 +0000" and late["Total Score"] == repr(
+        points * 0.9
+    )
+    assert ada["Submission Count"] == "1" and ada["Submission ID"] == ada["View Count"] == ""
+
+
+def test_gradescope_export_says_it_is_a_download_s_layout_not_an_import(graded, capsys):
+    root, _, _ = graded
+    assert export.main([ASSIGNMENT, "--format", "gradescope", "--root", str(root)]) == 0
+    assert "Gradescope itself imports no scores from a CSV" in capsys.readouterr().out
+
+
+def test_a_canvas_export_without_a_roster_row_warns_that_canvas_may_not_match(graded, capsys):
+    # Without a roster, a plain file name becomes the SIS Login ID: Canvas skips a row it cannot match.
+    root, _, _ = graded
+    (root / "grading" / "roster.csv").unlink()
+    assert export.main([ASSIGNMENT, "--format", "canvas", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING: 2 learner(s) have no roster row" in out and "Canvas skips the rest" in out
+
+
+def test_plain_csv_names_learners_without_an_lms_id(graded, capsys):
+    # The issue printed "22 learner(s) without a : …" (no LMS column for the plain format).
+    root, _, _ = graded
+    (root / "grading" / "roster.csv").write_text(
+        "learner,name,email\nada_lovelace,Ada Lovelace,ada@example.org\n"
+    )
+    assert export.main([ASSIGNMENT, "--format", "csv", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "1 learner(s) without an LMS id: ada_lovelace" in out and "without a :" not in out
 
 
 def test_learners_the_lms_cannot_match_are_named(graded, capsys):

@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grading.record import ReportFolder
 from tests import pages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,16 +202,17 @@ def test_the_page_says_the_score_exported_the_penalty_and_why_a_cell_was_cut(gra
     from grading import export, feedback
 
     root, folder, max_score = graded_folder
-    assert [p.name for p in feedback.annotate_reports(folder)] == ["late_learner.html", f"{CANVAS_NAME}.html"]
+    kept = ReportFolder(root, ASSIGNMENT)
+    assert [p.name for p in feedback.annotate_reports(kept)] == ["late_learner.html", f"{CANVAS_NAME}.html"]
     once = {p.name: p.read_bytes() for p in (folder / "feedback").glob("*.html")}
-    assert feedback.annotate_reports(folder)  # a regrade writes the reports again: the pages stay the same
+    assert feedback.annotate_reports(kept)  # a regrade writes the reports again: the pages stay the same
     assert {p.name: p.read_bytes() for p in (folder / "feedback").glob("*.html")} == once
     late = (folder / "feedback" / "late_learner.html").read_text()
     assert late.count('<div id="standing"') == 1
     exported = max_score - 1 - 0.2 * max_score  # 2 started days late at 10% of the points a day
-    said = (
+    said = (  # 32 h 1 min after the due date: 2 started days
         f"Score sent to the LMS: {exported:g} of {max_score:g} ({max_score - 1:g} before the late penalty: "
-        f"submitted 2 days late, {0.2 * max_score:g} points taken)."
+        f"submitted 32 hours late (2 started days), {0.2 * max_score:g} points taken)."
     )
     assert said in late
     assert export.main([ASSIGNMENT, "--format", "csv", "--root", str(root)]) == 0
@@ -219,7 +221,8 @@ def test_the_page_says_the_score_exported_the_penalty_and_why_a_cell_was_cut(gra
     assert float(rows["late_learner"]["total"]) == pytest.approx(exported)  # the same number as exported
     cut = (folder / "feedback" / f"{CANVAS_NAME}.html").read_text()
     assert "KeyboardInterrupt" not in cut and "CellTimeoutError" not in cut
-    assert cut.count(TIMEOUT_NOTE) == 2  # in the box and in place of the empty error
+    assert cut.count(TIMEOUT_NOTE) == 1  # in the box; the cell says it was interrupted, once
+    assert cut.count(feedback.INTERRUPTED_FALLBACK) == 1
     assert f"Score sent to the LMS: {max_score - 2:g} of {max_score:g}." in cut
 
     def check(page, viewport, width):
@@ -241,7 +244,7 @@ def test_feedback_export_writes_a_comment_and_page_per_learner_and_a_canvas_reup
     from grading import comments, feedback
 
     root, folder, max_score = graded_folder
-    feedback.annotate_reports(folder)
+    feedback.annotate_reports(ReportFolder(root, ASSIGNMENT))
     assert comments.main([ASSIGNMENT, "--root", str(root)]) == 0
     out = folder / "export" / "comments"
     text = (out / "late_learner.txt").read_text()
@@ -268,6 +271,9 @@ def test_feedback_export_writes_a_comment_and_page_per_learner_and_a_canvas_reup
         shipped = set(z.namelist())
     assert "gone_learner.html" not in shipped and "late_learner.html" not in shipped, shipped
     assert not (out / "late_learner.html").exists() and "late_learner.txt" in shipped
+    # a comment points to the attached page only when there is one
+    assert "The attached page" not in (out / "late_learner.txt").read_text()
+    assert "The attached page shows your code" in (out / f"{CANVAS_NAME}.txt").read_text()
     with zipfile.ZipFile(out / "canvas_reupload.zip") as z:
         (name,) = z.namelist()
         assert [part for part in name.split("_") if part.isdigit()][:2] == ["4242", "99"]
@@ -280,3 +286,297 @@ def test_feedback_export_before_grading_says_what_to_run(tmp_path, capsys):
     root = worker.copy_course(tmp_path, assignment=ASSIGNMENT)
     assert comments.main([ASSIGNMENT, "--root", str(root)]) == 2
     assert f"run make grade ASSIGNMENT={ASSIGNMENT}" in capsys.readouterr().err
+
+
+# grading/pagesafe.py and the template: a hostile notebook's page runs no script and shows the real score.
+
+#: What the issue's hostile notebooks put on their pages: script in a markdown cell and in display(HTML(...)),
+#: an <img onerror>, a javascript: link, a fake score over the real one, a JavaScript output, an SVG that
+#: scripts. Each script would leave a mark: the page's title, a DOM attribute, a console message.
+PWN = "document.title='pwned'; document.documentElement.setAttribute('data-pwned', '1'); console.log('pwned')"
+FAKE_SCORE = "01_meshes (Score: 14.0 / 14.0)"
+HOSTILE_MARKDOWN = (
+    f'# My answers\n\n<script>{PWN}</script>\n\n<img src=x onerror="{PWN}">\n\n'
+    "<a href=\"javascript:document.title='pwned'\">click</a> <a href='https://example.org/'>a link</a>\n\n"
+    f"<h4 id='standing' class='verdict verdict-passed' style='position:fixed;top:0;left:0;z-index:9'>"
+    f"{FAKE_SCORE}</h4>\n\n**bold** and `code`"
+)
+HOSTILE_OUTPUTS = [
+    {"text/html": f"<script>document.querySelector('h4').innerText = '{FAKE_SCORE}'; {PWN}</script>"},
+    {"text/html": f'<iframe srcdoc="<script>parent.{PWN}</script>"></iframe><svg onload="{PWN}"></svg>'},
+    {"application/javascript": PWN, "text/plain": "<IPython.core.display.Javascript object>"},
+    {"image/svg+xml": f"<svg xmlns='http://www.w3.org/2000/svg' onload=\"{PWN}\"><script>1</script></svg>"},
+    {"text/markdown": f'<img src=x onerror="{PWN}"> *fine*'},
+]
+
+
+def hostile_page(folder: Path) -> Path:
+    """A feedback page of a notebook whose markdown cell and outputs try every trick above, rendered by
+    the course's template and its box filled as write_reports fills it (3 of 5 points)."""
+    from grading import feedback
+
+    markdown = nbformat.v4.new_markdown_cell(HOSTILE_MARKDOWN)
+    code = nbformat.v4.new_code_cell("display(HTML(...))")
+    code.outputs = [nbformat.v4.new_output("display_data", data=data) for data in HOSTILE_OUTPUTS]
+    png = nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo="})
+    png.metadata = {"image/png": {"width": f"1 onerror={PWN!r}", "height": 20}}  # unquoted in nbconvert's
+    code.outputs.append(png)
+    raw = nbformat.v4.new_raw_cell(
+        f"<script>{PWN}</script><b>raw</b>", metadata={"raw_mimetype": "text/html"}
+    )
+    cells = [
+        markdown,
+        code,
+        raw,
+        _test_cell("test_sharding_for_layout_visible", 2, 0, "CheckFailed: expected <b>P('X')</b>, got P()"),
+        _test_cell("test_per_device_shape_visible", 3, 3, None),
+    ]
+    standing = feedback.Standing(
+        "mallory", total=3, max_score=5, exported=3, notes=["<script>x</script> note"]
+    )
+    page = folder / "mallory.html"
+    page.write_text(feedback.annotate(render_feedback(cells, 3, 5), standing), encoding="utf-8")
+    return page
+
+
+def test_a_hostile_notebooks_page_holds_no_script_and_only_harmless_tags(tmp_path):
+    # Static: no <script> element, no event handler, no javascript: URL anywhere in the page, and the CSP
+    # that forbids script comes first in the head (before anything that could run).
+    from html.parser import HTMLParser
+
+    from grading import pagesafe
+
+    text = hostile_page(tmp_path).read_text()
+    assert "&lt;script&gt;" in text  # shown escaped, as text
+    elements: list[tuple[str, dict]] = []
+
+    class Collect(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            elements.append((tag, dict(attrs)))
+
+    Collect().feed(text)
+    assert len(elements) > 100 and not [
+        t for t, _ in elements if t in ("script", "iframe", "object", "embed")
+    ]
+    for tag, attrs in elements:
+        assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
+        for url in (attrs.get("href"), attrs.get("src")):
+            assert not (url or "").strip().lower().startswith(("javascript:", "data:text")), (tag, attrs)
+    head = text.split("</head>")[0]
+    csp = re.search(r'<meta content="([^"]*)" http-equiv="Content-Security-Policy"', head)
+    assert csp and csp[1] == pagesafe.FEEDBACK_CSP and "script-src 'none'" in csp[1], head[:600]
+    assert head.index("Content-Security-Policy") < head.index("<style")
+    assert text.count('id="standing"') == 1
+    assert not [a for _, a in elements if "position" in a.get("style", "")]  # nothing laid over the page
+    assert 'href="https://example.org/"' in text and "<strong>bold</strong>" in text  # formatting kept
+
+
+def test_a_hostile_notebooks_page_runs_no_learner_script_in_chromium(tmp_path):
+    # The issue's pages ran the learner's script in the instructor's browser (and in Canvas after a
+    # re-upload); one showed a fake "Score: 14.0 / 14.0". Opened in Chromium: no script ran (title,
+    # attribute and console untouched), the heading and the box say the real score, and nothing of the
+    # learner's is laid over the top of the page.
+    page = hostile_page(tmp_path)
+
+    def check(browser_page, viewport, width):
+        facts = browser_page.evaluate(
+            "() => ({title: document.title, mark: document.documentElement.getAttribute('data-pwned'),"
+            " heading: document.querySelector('h4').innerText,"
+            " box: document.querySelectorAll('#standing').length,"
+            " boxText: document.querySelector('#standing').innerText,"
+            " fixed: Array.from(document.querySelectorAll('body *')).filter("
+            "   e => getComputedStyle(e).position === 'fixed').length})"
+        )
+        assert facts["title"] == "01_meshes" and facts["mark"] is None, (viewport, facts)
+        assert facts["heading"] == "01_meshes (Score: 3.0 / 5.0)", (viewport, facts)
+        assert facts["box"] == 1 and "Score sent to the LMS: 3 of 5." in facts["boxText"], (viewport, facts)
+        assert facts["fixed"] == 0, (viewport, facts)
+
+    console = _console_of(page, check)
+    assert not [m for m in console if "pwned" in m], console
+
+
+def _console_of(page: Path, check) -> list[str]:
+    """Opens ``page`` at both widths with ``check``; returns every console message Chromium printed."""
+    said: list[str] = []
+    real_chromium = pages.chromium
+
+    def recording():
+        with real_chromium() as browser:
+            original = browser.new_context
+
+            def new_context(**kw):
+                context = original(**kw)
+                context.on("console", lambda m: said.append(m.text))
+                return context
+
+            browser.new_context = new_context
+            yield browser
+
+    from contextlib import contextmanager
+
+    pages.chromium = contextmanager(recording)
+    try:
+        pages.at_both_widths(page, check)
+    finally:
+        pages.chromium = real_chromium
+    return said
+
+
+def test_the_pages_csp_stops_a_script_the_sanitiser_let_through(tmp_path):
+    # The second layer alone: a page whose body had a script and an inline handler put back in (as a
+    # template change or a sanitiser bug could) still runs neither, because of its CSP meta.
+    text = hostile_page(tmp_path).read_text()
+    bypass = f"<script>{PWN}</script><img src='data:,x' onerror=\"{PWN}\">"
+    forged = tmp_path / "forged.html"
+    forged.write_text(text.replace("<body>", "<body>" + bypass, 1), encoding="utf-8")
+
+    def check(browser_page, viewport, width):
+        mark = browser_page.evaluate(
+            "() => [document.title, document.documentElement.getAttribute('data-pwned')]"
+        )
+        assert mark == ["01_meshes", None], (viewport, mark)
+
+    assert not [m for m in _console_of(forged, check) if m == "pwned"]
+
+
+def test_safe_html_keeps_a_notebooks_formatting_and_escapes_the_rest():
+    from html.parser import HTMLParser
+
+    from grading import pagesafe
+
+    vectors = [
+        "<svg><script>alert(1)</script></svg>",
+        "<iframe src='javascript:alert(1)'></iframe><object data=x></object><embed src=x>",
+        "<a href='JaVaScRiPt:alert(1)'>a</a><a href=' javascript:alert(1)'>b</a>",
+        "<a href='&#106;avascript:alert(1)'>c</a><a href='data:text/html,<script>alert(1)</script>'>d</a>",
+        "<img src=x onerror=alert(1)><img src='data:image/svg+xml;base64,PHN2Zz4='><body onload=alert(1)>",
+        "<meta http-equiv='refresh' content='0;url=https://evil.example'><base href='https://evil.example/'>",
+        "<form action='https://evil.example'><input name=p></form><style>h4{display:none}</style>",
+        "<div id='standing' class='verdict verdict-passed panel' style='position:absolute;color:red'>x</div>",
+        "<details open ontoggle=alert(1)><summary>s</summary></details><math><mi xlink:href='javascript:1'>",
+    ]
+
+    class Collect(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append((tag, attrs))
+
+    for vector in vectors:
+        out = pagesafe.safe_html(vector)
+        collect = Collect()
+        collect.feed(out)
+        for tag, attrs in collect.tags:
+            assert tag in pagesafe.TAGS, (vector, out)
+            for name, value in attrs:
+                assert not name.startswith("on"), (vector, out)
+                assert name != "id" or value not in pagesafe.RESERVED_IDS, (vector, out)
+                assert name != "class" or "verdict" not in (value or ""), (vector, out)
+                if name in ("href", "src"):
+                    scheme = (value or "").split(":", 1)[0].strip().lower()
+                    assert scheme in ("http", "https", "mailto") or (value or "").startswith(
+                        ("#", "data:image/png", "data:image/jpeg", "data:image/gif", "data:image/webp")
+                    ), (vector, out)
+                assert "position" not in (value or ""), (vector, out)
+    assert pagesafe.safe_html("<p style='text-align:right'><em>kept</em></p>") == (
+        '<p style="text-align:right;"><em>kept</em></p>'
+    )
+
+
+def test_the_course_s_own_markdown_passes_the_sanitiser_unchanged():
+    # Every markdown cell of every released exercise renders to the same HTML with and without
+    # safe_html: an ordinary learner's page loses nothing (headings, links, code, tables, the Colab badge).
+    # Compared as the page keeps it: nbconvert writes the page through BeautifulSoup, so `<img/>` and
+    # `<img>` come out alike.
+    from bs4 import BeautifulSoup
+    from nbconvert.filters import markdown2html
+
+    def as_page(html: str) -> str:
+        return str(BeautifulSoup(html, "html.parser"))
+
+    from grading import pagesafe
+
+    checked = 0
+    for path in sorted((ROOT / "exercises").glob("*/*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "markdown":
+                rendered = markdown2html(cell.source)
+                assert as_page(pagesafe.safe_html(rendered)) == as_page(rendered), (
+                    path.name,
+                    cell.source[:200],
+                )
+                checked += 1
+    assert checked > 50, checked
+
+
+def test_a_crash_s_comment_is_a_plain_sentence_and_points_to_no_page(graded_folder):
+    # The issue: comments for crashes carried nbgrader's traceback and usage text, and every comment
+    # ended "The attached page shows your code…" also where there was no page.
+    from grading import comments, reports
+    from grading.course import read_course
+
+    root, folder, _ = graded_folder
+    log = "Traceback (most recent call last):\n  File x\nMissingEntry\nusage: nbgrader autograde [-h]"
+    crashed = ReportFolder(root, ASSIGNMENT)
+    kept = {"learner": "crashed", "source": "crashed.ipynb", "scores": {}, "answers": {}, "messages": {}}
+    kept["notes"] = ["nbgrader could not grade this notebook; scored 0. Its log ends:\n" + log]
+    (crashed.learners / "crashed.json").write_text(__import__("json").dumps(kept))
+    reports.write_reports(ASSIGNMENT, [], root, course=read_course(root / "grading" / "course.toml"))
+    assert comments.main([ASSIGNMENT, "--root", str(root)]) == 0
+    text = (crashed.comments / "crashed.txt").read_text()
+    assert "The grader stopped on this notebook before it could score it; it scored 0." in text
+    for raw in ("Traceback", "usage:", "MissingEntry", "nbgrader", "attached page"):
+        assert raw not in text, (raw, text)
+    assert "usage: nbgrader" in crashed.report_txt.read_text()  # the instructor keeps the log
+
+
+@pytest.mark.xdist_group("grading")  # runs `make grade` (see CONTRIBUTING.md)
+def test_a_hostile_notebook_graded_by_make_grade_gets_a_page_that_runs_none_of_it(tmp_path):
+    # The issue's hand-in, through the real pipeline (nbgrader's generate_feedback with the course's
+    # template, then the driver's box): the reference answers plus a markdown cell and a cell of the
+    # learner's own that display script. Full marks, a page that holds no script, and in Chromium the
+    # real score with no learner script run.
+    import json
+
+    from grading import grade, worker
+    from tests import submissions
+    from tests.conftest import CELL_TIMEOUT, GRADED_ASSIGNMENT
+
+    download = json.loads(submissions.colab_bytes(None, GRADED_ASSIGNMENT))
+    shows = (
+        "from IPython.display import HTML, Javascript, display\n"
+        f"display(HTML({HOSTILE_OUTPUTS[0]['text/html']!r}))\n"
+        f"display(Javascript({PWN!r}))\n"
+    )
+    download["cells"][1:1] = [
+        {"cell_type": "markdown", "metadata": {}, "source": HOSTILE_MARKDOWN},
+        {"cell_type": "code", "metadata": {}, "source": shows, "outputs": [], "execution_count": None},
+    ]
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    (folder / "mallory.ipynb").write_text(json.dumps(download))
+    course = worker.copy_course(tmp_path)
+    args = [GRADED_ASSIGNMENT, str(folder), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
+    args += ["--unsandboxed"] if grade.sandbox.missing(str(course)) else []
+    assert grade.main(args) == 0
+    kept = ReportFolder(course, GRADED_ASSIGNMENT)
+    (record,) = kept.records()
+    assert record.result and record.result.total == record.result.max_score > 0
+    page = kept.page("mallory")
+    text = page.read_text()
+    assert "<script" not in text.lower() and "&lt;script&gt;" in text and "not run on this page" in text
+    total = f"{record.result.total:.1f}"
+
+    def check(browser_page, viewport, width):
+        facts = browser_page.evaluate(
+            "() => [document.title, document.documentElement.getAttribute('data-pwned'),"
+            " document.querySelector('h4').innerText, document.querySelector('#standing').innerText]"
+        )
+        assert facts[:2] == [GRADED_ASSIGNMENT, None], (viewport, facts)
+        assert facts[2] == f"{GRADED_ASSIGNMENT} (Score: {total} / {total})", (viewport, facts)
+        assert f"Score sent to the LMS: {record.result.total:g} of {record.result.max_score:g}" in facts[3]
+
+    assert not [m for m in _console_of(page, check) if "pwned" in m]

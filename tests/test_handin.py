@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from grading import handin, worker
+from grading.record import ReportFolder
 from tools import handed_in
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,7 +156,8 @@ def test_another_assignments_notebook_is_named_and_this_ones_are_not():
 
 
 def test_keep_history_keeps_each_earlier_file_and_its_results(tmp_path):
-    reports = tmp_path / "reports"
+    folder_ = ReportFolder(tmp_path, "01_meshes")
+    reports = folder_.path
     for folder in ("submissions", "learners", "feedback"):
         (reports / folder).mkdir(parents=True)
 
@@ -164,17 +166,17 @@ def test_keep_history_keeps_each_earlier_file_and_its_results(tmp_path):
         path.write_bytes(data)
         return path
 
-    assert handin.keep_history(reports, "ada", handed(b"first")) is None  # nothing graded before
+    assert handin.keep_history(folder_, "ada", handed(b"first")) is None  # nothing graded before
     (reports / "submissions" / "ada.ipynb").write_bytes(b"first")
     (reports / "learners" / "ada.json").write_text('{"scores": 1}')
     (reports / "feedback" / "ada.html").write_text("<p>page</p>")
-    assert handin.keep_history(reports, "ada", handed(b"first")) is None  # the same file again
-    kept = handin.keep_history(reports, "ada", handed(b""))
+    assert handin.keep_history(folder_, "ada", handed(b"first")) is None  # the same file again
+    kept = handin.keep_history(folder_, "ada", handed(b""))
     assert kept == reports / "history" / "ada" / "1.ipynb" and kept.read_bytes() == b"first"
     assert (kept.parent / "1.json").read_text() == '{"scores": 1}'
     assert (kept.parent / "1.html").read_text() == "<p>page</p>"
     (reports / "submissions" / "ada.ipynb").write_bytes(b"")
-    assert handin.keep_history(reports, "ada", handed(b"third")) == kept.parent / "2.ipynb"
+    assert handin.keep_history(folder_, "ada", handed(b"third")) == kept.parent / "2.ipynb"
     assert (kept.parent / "2.ipynb").read_bytes() == b""
 
 

@@ -6,8 +6,10 @@ dependency (the module cannot work without the other), and it is the usual way a
 file is split to get it under the size rule; so both count. An import of a package's own submodule by its
 ``__init__`` is an edge like any other; the implicit import of a parent package that Python makes before
 loading a submodule is not (every package would be a circle with its own modules). Lazy loads by a name in
-a string (``shardbook/__init__.py``'s table of exports, ``importlib.import_module``) are not imports here,
-nor is an import under ``if TYPE_CHECKING:``, which never runs: it names a type for annotations only.
+a string (``shardbook/__init__.py``'s table of exports, ``importlib.import_module``) are not imports here.
+An import under ``if TYPE_CHECKING:`` is: it never runs, but two modules that need each other's types
+are still one design split in two (the class report's page and its numbers were, until the numbers
+got a module of their own, grading/classsummary.py).
 """
 
 from __future__ import annotations
@@ -48,26 +50,11 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The project modules that ``module`` imports anywhere in its file (module level and in functions)."""
     found: set[str] = set()
     tree = ast.parse(path.read_text(), filename=str(path))
-    typing_only = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and _is_type_checking(node.test)
-        for statement in node.body
-        for inner in ast.walk(statement)
-    }
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -140,9 +127,9 @@ def test_imports_are_read_at_module_and_function_level(tmp_path):
     assert imports_of("pkg.a", modules["pkg.a"], modules) == {"pkg.b"}
     modules["pkg.b"].write_text("from pkg.a import f\nimport os\n")
     assert imports_of("pkg.b", modules["pkg.b"], modules) == {"pkg.a"}
-    # an import for annotations only never runs
+    # an import for annotations only is an edge too: the two modules are still one design
     modules["pkg.b"].write_text("import typing\nif typing.TYPE_CHECKING:\n    from pkg import a\n")
-    assert imports_of("pkg.b", modules["pkg.b"], modules) == set()
+    assert imports_of("pkg.b", modules["pkg.b"], modules) == {"pkg.a"}
 
 
 def test_the_project_has_no_import_circle():
