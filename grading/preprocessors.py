@@ -43,7 +43,8 @@ from grading.protocol import (
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 PROLOGUE_BLOCK = re.compile(rf"^{re.escape(PROLOGUE_BEGIN)}\n.*?^{re.escape(PROLOGUE_END)}\n", re.S | re.M)
-EPILOGUE_BLOCK = re.compile(rf"^{re.escape(EPILOGUE_BEGIN)}\n.*?^{re.escape(PROLOGUE_END)}\n?", re.S | re.M)
+#: The epilogue with the line break HardenTests put before it (so the cell's own source comes back whole).
+EPILOGUE_BLOCK = re.compile(rf"\n{re.escape(EPILOGUE_BEGIN)}\n.*?^{re.escape(PROLOGUE_END)}\n", re.S | re.M)
 #: The epilogue's line that displays the cell's token (tamper.prove), read back outside the kernel.
 PROOF_CALL = re.compile(r"^_grading_prove\('([0-9a-f]+)'\)$", re.M)
 #: A hidden-test line shorter than this is not looked for in outputs: it says nothing on its own
@@ -68,7 +69,7 @@ class HideHiddenTests(Preprocessor):
         test = is_test(cell)
         if test:
             source = EPILOGUE_BLOCK.sub("", PROLOGUE_BLOCK.sub("", cell.source))
-            cell.source = hide_hidden_tests(source).rstrip("\n")
+            cell.source = hide_hidden_tests(source)
         for output in cell.get("outputs", []):
             redact(output, self._hidden)
             if test and output.get("output_type") == "error":
@@ -486,6 +487,5 @@ class HardenTests(Preprocessor):
         for cell in nb.cells:
             if cell.cell_type == "code" and is_test(cell) and cell.source not in SKIPPED_SOURCES:
                 epilogue = [EPILOGUE_BEGIN, f"_grading_prove({secrets.token_hex(16)!r})", PROLOGUE_END]
-                end = "" if cell.source.endswith("\n") else "\n"
-                cell.source = prologue + cell.source + end + "\n".join(epilogue) + "\n"
+                cell.source = prologue + cell.source + "\n" + "\n".join(epilogue) + "\n"
         return nb, resources

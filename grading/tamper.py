@@ -172,7 +172,7 @@ def _owned(obj) -> bool:
 
 
 def _name(obj) -> str:
-    return getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
+    return getattr(obj, "__name__", None) or type(obj).__name__
 
 
 def _keep_owned(hooks: list, what: str, undone: list[str]) -> None:
