@@ -408,14 +408,14 @@ class ExecuteRecordingDeaths(Execute):
             raise
         if cell.cell_type == "code":
             settle_proof(cell, proof[1] if proof else None)
-            if undone:
-                text = f"{UNDONE_PREFIX} {undone}]\n"
-                cell.outputs.insert(0, nbformat.v4.new_output("stream", name="stdout", text=text))
         if cell.cell_type == "code" and cell.outputs:
             cell.outputs = coalesce_streams(cell.outputs)
             note = self._budget.note()
             if note:
                 cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
+        if undone:  # an output of its own, first: the worker reads it back
+            text = f"{UNDONE_PREFIX} {' '.join(undone.split())}]\n"
+            cell.outputs.insert(0, nbformat.v4.new_output("stream", name="stdout", text=text))
         return cell, self.resources
 
 

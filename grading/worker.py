@@ -343,7 +343,7 @@ def _error_notes(root: Path, assignment: str, learner: str, cell_timeout: int, m
             if output.get("output_type") == "stream" and text.startswith(preprocessors.CUT_PREFIX):
                 notes.append(f"{gid}: {text[1:].strip().rstrip(']')}")
             if output.get("output_type") == "stream" and text.startswith(protocol.UNDONE_PREFIX):
-                undone.append(text[len(protocol.UNDONE_PREFIX) :].strip().rstrip("]"))
+                undone.append(text.splitlines()[0][len(protocol.UNDONE_PREFIX) :].strip().rstrip("]"))
             if output.get("output_type") != "error":
                 continue
             name, value = output.get("ename"), output.get("evalue", "")
