@@ -192,7 +192,8 @@ def test_a_notebook_cannot_print_the_hidden_tests_into_its_feedback(batch):
     course, reports, rows, learners, _ = batch
     hidden = submissions.hidden_test_lines(ASSIGNMENT)
     assert float(rows["hostile_reads_tests"]["total"]) == float(rows["hostile_reads_tests"]["max"]) == 14
-    assert "a post_run_cell callback <lambda>" in _notes(learners, "hostile_reads_tests")
+    changed = "the notebook changed how IPython runs cells (a post_run_cell callback <lambda>); undone before each test."
+    assert changed in _notes(learners, "hostile_reads_tests").splitlines()
     graded = next((course / "grading" / "autograded" / "hostile_reads_tests" / ASSIGNMENT).glob("*.ipynb"))
     printed = {
         line.split(":", 1)[0]: line
