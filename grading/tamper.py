@@ -167,8 +167,8 @@ def _owned(obj) -> bool:
     if path is not None:
         dirs = [_package_dir(name) for name in HOOK_OWNERS if name in sys.modules]
         return any(path.startswith(folder + os.sep) for folder in dirs)
-    module = getattr(obj, "__module__", None) if isinstance(obj, type) else None
-    return bool(module) and module.split(".")[0] in HOOK_OWNERS
+    module = str(getattr(obj, "__module__", "") or "") if isinstance(obj, type) else ""
+    return module.split(".")[0] in HOOK_OWNERS
 
 
 def _name(obj) -> str:
@@ -233,7 +233,7 @@ def reset_ipython() -> str:
     ):
         if get() is not None:
             undone.append(f"{what} {_name(get())}")
-            put(None)  # type: ignore[operator]
+            put(None)
     if getattr(shell.logger, "log_active", False):
         shell.logger.logstop()
         undone.append("a session log (%logstart)")

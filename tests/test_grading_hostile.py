@@ -192,7 +192,10 @@ def test_a_notebook_cannot_print_the_hidden_tests_into_its_feedback(batch):
     course, reports, rows, learners, _ = batch
     hidden = submissions.hidden_test_lines(ASSIGNMENT)
     assert float(rows["hostile_reads_tests"]["total"]) == float(rows["hostile_reads_tests"]["max"]) == 14
-    changed = "the notebook changed how IPython runs cells (a post_run_cell callback <lambda>); undone before each test."
+    changed = (
+        "the notebook changed how IPython runs cells (a post_run_cell callback <lambda>); "
+        "undone before each test."
+    )
     assert changed in _notes(learners, "hostile_reads_tests").splitlines()
     graded = next((course / "grading" / "autograded" / "hostile_reads_tests" / ASSIGNMENT).glob("*.ipynb"))
     printed = {
@@ -213,7 +216,8 @@ def test_a_notebook_cannot_print_the_hidden_tests_into_its_feedback(batch):
     for page in (reports / "feedback").glob("*.html"):
         text = _page_text(page)
         assert not [line for line in hidden if line in text], page.name
-    assert "[a line of a hidden test: not shown]" in _page_text(reports / "feedback" / "hostile_reads_tests.html")
+    own = _page_text(reports / "feedback" / "hostile_reads_tests.html")
+    assert "[a line of a hidden test: not shown]" in own
 
 
 def test_a_cell_that_never_stops_costs_only_its_own_points(batch):

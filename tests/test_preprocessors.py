@@ -204,7 +204,8 @@ def test_skip_cells_replaces_cells_that_never_stopped_with_their_own_explanation
     nb, _ = preprocessors.SkipCells(skip=[1], endless=[0]).preprocess(nb, {})
     assert nb.cells[0].source == preprocessors.SKIPPED_ENDLESS_SOURCE
     assert nb.cells[1].source == preprocessors.SKIPPED_CELL_SOURCE
-    assert "never stopped, even when interrupted" in " ".join(nb.cells[0].source.replace("\"\n    \"", "").split())
+    message = " ".join(nb.cells[0].source.replace('"\n    "', "").split())
+    assert "never stopped, even when interrupted" in message
 
 
 def test_feedback_removes_every_hidden_test_line_an_output_reproduces():
@@ -223,7 +224,10 @@ def test_feedback_removes_every_hidden_test_line_an_output_reproduces():
         nbformat.v4.new_output("execute_result", data={"text/plain": repr(HIDDEN_SOURCE)}),
         nbformat.v4.new_output("display_data", data={"application/json": {"code": [imports]}}),
         nbformat.v4.new_output(
-            "error", ename="ValueError", evalue=line, traceback=[f"\x1b[0;32m----> 1\x1b[0m {line[:9]}\x1b[0m{line[9:]}"]
+            "error",
+            ename="ValueError",
+            evalue=line,
+            traceback=[f"\x1b[0;32m----> 1\x1b[0m {line[:9]}\x1b[0m{line[9:]}"],
         ),
     ]
     nb.cells.append(shown)

@@ -98,7 +98,7 @@ def test_reset_undoes_every_hook_a_cell_registered_and_keeps_ipythons_and_the_bo
     # book's error handler stay; with nothing registered, nothing is said.
     assert tamper.reset_ipython() == ""
     genuine = list(shell.input_transformers_cleanup)
-    seen = []
+    seen: list = []
     hooks = (
         "import ast, sys\n"
         "ip = get_ipython()\n"
