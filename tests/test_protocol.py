@@ -61,6 +61,11 @@ def test_no_other_file_spells_a_name_that_crosses_a_process_boundary():
         protocol.UID_ENV,
         protocol.NPROC_ENV,
         protocol.Tampering.PREFIX.strip(": "),
+        protocol.PROLOGUE_BEGIN,
+        protocol.EPILOGUE_BEGIN,
+        protocol.PROOF_MIME,
+        protocol.NO_PROOF_ENAME,
+        protocol.UNDONE_PREFIX,
         "SHARDBOOK_SKIP_CELLS",  # the variables the protocol replaced
         "SHARDBOOK_DEATH_FILE",
         "SHARDBOOK_CELL_TIMEOUT",
