@@ -59,19 +59,27 @@ class HideHiddenTests(Preprocessor):
 
     enabled = Bool(True)  # nbconvert preprocessors are off unless enabled; nbgrader registers them as is
 
+    _hidden: list[str] | None = None  # the notebook's (preprocess); else the cell's own
+
     def preprocess(self, nb, resources):
         self._hidden = hidden_lines(nb)
-        return super().preprocess(nb, resources)
+        try:
+            return super().preprocess(nb, resources)
+        finally:
+            self._hidden = None
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
             return cell, resources
+        hidden = (
+            self._hidden if self._hidden is not None else hidden_lines(nbformat.v4.new_notebook(cells=[cell]))
+        )
         test = is_test(cell)
         if test:
             source = EPILOGUE_BLOCK.sub("", PROLOGUE_BLOCK.sub("", cell.source))
             cell.source = hide_hidden_tests(source)
         for output in cell.get("outputs", []):
-            redact(output, self._hidden)
+            redact(output, hidden)
             if test and output.get("output_type") == "error":
                 output["traceback"] = feedback_lines(output.get("ename", "Error"), output.get("evalue", ""))
         return cell, resources
