@@ -343,7 +343,8 @@ class ExecuteRecordingDeaths(Execute):
       and the cell that never stopped, even when interrupted at the cell limit (``endless``; nbclient
       would give up on the notebook);
     * what a cell outputs is cut to an :class:`OutputBudget` as it arrives, with a note when it was;
-    * one output per stream and cell (:func:`coalesce_streams`);
+    * one output per stream and cell (:func:`coalesce_streams`), each hidden-test line it reproduces
+      removed (:func:`redact`);
     * around each test cell (one that HardenTests gave a token): before it, the kernel undoes what the
       notebook changed in how IPython runs a cell (``grading.tamper.reset_ipython``; what it undid
       becomes the cell's first output); the cell runs without being stored in the input history; after
@@ -360,6 +361,10 @@ class ExecuteRecordingDeaths(Execute):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._budget = OutputBudget()
+
+    def preprocess(self, nb, resources, *args, **kwargs):
+        self._hidden = hidden_lines(nb)  # before any cell runs: the test cells as the instructor wrote them
+        return super().preprocess(nb, resources, *args, **kwargs)
 
     def process_message(self, msg, cell, cell_index):
         self._budget.capture(msg)
@@ -418,6 +423,8 @@ class ExecuteRecordingDeaths(Execute):
             raise
         if cell.cell_type == "code":
             settle_proof(cell, proof[1] if proof else None)
+            for output in cell.outputs:  # so no report, class report or LMS comment holds one either
+                redact(output, getattr(self, "_hidden", []))
         if cell.cell_type == "code" and cell.outputs:
             cell.outputs = coalesce_streams(cell.outputs)
             note = self._budget.note()

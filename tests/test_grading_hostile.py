@@ -209,9 +209,11 @@ def test_a_notebook_cannot_print_the_hidden_tests_into_its_feedback(batch):
     # In the kernel, a later cell finds no test cell in its history, linecache or last result ...
     for kind in ("IN", "LAST", "LINECACHE", "HISTORY"):
         assert not [line for line in hidden if line in printed[kind]], (kind, printed[kind])
-    # ... but the answer, called by the test, read it (the attack ran: this test can fail) ...
-    outputs = graded.read_text()
-    assert any(json.dumps(line)[1:-1] in outputs for line in hidden)
+    # ... but the answer, called by the test, read it (the attack ran: this test can fail), and what
+    # it printed was cut as the notebook was graded ...
+    outputs = json.dumps([c.get("outputs", []) for c in nbformat.read(graded, as_version=4).cells])
+    assert "[a line of a hidden test: not shown]" in outputs
+    assert not [line for line in hidden if json.dumps(line)[1:-1] in outputs]
     # ... and no feedback page of the batch shows a hidden-test line.
     for page in (reports / "feedback").glob("*.html"):
         text = _page_text(page)
