@@ -70,6 +70,10 @@ c.ClearOutput.remove_metadata_fields = ["collapsed", "scrolled", "execution"]
 c.Execute.timeout = protocol.DEFAULT_CELL_TIMEOUT
 c.Execute.interrupt_on_timeout = True
 c.Execute.allow_errors = True
+# No history database in graded kernels (nbclient already keeps it in memory): nothing of a test cell is
+# written where a later cell could read it (test cells are not stored in the input history either,
+# grading.preprocessors.ExecuteRecordingDeaths).
+c.Execute.extra_arguments = ["--HistoryManager.enabled=False"]
 # Long outputs are cut as they arrive, lines included (grading.preprocessors.OutputBudget, which says
 # what it cut); nbgrader's LimitOutput still shortens long tracebacks.
 c.LimitOutput.max_lines = -1

@@ -3,47 +3,137 @@ a cell that kills its kernel.
 
 HideHiddenTests (feedback). nbgrader's autograded notebook holds the full source of every test
 cell, hidden tests included, and tracebacks that quote it. Before feedback HTML is written, this preprocessor
-  * replaces each hidden-test block of a test cell with one comment line, and
+  * replaces each hidden-test block of a test cell with one comment line,
   * shortens the error output of every test cell to what the learner saw on Colab without its cell
     lines (:func:`feedback_lines`): a check's ``CheckFailed: message`` (expected, got, hint), a known
-    mistake's sentence and hint; the traceback would only show grader code.
+    mistake's sentence and hint; the traceback would only show grader code; and
+  * removes from every output of every cell each line of a hidden test the output reproduces
+    (:func:`redact`): whatever the learner's code printed, the page never shows hidden-test source.
 """
 
 from __future__ import annotations
 
+import ast
+import html
 import json
 import re
+import secrets
+from queue import Empty
+from time import monotonic
 
 import nbformat
-from nbclient.exceptions import DeadKernelError
+from jupyter_core.utils import ensure_async, run_sync
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Int, List, Unicode
 
-from grading.assignment import IMPORTS, grade_id, hide_hidden_tests, is_test
-from grading.protocol import Death
+from grading.assignment import IMPORTS, grade_id, hidden_blocks, hide_hidden_tests, is_test
+from grading.protocol import (
+    EPILOGUE_BEGIN,
+    NO_PROOF_ENAME,
+    NO_PROOF_MESSAGE,
+    PROLOGUE_BEGIN,
+    PROLOGUE_END,
+    PROOF_MIME,
+    UNDONE_PREFIX,
+    Death,
+)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
-PROLOGUE_BEGIN = "# >>> added when graded: fresh checking tools, whatever the notebook redefined"
-PROLOGUE_END = "# <<< end of what grading added"
 PROLOGUE_BLOCK = re.compile(rf"^{re.escape(PROLOGUE_BEGIN)}\n.*?^{re.escape(PROLOGUE_END)}\n", re.S | re.M)
+#: The epilogue with the line break HardenTests put before it (so the cell's own source comes back whole).
+EPILOGUE_BLOCK = re.compile(rf"\n{re.escape(EPILOGUE_BEGIN)}\n.*?^{re.escape(PROLOGUE_END)}\n", re.S | re.M)
+#: The epilogue's line that displays the cell's token (tamper.prove), read back outside the kernel.
+PROOF_CALL = re.compile(r"^_grading_prove\('([0-9a-f]+)'\)$", re.M)
+#: A hidden-test line shorter than this is not looked for in outputs: it says nothing on its own
+#: (``)``, ``else:``) and would cut innocent output.
+MIN_REDACTED_CHARS = 12
+REDACTED = "[a line of a hidden test: not shown]"
 
 
 class HideHiddenTests(Preprocessor):
-    """Removes hidden-test source and test-cell tracebacks from a notebook before it becomes feedback."""
+    """Removes hidden-test source and test-cell tracebacks from a notebook before it becomes feedback,
+    and every hidden-test line that any output reproduces."""
 
     enabled = Bool(True)  # nbconvert preprocessors are off unless enabled; nbgrader registers them as is
 
+    _hidden: list[str] | None = None  # the notebook's (preprocess); else the cell's own
+
+    def preprocess(self, nb, resources):
+        self._hidden = hidden_lines(nb)
+        try:
+            return super().preprocess(nb, resources)
+        finally:
+            self._hidden = None
+
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and is_test(cell):
-            cell.source = hide_hidden_tests(PROLOGUE_BLOCK.sub("", cell.source))
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    output["traceback"] = feedback_lines(
-                        output.get("ename", "Error"), output.get("evalue", "")
-                    )
+        if cell.cell_type != "code":
+            return cell, resources
+        hidden = (
+            self._hidden if self._hidden is not None else hidden_lines(nbformat.v4.new_notebook(cells=[cell]))
+        )
+        test = is_test(cell)
+        if test:
+            source = EPILOGUE_BLOCK.sub("", PROLOGUE_BLOCK.sub("", cell.source))
+            cell.source = hide_hidden_tests(source)
+        for output in cell.get("outputs", []):
+            redact(output, hidden)
+            if test and output.get("output_type") == "error":
+                output["traceback"] = feedback_lines(output.get("ename", "Error"), output.get("evalue", ""))
         return cell, resources
+
+
+def hidden_lines(nb) -> list[str]:
+    """The lines of the notebook's hidden tests worth looking for in its outputs: stripped, at least
+    MIN_REDACTED_CHARS long, and not also in the visible part of a test cell (the learner has those);
+    longest first."""
+    hidden: set[str] = set()
+    public: set[str] = set()
+    for cell in nb.cells:
+        if cell.cell_type == "code" and is_test(cell):
+            for block in hidden_blocks(cell.source):
+                hidden |= {line.strip() for line in block.splitlines()}
+            public |= {line.strip() for line in hide_hidden_tests(cell.source).splitlines()}
+    return sorted((h for h in hidden - public if len(h) >= MIN_REDACTED_CHARS), key=len, reverse=True)
+
+
+def _spellings(line: str) -> list[str]:
+    """How a line may appear in an output: as is, escaped for HTML, inside a repr or a JSON string."""
+    forms = [line, html.escape(line), html.escape(line, quote=False)]
+    forms += [json.dumps(line)[1:-1], repr(line)[1:-1]]
+    return list(dict.fromkeys(forms))
+
+
+def _redact_text(text: str, hidden: list[str]) -> str:
+    plain = _ANSI.sub("", text) if "\x1b" in text else text
+    if not any(form in plain for line in hidden for form in _spellings(line)):
+        return text
+    for line in hidden:
+        for form in _spellings(line):
+            plain = plain.replace(form, REDACTED)
+    return plain  # colours are dropped where a line was cut
+
+
+def redact(output: dict, hidden: list[str]) -> None:
+    """Replaces, in one output (printed text, an error, a displayed result), every hidden-test line it
+    reproduces with REDACTED."""
+    if not hidden:
+        return
+    for key in ("text", "evalue"):
+        if isinstance(output.get(key), str):
+            output[key] = _redact_text(output[key], hidden)
+    if isinstance(output.get("traceback"), list):
+        output["traceback"] = [_redact_text(str(line), hidden) for line in output["traceback"]]
+    data = output.get("data") or {}
+    for mime, value in list(data.items()):
+        if isinstance(value, list):  # a text split in lines, as nbformat may store it
+            value = "".join(value)
+        if isinstance(value, str):
+            data[mime] = _redact_text(value, hidden)
+        elif _redact_text(json.dumps(value), hidden) != json.dumps(value):
+            data[mime] = {"redacted": REDACTED}
 
 
 def feedback_lines(ename: str, evalue: str) -> list[str]:
@@ -62,6 +152,14 @@ SKIPPED_CELL_SOURCE = (
     '    "running out of memory), so it was skipped and its points are 0."\n'
     ")\n"
 )
+SKIPPED_ENDLESS_SOURCE = (
+    "raise RuntimeError(\n"
+    '    "When this notebook was graded, this cell ran past the time limit and never stopped, even "\n'
+    '    "when interrupted, so it was skipped and its points are 0. A loop whose bare except: also "\n'
+    '    "catches KeyboardInterrupt does this: catch Exception instead, and give the loop an end."\n'
+    ")\n"
+)
+SKIPPED_SOURCES = (SKIPPED_CELL_SOURCE, SKIPPED_ENDLESS_SOURCE)
 
 
 class CellIndices(List):
@@ -80,17 +178,20 @@ class CellIndices(List):
 class SkipCells(Preprocessor):
     """Replaces the cells listed in its ``skip`` option with one that raises a clear error.
 
-    The worker (grading/worker.py) lists there the cells that killed the kernel in an earlier attempt,
-    so the rest of the notebook can still be executed and graded (grading/protocol.py).
+    The worker (grading/worker.py) lists there the cells that killed the kernel in an earlier attempt
+    (``skip``) and those that never stopped, even when interrupted (``endless``), so the rest of the
+    notebook can still be executed and graded (grading/protocol.py).
     """
 
     enabled = Bool(True)
     skip = CellIndices(help="indices of the cells to replace before execution").tag(config=True)
+    endless = CellIndices(help="indices of cells that ignored the interrupt, to replace").tag(config=True)
 
     def preprocess(self, nb, resources):
-        for index in set(self.skip):
-            if 0 <= index < len(nb.cells) and nb.cells[index].cell_type == "code":
-                nb.cells[index].source = SKIPPED_CELL_SOURCE
+        for indices, source in ((self.skip, SKIPPED_CELL_SOURCE), (self.endless, SKIPPED_ENDLESS_SOURCE)):
+            for index in set(indices):
+                if 0 <= index < len(nb.cells) and nb.cells[index].cell_type == "code":
+                    nb.cells[index].source = source
         return nb, resources
 
 
@@ -139,6 +240,8 @@ class OutputBudget:
     def display(self, content: dict) -> None:
         """Replaces a displayed result that does not fit with one line saying so."""
         data = content.get("data") or {}
+        if PROOF_MIME in data:  # a test's proof is never cut (it is removed after the cell)
+            return
         size = sum(len(v) if isinstance(v, str) else len(json.dumps(v)) for v in data.values())
         if self.rich + size <= MAX_RICH_CHARS:
             self.rich += size
@@ -218,12 +321,36 @@ def coalesce_streams(outputs: list) -> list:
     return merged
 
 
-class ExecuteRecordingDeaths(Execute):
-    """nbgrader's Execute, with three additions:
+#: What the kernel evaluates around each test cell, as ``user_expressions`` of an execute request with
+#: no code (which no input transformer, AST transformer or cell event sees). Each first drops the
+#: cached grading modules, as the prologue does, so a planted module is not what runs (18 ms a call on
+#: this course's machine; with shardbook's, which the prologue drops anyway, 70 ms).
+_FRESH_TAMPER = (
+    "[__import__('sys').modules.pop(m) for m in list(__import__('sys').modules) "
+    "if m.split('.')[0] == 'grading'] and None or "
+    "__import__('grading.tamper', fromlist=['_'])"
+)
+RESET_EXPRESSION = f"({_FRESH_TAMPER}).reset_ipython()"
+FORGET_EXPRESSION = f"({_FRESH_TAMPER}).forget_tests()"
+#: Seconds the kernel has to answer one of them (it is idle between cells; the imports are cached).
+KERNEL_CALL_TIMEOUT = 30
 
-    * it records the cell whose kernel died (a :class:`grading.protocol.Death`) in its ``death_file``;
+
+class ExecuteRecordingDeaths(Execute):
+    """nbgrader's Execute, with these additions:
+
+    * it records the cell whose kernel died (a :class:`grading.protocol.Death`) in its ``death_file``,
+      and the cell that never stopped, even when interrupted at the cell limit (``endless``; nbclient
+      would give up on the notebook);
     * what a cell outputs is cut to an :class:`OutputBudget` as it arrives, with a note when it was;
-    * one output per stream and cell (:func:`coalesce_streams`).
+    * one output per stream and cell (:func:`coalesce_streams`), each hidden-test line it reproduces
+      removed (:func:`redact`);
+    * around each test cell (one that HardenTests gave a token): before it, the kernel undoes what the
+      notebook changed in how IPython runs a cell (``grading.tamper.reset_ipython``; what it undid
+      becomes the cell's first output); the cell runs without being stored in the input history; after
+      it, the kernel forgets its source (``tamper.forget_tests``), and the cell must have displayed its
+      token: its proof output is removed, and a cell that ended without error and without it gets a
+      ``NO_PROOF_ENAME`` error (it scores 0).
     """
 
     coalesce_streams = Bool(False)  # done by coalesce_streams() below, after the cell, in linear time
@@ -235,24 +362,92 @@ class ExecuteRecordingDeaths(Execute):
         super().__init__(*args, **kwargs)
         self._budget = OutputBudget()
 
+    def preprocess(self, nb, resources, *args, **kwargs):
+        self._hidden = hidden_lines(nb)  # before any cell runs: the test cells as the instructor wrote them
+        return super().preprocess(nb, resources, *args, **kwargs)
+
     def process_message(self, msg, cell, cell_index):
         self._budget.capture(msg)
         return super().process_message(msg, cell, cell_index)
 
+    async def _async_handle_timeout(self, timeout, cell=None):
+        self._interrupted = True
+        return await super()._async_handle_timeout(timeout, cell)
+
+    async def _async_in_kernel(self, expression: str) -> str | None:
+        """The text the kernel's ``user_expressions`` evaluation of ``expression`` gave, or None."""
+        assert self.kc is not None
+        msg_id = await ensure_async(
+            self.kc.execute("", silent=True, store_history=False, user_expressions={"r": expression})
+        )
+        deadline = monotonic() + KERNEL_CALL_TIMEOUT
+        while (left := deadline - monotonic()) > 0:
+            try:
+                msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=min(left, 1.0)))
+            except Empty:
+                await self._async_check_alive()  # DeadKernelError: recorded as this cell's death
+                continue
+            if msg["parent_header"].get("msg_id") == msg_id:
+                found = (msg["content"].get("user_expressions") or {}).get("r") or {}
+                text = (found.get("data") or {}).get("text/plain") if found.get("status") == "ok" else None
+                try:  # the repr of the str the expression returned
+                    value = ast.literal_eval(text) if isinstance(text, str) else None
+                except (ValueError, SyntaxError):
+                    return None
+                return value if isinstance(value, str) else None
+        return None
+
+    _in_kernel = run_sync(_async_in_kernel)
+
     def preprocess_cell(self, cell, resources, index):
         self._budget = OutputBudget()
+        self._interrupted = False
+        proof = PROOF_CALL.search(cell.source) if cell.cell_type == "code" else None
+        undone = None
+        self._check_assign_resources(resources)
         try:
-            cell, resources = super().preprocess_cell(cell, resources, index)
+            if proof:
+                undone = self._in_kernel(RESET_EXPRESSION)
+            cell = self.execute_cell(
+                cell, index, execution_count=self.code_cells_executed + 1, store_history=not proof
+            )
+            if proof:
+                self._in_kernel(FORGET_EXPRESSION)
         except DeadKernelError:
             if self.death_file:
                 Death(index, grade_id(cell)).write(self.death_file)
             raise
+        except CellTimeoutError:  # nbclient's "Timeout waiting for IOPub output"
+            if self._interrupted and self.death_file:  # the kernel never became idle, even interrupted
+                Death(index, grade_id(cell), endless=True).write(self.death_file)
+            raise
+        if cell.cell_type == "code":
+            settle_proof(cell, proof[1] if proof else None)
+            for output in cell.outputs:  # so no report, class report or LMS comment holds one either
+                redact(output, getattr(self, "_hidden", []))
         if cell.cell_type == "code" and cell.outputs:
             cell.outputs = coalesce_streams(cell.outputs)
             note = self._budget.note()
             if note:
                 cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
-        return cell, resources
+        if undone:  # an output of its own, first: the worker reads it back
+            text = f"{UNDONE_PREFIX} {' '.join(undone.split())}]\n"
+            cell.outputs.insert(0, nbformat.v4.new_output("stream", name="stdout", text=text))
+        return cell, self.resources
+
+
+def settle_proof(cell, token: str | None) -> None:
+    """Removes every proof output of a cell; a test cell (``token``) that ended without an error and
+    without displaying its token gets the error that scores it 0."""
+    outputs = cell.get("outputs", [])
+    proofs = [o for o in outputs if PROOF_MIME in (o.get("data") or {})]
+    cell.outputs = [o for o in outputs if o not in proofs]
+    if token is None or any(o.get("output_type") == "error" for o in cell.outputs):
+        return
+    if not any(o["data"][PROOF_MIME] == token for o in proofs):
+        line = f"{NO_PROOF_ENAME}: {NO_PROOF_MESSAGE}"
+        error = {"ename": NO_PROOF_ENAME, "evalue": NO_PROOF_MESSAGE, "traceback": [line]}
+        cell.outputs.append(nbformat.v4.new_output("error", **error))
 
 
 class WarningsDoNotFail(Preprocessor):
@@ -277,12 +472,14 @@ class WarningsDoNotFail(Preprocessor):
 
 
 class HardenTests(Preprocessor):
-    """Before each test cell, re-imports the checking tools fresh and checks nothing was replaced.
+    """Before each test cell, re-imports the checking tools fresh and checks nothing was replaced;
+    after it, the proof that it ran to its end.
 
     The prologue drops every cached ``grading`` and ``shardbook`` module (so a patched grader or check
     is thrown away), runs :func:`grading.tamper.assert_untampered`, then re-runs the released imports
     cell, so names the learner redefined (``expect_equal``, ``np``, ``P`` …) mean what the test
-    expects. Feedback pages do not show the prologue.
+    expects. The epilogue displays a token chosen here, outside the kernel, for this cell and this run
+    (:func:`grading.tamper.prove`; ``ExecuteRecordingDeaths`` requires it). Feedback pages show neither.
     """
 
     enabled = Bool(True)
@@ -297,6 +494,7 @@ class HardenTests(Preprocessor):
                 "('grading', 'shardbook')]:",
                 "    del _grading_sys.modules[_grading_name]",
                 "from grading.tamper import assert_untampered as _grading_assert_untampered",
+                "from grading.tamper import prove as _grading_prove",
                 "_grading_assert_untampered()",
                 imports,
                 PROLOGUE_END,
@@ -304,6 +502,7 @@ class HardenTests(Preprocessor):
             ]
         )
         for cell in nb.cells:
-            if cell.cell_type == "code" and is_test(cell) and cell.source != SKIPPED_CELL_SOURCE:
-                cell.source = prologue + cell.source
+            if cell.cell_type == "code" and is_test(cell) and cell.source not in SKIPPED_SOURCES:
+                epilogue = [EPILOGUE_BEGIN, f"_grading_prove({secrets.token_hex(16)!r})", PROLOGUE_END]
+                cell.source = prologue + cell.source + "\n" + "\n".join(epilogue) + "\n"
         return nb, resources

@@ -12,6 +12,14 @@ kernel that nbgrader starts (in the sandbox, grading/sandbox.py). What travels b
 * kernel → worker: a :class:`Tampering` (the checking tools a notebook replaced), raised in the kernel
   by grading/tamper.py as a ``CheckFailed`` message and read back from the graded notebook's error
   output; :meth:`Tampering.message` writes it and :meth:`Tampering.parse` reads it.
+* nbgrader ↔ kernel, around each test cell (grading/preprocessors.py ``HardenTests`` and
+  ``ExecuteRecordingDeaths``, grading/tamper.py): the cell's **prologue** (between ``PROLOGUE_BEGIN``
+  and ``PROLOGUE_END``) and its **epilogue** (``EPILOGUE_BEGIN`` … ``PROLOGUE_END``), whose last line
+  displays a random token chosen outside the kernel for this cell and this run as a ``PROOF_MIME``
+  output: a test cell that ends without an error and without its token did not run its checks
+  (``NO_PROOF_ENAME``, ``NO_PROOF_MESSAGE``). Before the cell, what the notebook changed in how IPython
+  runs a cell is undone; the kernel says what it undid, and nbgrader shows it as the cell's first
+  output (``UNDONE_PREFIX``).
 * **environment variables**, only where no configuration can reach: ``COURSE_ROOT_ENV`` locates the
   course for ``nbgrader_config.py`` before any configuration is loaded, and for the kernel's own code;
   the sandbox's settings (``SANDBOX_ENV``, ``UID_ENV``, ``NPROC_ENV``) are read by
@@ -37,31 +45,58 @@ GRADING_ONLY_ENV = (SANDBOX_ENV, UID_ENV, NPROC_ENV)
 
 #: Seconds a cell may run when nothing says otherwise (``make grade --cell-timeout``).
 DEFAULT_CELL_TIMEOUT = 120
+#: The markers around what grading adds to a test cell (feedback pages drop both blocks).
+PROLOGUE_BEGIN = "# >>> added when graded: fresh checking tools, whatever the notebook redefined"
+PROLOGUE_END = "# <<< end of what grading added"
+EPILOGUE_BEGIN = "# >>> added when graded: proof that this test cell ran to its end"
+#: The kind of output that carries a test cell's token (never shown on a feedback page).
+PROOF_MIME = "application/vnd.shardbook.proof"
+#: The error a test cell gets when it ended without error but without its token: it scores 0.
+NO_PROOF_ENAME = "TestDidNotRun"
+NO_PROOF_MESSAGE = (
+    "this test gave no proof that its checks ran to their end (grading adds a last line to each test "
+    "cell that reports back, and it never reported). Code in an earlier cell changed how cells run "
+    "(an IPython input or AST transformer, an event callback, a replaced traceback or display "
+    "function, a trace function), so this test scores 0. Remove that code and run the notebook again."
+)
+#: The first output of a test cell before which grading undid the notebook's changes to IPython.
+UNDONE_PREFIX = "[undone before this test, as it changed how cells run:"
+
 #: The file a dead kernel is recorded in, beside the scratch course (not in it: the learner's code
 #: cannot reach it from the sandbox).
 DEATH_FILE_NAME = "death.json"
 
 
-def autograde_options(skip: list[int], death_file: Path, cell_timeout: int) -> list[str]:
-    """nbgrader command-line options for one autograde attempt (traitlets ``--Class.trait=value``)."""
+def autograde_options(
+    skip: list[int], death_file: Path, cell_timeout: int, endless: list[int] | None = None
+) -> list[str]:
+    """nbgrader command-line options for one autograde attempt (traitlets ``--Class.trait=value``):
+    ``skip``, the cells that killed the kernel; ``endless``, those that never stopped, even when
+    interrupted."""
     options = [f"--ExecuteRecordingDeaths.death_file={death_file}", f"--Execute.timeout={int(cell_timeout)}"]
-    return options + [f"--SkipCells.skip={index}" for index in skip]
+    options += [f"--SkipCells.skip={index}" for index in skip]
+    return options + [f"--SkipCells.endless={index}" for index in endless or []]
 
 
 @dataclass(frozen=True)
 class Death:
-    """The cell whose kernel died while nbgrader executed it: its index, and its grade_id if it has one."""
+    """The cell whose kernel died while nbgrader executed it: its index, and its grade_id if it has one.
+    ``endless``: the kernel did not die, but the cell never stopped, even when interrupted at the cell
+    limit (a loop whose bare ``except:`` also catches KeyboardInterrupt); its kernel was killed."""
 
     index: int
     grade_id: str | None = None
+    endless: bool = False
 
     def to_json(self) -> str:
-        return json.dumps({"index": self.index, "grade_id": self.grade_id})
+        return json.dumps({"index": self.index, "grade_id": self.grade_id, "endless": self.endless})
 
     @classmethod
     def from_json(cls, text: str) -> Death:
         data = json.loads(text)
-        return cls(index=int(data["index"]), grade_id=data.get("grade_id") or None)
+        return cls(
+            index=int(data["index"]), grade_id=data.get("grade_id") or None, endless=bool(data.get("endless"))
+        )
 
     def write(self, path: Path | str) -> None:
         Path(path).write_text(self.to_json())

@@ -327,6 +327,7 @@ def _grade_in(
     (target_dir / "timestamp.txt").write_text(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
 
     skipped: list[int] = []
+    endless: list[int] = []  # cells that never stopped, even when interrupted
     death_file = root.parent / protocol.DEATH_FILE_NAME  # beside the scratch course, not in it
     clock = time.monotonic()
     for _attempt in range(MAX_KERNEL_DEATHS + 1):
@@ -337,7 +338,7 @@ def _grade_in(
                 f"--assignment={assignment}",
                 f"--student={outcome.learner}",  # one value, never read as an option (grading/handin.py)
                 "--force",
-                *protocol.autograde_options(skipped, death_file, cell_timeout),
+                *protocol.autograde_options(skipped, death_file, cell_timeout, endless),
             ],
             root,
             timeout=notebook_timeout,
@@ -356,6 +357,14 @@ def _grade_in(
             outcome.graded = True
             break
         death = protocol.Death.read(death_file)
+        if death is not None and death.endless:
+            endless.append(death.index)
+            outcome.notes.append(
+                f"{death.where()} ran past the {cell_timeout} s cell limit and never stopped, even when "
+                "interrupted (a bare except: in a loop catches the interrupt too); its kernel was stopped, "
+                "the cell skipped and the notebook graded again."
+            )
+            continue
         if death is not None:
             skipped.append(death.index)
             outcome.notes.append(
@@ -396,6 +405,7 @@ def _error_notes(root: Path, assignment: str, learner: str, cell_timeout: int, m
     folder = root / "grading" / "autograded" / learner / assignment
     notes = []
     tampered = None
+    undone: list[str] = []
     # The graded notebook only: its folder also holds what the learner's code wrote there.
     path = folder / release_notebook(assignment, root).name
     graded = nbformat.read(path, as_version=4).cells if path.exists() else []
@@ -406,15 +416,27 @@ def _error_notes(root: Path, assignment: str, learner: str, cell_timeout: int, m
             text = output.get("text", "")
             if output.get("output_type") == "stream" and text.startswith(preprocessors.CUT_PREFIX):
                 notes.append(f"{gid}: {text[1:].strip().rstrip(']')}")
+            if output.get("output_type") == "stream" and text.startswith(protocol.UNDONE_PREFIX):
+                undone.append(text.splitlines()[0][len(protocol.UNDONE_PREFIX) :].strip().rstrip("]"))
             if output.get("output_type") != "error":
                 continue
             name, value = output.get("ename"), output.get("evalue", "")
-            if name == "CellTimeoutError":
+            if name == protocol.NO_PROOF_ENAME:
+                notes.append(
+                    f"{gid} gave no proof that its checks ran (an earlier cell changed how cells run); "
+                    "scored 0."
+                )
+            elif name == "CellTimeoutError":
                 notes.append(f"{gid} ran past the {cell_timeout} s cell limit and was interrupted.")
             elif name == "MemoryError":
                 notes.append(f"{gid} ran out of memory (the cap is {memory_gb:g} GiB per notebook).")
             elif tampered is None:
                 tampered = protocol.Tampering.parse(value)
+    if undone:
+        notes.insert(
+            0,
+            f"the notebook changed how IPython runs cells ({'; '.join(undone)}); undone before each test.",
+        )
     if tampered:
         notes.append(
             f"the notebook replaced checking tools ({tampered.summary()}); every test after that failed."

@@ -3,7 +3,9 @@
 That its config options reach the preprocessors in a forked nbgrader child is shown in
 tests/test_nbgrader_process.py (it runs nbgrader)."""
 
+import linecache
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,8 @@ def test_the_death_record_reads_back_what_was_written(tmp_path):
     assert protocol.Death.from_json(protocol.Death(3).to_json()) == protocol.Death(3, None)
     assert protocol.Death(3).where() == "cell 3"
     assert death.where() == "cell 7 (shape_test)"
+    endless = protocol.Death(5, "answer", endless=True)
+    assert protocol.Death.from_json(endless.to_json()) == endless and not death.endless
 
 
 def test_the_tamper_finding_the_kernel_raises_is_the_one_the_worker_reads(monkeypatch):
@@ -38,14 +42,15 @@ def test_the_tamper_finding_the_kernel_raises_is_the_one_the_worker_reads(monkey
 def test_autograde_options_name_the_preprocessors_traits(tmp_path):
     from grading.preprocessors import ExecuteRecordingDeaths, SkipCells
 
-    options = protocol.autograde_options([4, 7], tmp_path / "d.json", 30)
+    options = protocol.autograde_options([4, 7], tmp_path / "d.json", 30, [9])
     assert options == [
         f"--ExecuteRecordingDeaths.death_file={tmp_path / 'd.json'}",
         "--Execute.timeout=30",
         "--SkipCells.skip=4",
         "--SkipCells.skip=7",
+        "--SkipCells.endless=9",
     ]
-    assert SkipCells.class_traits(config=True).keys() >= {"skip"}
+    assert SkipCells.class_traits(config=True).keys() >= {"skip", "endless"}
     assert ExecuteRecordingDeaths.class_traits(config=True).keys() >= {"death_file", "timeout"}
 
 
@@ -56,6 +61,11 @@ def test_no_other_file_spells_a_name_that_crosses_a_process_boundary():
         protocol.UID_ENV,
         protocol.NPROC_ENV,
         protocol.Tampering.PREFIX.strip(": "),
+        protocol.PROLOGUE_BEGIN,
+        protocol.EPILOGUE_BEGIN,
+        protocol.PROOF_MIME,
+        protocol.NO_PROOF_ENAME,
+        protocol.UNDONE_PREFIX,
         "SHARDBOOK_SKIP_CELLS",  # the variables the protocol replaced
         "SHARDBOOK_DEATH_FILE",
         "SHARDBOOK_CELL_TIMEOUT",
@@ -69,3 +79,92 @@ def test_no_other_file_spells_a_name_that_crosses_a_process_boundary():
         if path not in (here, ROOT / "grading" / "protocol.py") and spelt.search(path.read_text())
     ]
     assert not found, f"spell these through grading.protocol: {found}"
+
+
+@pytest.fixture()
+def shell():
+    """An IPython shell in this process, with the book's error handler installed as on Colab."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from shardbook.errors import explain_common_errors
+
+    shell = InteractiveShell.instance()
+    explain_common_errors(shell)
+    try:
+        yield shell
+    finally:
+        shell.set_custom_exc((), None)
+        InteractiveShell.clear_instance()
+
+
+def test_reset_undoes_every_hook_a_cell_registered_and_keeps_ipythons_and_the_books(shell):
+    # Property: what notebook code registered to rewrite, watch or swallow a cell is gone after
+    # reset_ipython (and named), and the next cell runs as written; IPython's own transformers and the
+    # book's error handler stay; with nothing registered, nothing is said.
+    assert tamper.reset_ipython() == ""
+    genuine = list(shell.input_transformers_cleanup)
+    seen: list = []
+    hooks = (
+        "import ast, sys\n"
+        "ip = get_ipython()\n"
+        "ip.input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"
+        "ip.input_transformers_post.append(lambda lines: lines)\n"
+        "class Empty(ast.NodeTransformer):\n"
+        "    def visit_Module(self, node):\n"
+        "        return ast.Module(body=[], type_ignores=[])\n"
+        "ip.ast_transformers.append(Empty())\n"
+        "ip.events.register('pre_run_cell', SEEN.append)\n"
+        "ip.events.register('post_run_cell', print)\n"
+        "ip.showtraceback = lambda *a, **k: None\n"
+    )
+    shell.user_ns["SEEN"] = seen
+    assert shell.run_cell(hooks).success
+    assert shell.run_cell("raise ValueError('x')").success  # the hooks hold: nothing runs
+    shell.set_custom_exc((AssertionError,), lambda *args, **kwargs: [])
+    sys.settrace(lambda *a: None)
+    try:
+        undone = tamper.reset_ipython()
+    finally:
+        sys.settrace(None)
+    for what in (
+        "an input transformer <lambda>",
+        "an AST transformer Empty",
+        "a pre_run_cell callback",
+        "a post_run_cell callback print",
+        "the shell's showtraceback",
+        "a custom exception handler <lambda>",
+        "a trace function <lambda>",
+    ):
+        assert what in undone, (what, undone)
+    assert shell.input_transformers_cleanup == genuine and shell.ast_transformers == []
+    assert shell.run_cell("result = 6 * 7").success and shell.user_ns["result"] == 42
+    assert not shell.run_cell("raise ValueError('x')").success
+    assert shell.custom_exceptions == ()  # the lambda's; the book's own handler is kept:
+    from shardbook.errors import explain_common_errors
+
+    explain_common_errors(shell)
+    assert tamper.reset_ipython() == "" and shell.custom_exceptions
+
+
+def test_a_test_cells_source_is_forgotten_after_it_ran(shell):
+    # Property: after forget_tests, no later cell finds a hardened test cell's source in linecache or
+    # the last traceback (the test cells are not in In/_ih: nbgrader runs them with store_history off).
+    from grading.preprocessors import PROLOGUE_BEGIN
+
+    secret = "hidden" + "_check_4711"  # spelt apart: this file is in linecache too
+    source = f"{PROLOGUE_BEGIN}\n{secret} = 1\nraise ValueError('failed')\n"
+    shell.run_cell(source, store_history=False)
+    assert any(secret in "".join(e[2]) for e in linecache.cache.values() if len(e) > 2)
+    assert shell.run_cell("1", store_history=True).success
+    tamper.forget_tests()
+    left = {k: e[2][:2] for k, e in linecache.cache.items() if len(e) > 2 and secret in "".join(e[2])}
+    assert not left, left
+    assert getattr(sys, "last_value", None) is None
+    assert not any(secret in line for line in shell.user_ns["In"])
+
+
+def test_prove_displays_the_token_in_ipython_and_does_nothing_outside(shell, monkeypatch):
+    shown = []
+    monkeypatch.setattr(shell.display_pub, "publish", lambda data, metadata=None, **kw: shown.append(data))
+    tamper.prove("ab12")
+    assert shown == [{protocol.PROOF_MIME: "ab12"}]
