@@ -270,13 +270,13 @@ def _title(source) -> str:
 def test_chapter_and_assignment_numbers_line_up():
     # Property: a reader sees chapter N's number in its title, and Assignment N is chapter N's: its
     # folder, title, exercise numbers, grader, the chapter's link to it and the landing page's table
-    # all say N. Chapters 0 and 10 have no assignment; the appendices are A and B, in the sidebar's order.
+    # all say N. Chapters 0 and 10 have no assignment; the appendices are A, B and C, in the sidebar's order.
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     chapters = {int(p.stem[:2]): p for p in nbtools.chapter_sources() if p.stem[:2].isdigit()}
     for n, source in chapters.items():
         assert _title(source).startswith(f"{n}. "), f"{source.name}'s title must start with '{n}. '"
     appendix = next(part for part in toc["parts"] if part["caption"] == "Appendix")
-    for letter, entry in zip("AB", appendix["chapters"], strict=True):
+    for letter, entry in zip("ABC", appendix["chapters"], strict=True):
         page = ROOT / f"{entry['file']}.md"
         assert _title(page).startswith(f"{letter}. "), f"{page.name}'s title must start with '{letter}. '"
     intro = (ROOT / "book" / "intro.md").read_text()
