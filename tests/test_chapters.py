@@ -387,3 +387,20 @@ def test_unfolding_a_chapter_quiz_check_is_a_failure():
     for cell in checks:
         cell.metadata["tags"] = []
     assert len(quizzes.spoilers(nb)) == 2
+
+
+def test_the_notation_is_written_one_way_in_plain_text():
+    # Property: the scaling book's notation (A[B_X, D_Y], Out[B_X, F]{U_Y}) is plain text in every
+    # chapter's prose: no MathJax ($A[B_X]$ renders in another font, or as raw text where math is
+    # off) and no TeX subscript braces (D_{k} shows its braces), so a page reads as its neighbours do.
+    problems = []
+    for source in nbtools.chapter_sources():
+        code = False
+        for number, line in enumerate(source.read_text().splitlines(), 1):
+            if line.startswith("```{code-cell}"):
+                code = True
+            elif code and line.startswith("```"):
+                code = False
+            elif not code and (re.search(r"\$[^$\s][^$]*\$", line) or re.search(r"\b[A-Za-z]_\{", line)):
+                problems.append(f"{source.name}:{number}: {line.strip()}")
+    assert not problems, "write the notation as plain text, A[B_X, D_Y]:\n" + "\n".join(problems)
