@@ -32,6 +32,7 @@ from shardbook import (  # noqa: E402
     draw_sharding,
     route_counts,
 )
+from shardbook.viz import ring as ring_module  # noqa: E402
 from shardbook.viz._common import _PALETTE  # noqa: E402
 
 
@@ -370,11 +371,32 @@ def test_draw_ring_steps_follows_the_permutation():
     assert right == {f"step{s}:d{ids[y]}:holds{(y - s) % 4}" for s in range(4) for y in range(4)}
     animation = animate_ring_steps(ring_mesh, "Y")
     html = animation_html(animation).data
-    assert html.count("data:image/png;base64") == 4  # one frame per step
+    wide, phone = html.split('<div class="sb-anim-phone">')
+    assert wide.count("data:image/png;base64") == phone.count("data:image/png;base64") == 4  # a frame a step
     assert "max-width: 100%" in html  # frames shrink to a phone's width
+    assert "@media (max-width: 699.98px)" in html  # a phone shows the frames drawn for its column
     assert "<img alt=" not in html  # no alt unless given
     described = animation_html(animation, alt='the ring, step by step: "A" moves, W stays').data
-    assert '<img alt="the ring, step by step: &quot;A&quot; moves, W stays" id="_anim_img' in described
+    alt = '<img alt="the ring, step by step: &quot;A&quot; moves, W stays" id="_anim_img'
+    assert described.count(alt) == 2  # the wide frames and the phone's
+
+
+def test_the_ring_animation_for_a_phone_has_body_size_text_in_the_column():
+    # Property: the phone frames are drawn PHONE_COLUMN_PX wide (at 2 pixels per CSS px)
+    # with every label at least the body text's size once shown in the column (the desktop frames,
+    # shrunk into it, had labels of about 5 px).
+    import base64
+
+    from shardbook.viz import phone as phone_module
+
+    html = animation_html(animate_ring_steps(jax.make_mesh((2, 4), ("X", "Y")), "Y")).data
+    phone = html.split('<div class="sb-anim-phone">')[1]
+    first = re.search(r"data:image/png;base64,([A-Za-z0-9+/]{32})", phone).group(1)
+    width = int.from_bytes(base64.b64decode(first)[16:20], "big")  # the PNG header's IHDR width
+    assert width == phone_module.PHONE_COLUMN_PX * 2
+    fig = ring_module._ring_phone_figure(jax.make_mesh((2, 4), ("X", "Y")), "Y", None, None, None)
+    assert min(t.get_fontsize() for t in fig.axes[0].texts) >= phone_module.PHONE_BODY_PX
+    plt.close("all")
 
 
 def test_draw_ring_steps_labels_name_the_devices_own_w_block():
