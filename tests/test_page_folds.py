@@ -29,7 +29,9 @@ def test_a_quiz_answer_is_a_details_element_and_other_admonitions_are_left_alone
     page, warnings = sphinx_page(
         tmp_path, cells, "tools.page_folds", config="extensions.append('sphinx_design')\n"
     )
-    assert "WARNING" not in warnings, warnings
+    # (a second Sphinx app in one process warns that node classes are registered again: not ours)
+    ours = [w for w in warnings.splitlines() if "WARNING" in w and "already registered" not in w]
+    assert not ours, warnings
     details = re.search(r"<details[^>]*>(.*?)</details>", page, re.S)
     assert details is not None, page
     assert " open" not in details.group(0).split(">", 1)[0]
