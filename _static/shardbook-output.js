@@ -136,7 +136,7 @@
   // unchanged, line breaks included, so copying the code copies what it was.
   function markCodeLines() {
     document.querySelectorAll("div.highlight pre").forEach(function (pre) {
-      if (pre.dataset.sbLines) return;
+      if (pre.dataset.sbLines || pre.closest(".cell_output")) return;  // printed output keeps its lines
       pre.dataset.sbLines = "1";
       var lines = pre.innerHTML.split("\n");
       if (lines.length && lines[lines.length - 1] === "") lines.pop();
