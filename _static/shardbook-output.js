@@ -130,7 +130,36 @@
     });
   }
 
+  // Each line of a code block in a span (shardbook.css, phones): a wrapped line's continuation is
+  // indented past the line's own indentation. Pygments' token spans are flat; one that holds a line
+  // break (a docstring) is closed at the end of a line and opened again on the next. The text is
+  // unchanged, line breaks included, so copying the code copies what it was.
+  function markCodeLines() {
+    document.querySelectorAll("div.highlight pre").forEach(function (pre) {
+      if (pre.dataset.sbLines || pre.closest(".cell_output")) return;  // printed output keeps its lines
+      pre.dataset.sbLines = "1";
+      var lines = pre.innerHTML.split("\n");
+      if (lines.length && lines[lines.length - 1] === "") lines.pop();
+      var open = [];
+      pre.innerHTML = lines.map(function (line) {
+        var before = open.join("");
+        var tag = /<(\/?)span([^>]*)>/g;
+        var m;
+        while ((m = tag.exec(line))) {
+          if (m[1]) open.pop();
+          else open.push("<span" + m[2] + ">");
+        }
+        var after = open.map(function () { return "</span>"; }).join("");
+        var text = (before + line).replace(/<[^>]*>/g, "");
+        var indent = text.match(/^ */)[0].length;
+        return '<span class="sb-line" style="--sb-indent: ' + indent + '">' + before + line + after +
+          "\n</span>";
+      }).join("");
+    });
+  }
+
   function setup() {
+    markCodeLines();
     labelStackedTables();
     markOutputs();
     boxFigures();

@@ -10,8 +10,9 @@ chapters). The modules are where a maintainer reads them:
   setup   -- choose devices (8 simulated CPU devices when fewer than 8 accelerators), install on Colab.
   runtime -- whether this is Colab, and the pins of Flax, Optax and Orbax: what setup and errors share.
   viz     -- pictures, a module per family: sharding (where an array's blocks lie), collectives,
-             communication (what a program moves), ring, routing, backward (gradient reductions,
-             saved state), precision (error against cost), processes (which process holds which block).
+             communication (what a program moves), ring, accumulators (rings of partial sums), routing,
+             backward (gradient reductions, saved state), precision (error against cost), processes
+             (which process holds which block).
   checks  -- comparisons for self-checks and graders, with messages written for learners.
   errors  -- errors in words (describe_error): one sentence and one hint per mistake, in a notebook
              cell, in every process of a job, and on the feedback page.
@@ -49,6 +50,8 @@ _EXPORTS = {
     "draw_ring_steps": "viz",
     "animate_ring_steps": "viz",
     "animation_html": "viz",
+    "accumulator_ring": "viz",
+    "draw_accumulator_ring": "viz",
     "CheckFailed": "checks",
     "expect_equal": "checks",
     "expect_allclose": "checks",

@@ -88,6 +88,10 @@ def drop_gloo_lines(text: str) -> str:
     return "".join(out)
 
 
+#: XLA's C++ warning each time an array moves to a mesh of another device order (``jax.device_put``
+#: across processes): a note for XLA's developers, dropped from a worker's output like Gloo's lines.
+DEVICE_LIST_WARNING = re.compile(r"^W\d{4} [^\n]*JAX is not known to use device lists\.?\n", re.M)
+
 #: What the workers import before the function, whatever it uses.
 PREAMBLE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\n"
 
@@ -511,7 +515,7 @@ def run_workers(
         for r in results:
             with open(os.path.join(folder, f"output{r.process_id}.txt"), "rb") as f:
                 output, _, r.stacks = f.read().decode(errors="replace").partition(STACKS_HEADER)
-            r.output = drop_gloo_lines(output)
+            r.output = DEVICE_LIST_WARNING.sub("", drop_gloo_lines(output))
             r.coordinator = coordinator
             value_path = os.path.join(folder, f"value{r.process_id}.pkl")
             if r.ok and os.path.exists(value_path):

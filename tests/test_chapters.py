@@ -270,13 +270,13 @@ def _title(source) -> str:
 def test_chapter_and_assignment_numbers_line_up():
     # Property: a reader sees chapter N's number in its title, and Assignment N is chapter N's: its
     # folder, title, exercise numbers, grader, the chapter's link to it and the landing page's table
-    # all say N. Chapters 0 and 10 have no assignment; the appendices are A and B, in the sidebar's order.
+    # all say N. Chapters 0 and 10 have no assignment; the appendices are A, B and C, in the sidebar's order.
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     chapters = {int(p.stem[:2]): p for p in nbtools.chapter_sources() if p.stem[:2].isdigit()}
     for n, source in chapters.items():
         assert _title(source).startswith(f"{n}. "), f"{source.name}'s title must start with '{n}. '"
     appendix = next(part for part in toc["parts"] if part["caption"] == "Appendix")
-    for letter, entry in zip("AB", appendix["chapters"], strict=True):
+    for letter, entry in zip("ABC", appendix["chapters"], strict=True):
         page = ROOT / f"{entry['file']}.md"
         assert _title(page).startswith(f"{letter}. "), f"{page.name}'s title must start with '{letter}. '"
     intro = (ROOT / "book" / "intro.md").read_text()
@@ -387,3 +387,20 @@ def test_unfolding_a_chapter_quiz_check_is_a_failure():
     for cell in checks:
         cell.metadata["tags"] = []
     assert len(quizzes.spoilers(nb)) == 2
+
+
+def test_the_notation_is_written_one_way_in_plain_text():
+    # Property: the scaling book's notation (A[B_X, D_Y], Out[B_X, F]{U_Y}) is plain text in every
+    # chapter's prose: no MathJax ($A[B_X]$ renders in another font, or as raw text where math is
+    # off) and no TeX subscript braces (D_{k} shows its braces), so a page reads as its neighbours do.
+    problems = []
+    for source in nbtools.chapter_sources():
+        code = False
+        for number, line in enumerate(source.read_text().splitlines(), 1):
+            if line.startswith("```{code-cell}"):
+                code = True
+            elif code and line.startswith("```"):
+                code = False
+            elif not code and (re.search(r"\$[^$\s][^$]*\$", line) or re.search(r"\b[A-Za-z]_\{", line)):
+                problems.append(f"{source.name}:{number}: {line.strip()}")
+    assert not problems, "write the notation as plain text, A[B_X, D_Y]:\n" + "\n".join(problems)

@@ -637,3 +637,16 @@ def test_a_peers_closed_connection_says_what_the_other_processes_did():
     message, _ = hosts._check_message(also_left, "f", {})
     assert message is not None and message.endswith("(in process 0 of 2)")
     assert "read what the other process reported" not in message and "Hint: every process must run" in message
+
+
+def test_xlas_device_list_warning_is_dropped_and_other_lines_kept():
+    # Property: the C++ warning device_put across processes prints is not the program's output; a
+    # warning of another kind and the program's own lines stay.
+    text = (
+        "W1206 05:49:25.321651   19076 export_shardings.cc:486] This branch is not expected as JAX is"
+        " not known to use device lists.\nprocess 0: moved\n"
+        "W1206 05:49:25.350447   19076 utils.cc:471] This branch is not expected as JAX is not known"
+        " to use device lists\nW1206 05:49:26.000000   19076 other.cc:1] something else\n"
+    )
+    kept = hosts.DEVICE_LIST_WARNING.sub("", text)
+    assert kept == "process 0: moved\nW1206 05:49:26.000000   19076 other.cc:1] something else\n"

@@ -297,6 +297,75 @@ def test_the_site_css_keeps_a_phone_page_in_its_column(tmp_path):
     assert phone.problems == [], phone.problems
 
 
+@NEEDS_BROWSER
+def test_code_wraps_on_a_phone_with_a_hanging_indent_and_copies_unchanged(tmp_path):
+    # Property: on a phone a code cell's long lines wrap inside its box (no sideways scroll), each line
+    # a span whose continuation is indented past the line's own indentation, a token spanning two lines
+    # (a docstring) split without losing a character; the text is what it was, line breaks included.
+    # What a cell printed keeps its lines, and on a desktop code keeps its lines too.
+    from html import escape
+
+    from tests.pages import at_both_widths
+
+    html = _site_with_book_static(tmp_path)
+    long_line = "    total = " + " + ".join(f"value_{i}" for i in range(20))  # wider than 1280 px
+    code = f'def f():\n    """A docstring\n    over two lines."""\n{long_line}\n    return total\n'
+    marked = code.replace(
+        '"""A docstring\n    over two lines."""',
+        '<span class="sd">"""A docstring\n    over two lines."""</span>',
+    )
+    printed = "\n".join("name  " + "  ".join(f"column_{i}" for i in range(24)) for _ in range(2))
+    body = (
+        "<article class='bd-article' style='padding:0 16px'>"
+        f"<div class='cell_input'><div class='highlight'><pre id='code'>{marked}</pre></div></div>"
+        f"<div class='cell_output'><div class='highlight'><pre id='out'>{escape(printed)}</pre></div></div>"
+        "</article>"
+    )
+    head = (
+        "<head><meta name='viewport' content='width=device-width'>"
+        "<link rel='stylesheet' href='../_static/shardbook.css'>"
+        "<style>div.highlight pre{white-space:pre;overflow-x:auto}</style>"
+        "<script src='../_static/shardbook-output.js'></script>"
+    )
+    page_path = html / "book" / "code.html"
+    page_path.write_text(_page(body).replace("<head>", head))
+
+    def check(page, viewport, width):
+        text = page.evaluate("document.getElementById('code').textContent")
+        assert text == code, (viewport, text)
+        wide = page.evaluate(
+            "(() => { const p = document.getElementById('code'); return p.scrollWidth - p.clientWidth; })()"
+        )
+        out = page.evaluate(
+            "(() => { const p = document.getElementById('out'); return p.scrollWidth - p.clientWidth; })()"
+        )
+        assert out > 0, viewport  # printed columns keep their line and scroll
+        indents = page.evaluate(
+            "[...document.querySelectorAll('#code .sb-line')]"
+            ".map(s => s.style.getPropertyValue('--sb-indent').trim())"
+        )
+        assert indents == ["0", "4", "4", "4", "4"], indents
+        lines = page.evaluate(
+            "[...document.querySelectorAll('#code .sb-line')]"
+            ".map(s => Math.round(s.getBoundingClientRect().height))"
+        )
+        if viewport == "phone":
+            assert wide <= 1, f"the code box scrolls sideways by {wide} px on a phone"
+            assert lines[3] > lines[0], lines  # the long line wrapped
+            x = page.evaluate("""(() => {
+                const span = document.querySelectorAll('#code .sb-line')[3];
+                const range = document.createRange();
+                range.selectNodeContents(span);
+                const rects = [...range.getClientRects()];
+                return [Math.round(rects[0].left), Math.round(rects[rects.length - 1].left)];
+            })()""")
+            assert x[1] > x[0], x  # the continuation starts right of the line's first column
+        else:
+            assert wide > 0 and lines[3] == lines[0], (wide, lines)  # a desktop keeps the line whole
+
+    at_both_widths(page_path, check)
+
+
 def test_paths_of_the_build_machine_are_found_also_in_compressed_outputs(tmp_path):
     # A path of the checkout or of a virtual environment tells a reader nothing and names the machine;
     # treescope keeps its tree compressed in the page, so the check looks inside that too.

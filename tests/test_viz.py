@@ -16,10 +16,12 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from shardbook import (  # noqa: E402
+    accumulator_ring,
     analyze,
     animate_ring_steps,
     animation_html,
     describe_sharding,
+    draw_accumulator_ring,
     draw_collective,
     draw_communication,
     draw_gradient_reduction,
@@ -30,6 +32,7 @@ from shardbook import (  # noqa: E402
     draw_sharding,
     route_counts,
 )
+from shardbook.viz import ring as ring_module  # noqa: E402
 from shardbook.viz._common import _PALETTE  # noqa: E402
 
 
@@ -368,11 +371,32 @@ def test_draw_ring_steps_follows_the_permutation():
     assert right == {f"step{s}:d{ids[y]}:holds{(y - s) % 4}" for s in range(4) for y in range(4)}
     animation = animate_ring_steps(ring_mesh, "Y")
     html = animation_html(animation).data
-    assert html.count("data:image/png;base64") == 4  # one frame per step
+    wide, phone = html.split('<div class="sb-anim-phone">')
+    assert wide.count("data:image/png;base64") == phone.count("data:image/png;base64") == 4  # a frame a step
     assert "max-width: 100%" in html  # frames shrink to a phone's width
+    assert "@media (max-width: 699.98px)" in html  # a phone shows the frames drawn for its column
     assert "<img alt=" not in html  # no alt unless given
     described = animation_html(animation, alt='the ring, step by step: "A" moves, W stays').data
-    assert '<img alt="the ring, step by step: &quot;A&quot; moves, W stays" id="_anim_img' in described
+    alt = '<img alt="the ring, step by step: &quot;A&quot; moves, W stays" id="_anim_img'
+    assert described.count(alt) == 2  # the wide frames and the phone's
+
+
+def test_the_ring_animation_for_a_phone_has_body_size_text_in_the_column():
+    # Property: the phone frames are drawn PHONE_COLUMN_PX wide (at 2 pixels per CSS px)
+    # with every label at least the body text's size once shown in the column (the desktop frames,
+    # shrunk into it, had labels of about 5 px).
+    import base64
+
+    from shardbook.viz import phone as phone_module
+
+    html = animation_html(animate_ring_steps(jax.make_mesh((2, 4), ("X", "Y")), "Y")).data
+    phone = html.split('<div class="sb-anim-phone">')[1]
+    first = re.search(r"data:image/png;base64,([A-Za-z0-9+/]{32})", phone).group(1)
+    width = int.from_bytes(base64.b64decode(first)[16:20], "big")  # the PNG header's IHDR width
+    assert width == phone_module.PHONE_COLUMN_PX * 2
+    fig = ring_module._ring_phone_figure(jax.make_mesh((2, 4), ("X", "Y")), "Y", None, None, None)
+    assert min(t.get_fontsize() for t in fig.axes[0].texts) >= phone_module.PHONE_BODY_PX
+    plt.close("all")
 
 
 def test_draw_ring_steps_labels_name_the_devices_own_w_block():
@@ -388,6 +412,56 @@ def test_draw_ring_steps_labels_name_the_devices_own_w_block():
             assert f"$A_{{{k}}}$ (from d" in labels[s * 4 + y]
             assert f"$A_{{{k}}} W_{{{k},{y}}}$" in labels[s * 4 + y]
     assert min(t.get_fontsize() for t in fig.axes[0].texts) >= 10
+
+
+def _ring(n):
+    return jax.make_mesh((n,), ("Y",), devices=jax.devices()[:n])
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+def test_accumulator_ring_one_way_passes_each_accumulator_left_to_its_owner(n):
+    # Property: one way round, device y adds to block (y + 1 + s) mod n at step s (n - 1 steps), and
+    # every block reaches its owner with the parts of the n - 1 other devices: observed via ppermute.
+    ring = accumulator_ring(_ring(n))
+    assert ring.streams == [(-1, n - 1)] and ring.steps == n - 1 and ring.complete
+    assert ring.held == [[[(y + 1 + s) % n] for y in range(n)] for s in range(n - 1)]
+    assert ring.arrived == [[(y, n - 1)] for y in range(n)]
+    assert ring.describe(0, 0) == f"b{1 % n} ←"
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 8])
+def test_accumulator_ring_both_ways_splits_the_other_blocks_between_two_streams(n):
+    # Property: both ways, the left stream takes ceil((n-1)/2) steps and the right floor((n-1)/2);
+    # together they carry every other device's part once (an odd ring splits evenly).
+    ring = accumulator_ring(_ring(n), both_ways=True)
+    left, right = n // 2, n - 1 - n // 2
+    assert ring.streams == [(-1, left), (1, right)] and ring.steps == left and ring.complete
+    assert all(sum(parts for _, parts in ring.arrived[y]) == n - 1 for y in range(n))
+    assert ring.held[0][0] == [-left % n, right % n]  # blocks `left` to the left, `right` to the right
+    if n % 2:
+        assert left == right
+    else:
+        assert ring.held[left - 1][0] == [n - 1, None]  # the last step carries only the left stream
+
+
+def test_accumulator_ring_refuses_an_axis_the_mesh_lacks():
+    with pytest.raises(ValueError, match="axis 'Z' is not on the mesh"):
+        accumulator_ring(_ring(3), "Z")
+
+
+def test_draw_accumulator_ring_has_a_cell_per_stream_and_step_and_a_phone_design():
+    # Property: the picture shows what accumulator_ring saw (a labelled cell per stream, device and
+    # step, then the owner's total) and comes with its own phone drawing at body-size text.
+    from shardbook.viz import phone
+
+    fig = draw_accumulator_ring(_ring(4), both_ways=True)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert sum("+ to b" in t for t in texts) == 4 * 2 + 4 * 1
+    assert sum("4 of 4 parts" in t for t in texts) == 4
+    assert fig.axes[0].get_title().endswith("2 steps to the left, 1 to the right")
+    info = phone.phone_image(fig)
+    assert info["min_text_px"] >= phone.PHONE_BODY_PX and info["overlaps"] == []
+    plt.close("all")
 
 
 def test_route_counts_counts_each_token_row_once():

@@ -26,7 +26,6 @@ TARGETS = {"wide": ROOT / "_static" / "chapter-map.svg", "phone": ROOT / "_stati
 CHAPTERS = {
     0: ("JAX for PyTorch users", "00_jax_for_pytorch_users", "start", (0, 0)),
     1: ("Meshes and shardings", "01_devices_meshes_shardings", "start", (1, 0)),
-    9: ("Matmul precision", "09_precision_and_compiler_control", "side", (0, 1)),
     2: ("Auto sharding", "02_auto_sharding", "modes", (1, 1)),
     3: ("Explicit sharding", "03_explicit_sharding", "modes", (1, 2)),
     10: ("Memory", "10_memory", "side", (2, 2)),
@@ -37,10 +36,11 @@ CHAPTERS = {
     7: ("Autodiff and sharding", "07_autodiff_sharding", "technique", (2, 4)),
     11: ("Train a transformer", "11_training_a_transformer", "capstone", (1, 5)),
     8: ("First-class VJPs", "08_vjp_objects", "technique", (2, 5)),
+    9: ("Matmul precision", "09_precision_and_compiler_control", "side", (0, 5)),
 }
 # (from, to): chapter `to` builds on chapter `from`; chapter 0 is for readers new to JAX only.
-NEEDS = [(0, 1), (1, 2), (1, 9), (2, 3), (2, 10), (3, 4), (3, 12), (4, 5), (4, 6), (4, 7), (7, 8)]
-NEEDS += [(8, 11), (10, 11)]
+NEEDS = [(0, 1), (1, 2), (2, 3), (2, 10), (3, 4), (3, 12), (4, 5), (4, 6), (4, 7), (7, 8)]
+NEEDS += [(7, 9), (8, 11), (10, 11)]  # 9: custom_vjp needs 7 (and 3, through 4)
 OPTIONAL = {(0, 1)}
 COLOURS = {  # fill, border
     "start": ("#e8eef9", "#3b5b9a"),

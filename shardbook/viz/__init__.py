@@ -14,6 +14,8 @@ where each family is read and maintained:
                     devices, and the bytes.
   ring           -- :func:`draw_ring_steps`, :func:`animate_ring_steps`: a ring collective matmul step
                     by step (:func:`ring_schedule`, :func:`animation_html`).
+  accumulators   -- :func:`accumulator_ring`, :func:`draw_accumulator_ring`: a ring of accumulators
+                    (a reduce-scatter as a ring, one way or both): which block each device adds to.
   routing        -- :func:`route_counts`, :func:`draw_routing`: tokens to experts to devices.
   backward       -- :func:`draw_gradient_reduction` (where a backward pass reduces) and
                     :func:`draw_residuals` (saved state per schedule).
@@ -28,6 +30,7 @@ matplotlib and JAX are imported on first use: ``shardbook.setup()`` must run bef
 
 from __future__ import annotations
 
+from .accumulators import AccumulatorRing, accumulator_ring, draw_accumulator_ring
 from .backward import draw_gradient_reduction, draw_residuals
 from .collectives import COLLECTIVES, draw_collective, run_collective
 from .communication import draw_communication
@@ -39,12 +42,15 @@ from .routing import draw_routing, route_counts
 from .sharding import describe_sharding, draw_sharding
 
 __all__ = [
+    "AccumulatorRing",
     "COLLECTIVES",
     "PHONE_BODY_PX",
     "PROCESS_COLOURS",
+    "accumulator_ring",
     "animate_ring_steps",
     "animation_html",
     "describe_sharding",
+    "draw_accumulator_ring",
     "draw_collective",
     "draw_communication",
     "draw_gradient_reduction",

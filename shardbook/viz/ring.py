@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # matplotlib and jax are imported on first use: shardbook.set
 
 __all__ = ["animate_ring_steps", "animation_html", "draw_ring_steps", "ring_schedule"]
 
+_PHONE_ATTR = "_shardbook_phone_animation"  # the same animation drawn for a phone's column
+
 
 def ring_schedule(
     mesh: Any,
@@ -127,18 +129,24 @@ def animate_ring_steps(
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation
 
-    fig, columns = _ring_figure(mesh, axis_name, perm, where, title)
-    plt.close(fig)
+    def animate(fig: Any, columns: list[list[Any]]) -> Any:
+        plt.close(fig)
 
-    def show(frame: int):
-        changed = []
-        for s, artists in enumerate(columns):
-            for artist in artists:
-                artist.set_alpha(1.0 if s <= frame else 0.12)
-                changed.append(artist)
-        return changed
+        def show(frame: int):
+            changed = []
+            for s, artists in enumerate(columns):
+                for artist in artists:
+                    artist.set_alpha(1.0 if s <= frame else 0.12)
+                    changed.append(artist)
+            return changed
 
-    return FuncAnimation(fig, show, frames=len(columns), interval=interval_ms, blit=False)
+        return FuncAnimation(fig, show, frames=len(columns), interval=interval_ms, blit=False)
+
+    animation = animate(*_ring_figure(mesh, axis_name, perm, where, title))
+    # The same frames drawn for a phone's column (animation_html shows them below 700 px).
+    phone_fig, phone_columns = _ring_phone_steps(mesh, axis_name, perm, where, title)
+    setattr(animation, _PHONE_ATTR, animate(phone_fig, phone_columns))
+    return animation
 
 
 _CDN_STYLESHEET = re.compile(r'<link rel="stylesheet"\s+href="https?://[^"]*font-awesome[^"]*">\n?')
@@ -172,17 +180,37 @@ def animation_html(animation: Any, alt: str | None = None) -> Any:
       >>> "://" in html.data  # no stylesheet or font from another host
       False
     """
+    import matplotlib
     from IPython.display import HTML
 
-    html = animation.to_jshtml()
-    # matplotlib's buttons draw Font Awesome icons from a stylesheet on a CDN: the page would ask an
-    # outside host for it. Plain characters need no stylesheet, on the book's pages and in Colab.
-    html = _CDN_STYLESHEET.sub("", html)
-    html = _ICON.sub(lambda m: f'<span aria-hidden="true">{_GLYPHS.get(m.group(1), "")}</span>', html)
-    if alt is not None:  # the frame is one <img>: give it a text alternative for screen readers
-        html = re.sub(r"<img (?![^>]*\balt=)", f'<img alt="{_html_escape(alt, quote=True)}" ', html, count=1)
-    style = "<style>.shardbook-animation img { max-width: 100%; height: auto; }</style>"
-    return HTML(f'<div class="shardbook-animation">{style}{html}</div>')
+    def jshtml(anim: Any, dpi: float | None = None) -> str:
+        with matplotlib.rc_context({"savefig.dpi": dpi} if dpi else {}):
+            html = anim.to_jshtml()
+        # matplotlib's buttons draw Font Awesome icons from a stylesheet on a CDN: the page would ask an
+        # outside host for it. Plain characters need no stylesheet, on the book's pages and in Colab.
+        html = _CDN_STYLESHEET.sub("", html)
+        html = _ICON.sub(lambda m: f'<span aria-hidden="true">{_GLYPHS.get(m.group(1), "")}</span>', html)
+        if alt is not None:  # the frame is one <img>: give it a text alternative for screen readers
+            html = re.sub(
+                r"<img (?![^>]*\balt=)", f'<img alt="{_html_escape(alt, quote=True)}" ', html, count=1
+            )
+        return html
+
+    style = "<style>.shardbook-animation img { max-width: 100%; height: auto; }"
+    phone = getattr(animation, _PHONE_ATTR, None)
+    if phone is None:
+        return HTML(f'<div class="shardbook-animation">{style}</style>{jshtml(animation)}</div>')
+    # Below 700 px (a phone, as the book's CSS) the frames drawn for the column, text at body size;
+    # 2 pixels per CSS px, not PHONE_DENSITY: every frame is a whole PNG, and the page carries them all.
+    style += (
+        " .sb-anim-phone { display: none; } @media (max-width: 699.98px) {"
+        " .shardbook-animation .sb-anim-wide { display: none; }"
+        " .shardbook-animation .sb-anim-phone { display: block; } }"
+    )
+    return HTML(
+        f'<div class="shardbook-animation">{style}</style><div class="sb-anim-wide">{jshtml(animation)}</div>'
+        f'<div class="sb-anim-phone">{jshtml(phone, 72 * 2)}</div></div>'
+    )
 
 
 def _ring_figure(
@@ -252,6 +280,12 @@ def _ring_phone_figure(mesh: Any, axis_name: str, perm: Any, where: Any, title: 
     """The ring's steps for a phone's column: the steps one under the other, a device a row, each row
     naming the block it holds and the product it adds (the desktop's grid has n columns of two-line
     cells, too narrow for body-size text)."""
+    return _ring_phone_steps(mesh, axis_name, perm, where, title)[0]
+
+
+def _ring_phone_steps(
+    mesh: Any, axis_name: str, perm: Any, where: Any, title: str | None
+) -> tuple[Figure, list[list[Any]]]:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
@@ -265,19 +299,24 @@ def _ring_phone_figure(mesh: Any, axis_name: str, perm: Any, where: Any, title: 
     ax.set_ylim(n * (head + n * row), 0)
     ax.axis("off")
     moved = "each block one to the left" if perm is None else "each block one along the ring"
+    columns: list[list[Any]] = [[] for _ in range(n)]
     y = 0.0
     for s in range(n):
         label = f"step {s}" if s == 0 else f"step {s}: {moved}"
-        ax.text(0, y + head * 0.55, label, fontsize=size, va="center", ha="left", wrap=True, weight="bold")
+        columns[s].append(
+            ax.text(
+                0, y + head * 0.55, label, fontsize=size, va="center", ha="left", wrap=True, weight="bold"
+            )
+        )
         y += head
         for d in range(n):
             k = held[s][d]
-            ax.add_patch(
+            columns[s].append(ax.add_patch(
                 Rectangle((0, y + 0.03), 1, row - 0.06, facecolor=_PALETTE[ids[k] % len(_PALETTE)], lw=0.6,
                           edgecolor="black")
-            )  # fmt: skip
+            ))  # fmt: skip
             text = f"d{ids[d]} ({axis_name}={d}): $A_{{{k}}}$ from d{ids[k]}, + $A_{{{k}}} W_{{{k},{d}}}$"
-            ax.text(0.03, y + row / 2, text, fontsize=size, va="center", ha="left")
+            columns[s].append(ax.text(0.03, y + row / 2, text, fontsize=size, va="center", ha="left"))
             y += row
     ax.set_title(
         title
@@ -288,4 +327,4 @@ def _ring_phone_figure(mesh: Any, axis_name: str, perm: Any, where: Any, title: 
         wrap=True,
     )
     fig.tight_layout()
-    return fig
+    return fig, columns
