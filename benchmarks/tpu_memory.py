@@ -202,7 +202,9 @@ def main() -> None:
         brief = {k: row.get(k) for k in ("compiled", "ran", "compiler_needs_bytes", "crashed")}
         print(name, json.dumps(brief), f"{row['process_seconds']:.0f} s", flush=True)
         seen = row.pop("provenance", None)
-        if not path.endswith("_memory.json") and seen:  # the chip's provenance, as a child saw it (this process never opens it)
+        if (
+            not path.endswith("_memory.json") and seen
+        ):  # the chip's provenance, as a child saw it (this process never opens it)
             record = {**seen, "command": seen["command"].replace(" --child", ""), **record}
             kind = {"TPU v5 lite": "v5e"}.get(seen["device_kind"], seen["device_kind"].lower())
             if path and os.path.exists(path):

@@ -238,9 +238,7 @@ def adam_step(params, m, v, tokens, g: GPT, lr=3e-4, b1=0.9, b2=0.95, eps=1e-8):
     return params, m, v, loss
 
 
-def gpt_step(
-    name: str, g: GPT, batch: int = BATCH, donated: bool = True, dtype: str = "float32"
-) -> Program:
+def gpt_step(name: str, g: GPT, batch: int = BATCH, donated: bool = True, dtype: str = "float32") -> Program:
     """An Adam step of the GPT ``g`` on ``batch`` sequences, its state (parameters, m, v) of ``dtype``,
     donated (updated in place) or not."""
     state = jax.tree.map(lambda s: _sds(s, dtype), gpt_shapes(g), is_leaf=lambda x: isinstance(x, tuple))
@@ -255,7 +253,8 @@ def gpt_step(
         (state, state, state, tokens),
         feeds_back=3,
         about=f"{gpt_parameter_count(g) / 1e9:.2f}B parameters, width {g.d}, {g.layers} layers, "
-        f"{batch} sequences of {g.seq}, {dtype}, per-layer remat" + ("" if donated else ", state not donated"),
+        f"{batch} sequences of {g.seq}, {dtype}, per-layer remat"
+        + ("" if donated else ", state not donated"),
     )
 
 
@@ -354,33 +353,112 @@ def held_out() -> list[Program]:
     f32, bf16 = "float32", "bfloat16"
     mlp = [_sds((4096, 4096), f32), _sds((4096, 4096), f32), _sds((4096, 1024), f32)]
     return [
-        prog("matmul float32 6144 at highest", "matmul", _dot_at("highest"), ((6144, 6144), f32),
-             ((6144, 6144), f32), about="f32[6144,6144] @ f32[6144,6144], six bf16 passes"),
-        prog("matmul float32 3072x8192x2048 at high", "matmul", _dot_at("high"), ((3072, 8192), f32),
-             ((8192, 2048), f32), about="three bf16 passes, a rectangular product"),
-        prog("matmul bfloat16 16384x4096x4096", "matmul", jnp.matmul, ((16384, 4096), bf16),
-             ((4096, 4096), bf16), about="a tall product"),
-        prog("matmul bfloat16 2048x16384x2048", "matmul", jnp.matmul, ((2048, 16384), bf16),
-             ((16384, 2048), bf16), about="a long contraction"),
-        prog("matmul float32 6144", "matmul", jnp.matmul, ((6144, 6144), f32), ((6144, 6144), f32),
-             about="f32 at the default precision, a size not fitted"),
-        prog("batched matmul bfloat16", "matmul", lambda a, b: jnp.einsum("bij,bjk->bik", a, b),
-             ((32, 1024, 2048), bf16), ((32, 2048, 1024), bf16), about="32 products of 1024x2048x1024"),
-        prog("MLP forward bfloat16", "mlp", _mlp_forward, ((8192, 2048), bf16), ((2048, 8192), bf16),
-             ((8192, 2048), bf16), about="gelu(x W1) W2, 8192 rows, 2048 -> 8192 -> 2048"),
-        prog("MLP forward float32 at highest", "mlp", _highest(_mlp_forward), ((4096, 2048), f32),
-             ((2048, 8192), f32), ((8192, 2048), f32), about="as above in f32, precision highest"),
-        Program("MLP SGD step float32", "mlp", jax.jit(_mlp_sgd_step, donate_argnums=(0,)),
-                (mlp, _sds((2048, 4096), f32), _sds((2048, 1024), f32)), feeds_back=1,
-                about="three ReLU layers 4096 -> 4096 -> 4096 -> 1024, 2048 rows, MSE, SGD, donated"),
-        prog("cross-entropy float32", "memory", jax.value_and_grad(_cross_entropy),
-             ((8192, 50304), f32), ((8192,), "int32"), about="loss and its gradient over 50,304 logits"),
-        prog("element-wise chain f32", "memory", _chain, ((16384, 8192), f32), ((16384, 8192), f32),
-             about="tanh, exp, sin, products: one fused kernel"),
-        prog("softmax bf16", "memory", lambda x: jax.nn.softmax(x, -1), ((16384, 8192), bf16),
-             about="over the last axis, bf16"),
-        prog("attention bfloat16 512", "attention", attention, ((32, 512, 16, 128), bf16),
-             ((32, 512, 16, 128), bf16), ((32, 512, 16, 128), bf16), about="batch 32, 512 tokens"),
+        prog(
+            "matmul float32 6144 at highest",
+            "matmul",
+            _dot_at("highest"),
+            ((6144, 6144), f32),
+            ((6144, 6144), f32),
+            about="f32[6144,6144] @ f32[6144,6144], six bf16 passes",
+        ),
+        prog(
+            "matmul float32 3072x8192x2048 at high",
+            "matmul",
+            _dot_at("high"),
+            ((3072, 8192), f32),
+            ((8192, 2048), f32),
+            about="three bf16 passes, a rectangular product",
+        ),
+        prog(
+            "matmul bfloat16 16384x4096x4096",
+            "matmul",
+            jnp.matmul,
+            ((16384, 4096), bf16),
+            ((4096, 4096), bf16),
+            about="a tall product",
+        ),
+        prog(
+            "matmul bfloat16 2048x16384x2048",
+            "matmul",
+            jnp.matmul,
+            ((2048, 16384), bf16),
+            ((16384, 2048), bf16),
+            about="a long contraction",
+        ),
+        prog(
+            "matmul float32 6144",
+            "matmul",
+            jnp.matmul,
+            ((6144, 6144), f32),
+            ((6144, 6144), f32),
+            about="f32 at the default precision, a size not fitted",
+        ),
+        prog(
+            "batched matmul bfloat16",
+            "matmul",
+            lambda a, b: jnp.einsum("bij,bjk->bik", a, b),
+            ((32, 1024, 2048), bf16),
+            ((32, 2048, 1024), bf16),
+            about="32 products of 1024x2048x1024",
+        ),
+        prog(
+            "MLP forward bfloat16",
+            "mlp",
+            _mlp_forward,
+            ((8192, 2048), bf16),
+            ((2048, 8192), bf16),
+            ((8192, 2048), bf16),
+            about="gelu(x W1) W2, 8192 rows, 2048 -> 8192 -> 2048",
+        ),
+        prog(
+            "MLP forward float32 at highest",
+            "mlp",
+            _highest(_mlp_forward),
+            ((4096, 2048), f32),
+            ((2048, 8192), f32),
+            ((8192, 2048), f32),
+            about="as above in f32, precision highest",
+        ),
+        Program(
+            "MLP SGD step float32",
+            "mlp",
+            jax.jit(_mlp_sgd_step, donate_argnums=(0,)),
+            (mlp, _sds((2048, 4096), f32), _sds((2048, 1024), f32)),
+            feeds_back=1,
+            about="three ReLU layers 4096 -> 4096 -> 4096 -> 1024, 2048 rows, MSE, SGD, donated",
+        ),
+        prog(
+            "cross-entropy float32",
+            "memory",
+            jax.value_and_grad(_cross_entropy),
+            ((8192, 50304), f32),
+            ((8192,), "int32"),
+            about="loss and its gradient over 50,304 logits",
+        ),
+        prog(
+            "element-wise chain f32",
+            "memory",
+            _chain,
+            ((16384, 8192), f32),
+            ((16384, 8192), f32),
+            about="tanh, exp, sin, products: one fused kernel",
+        ),
+        prog(
+            "softmax bf16",
+            "memory",
+            lambda x: jax.nn.softmax(x, -1),
+            ((16384, 8192), bf16),
+            about="over the last axis, bf16",
+        ),
+        prog(
+            "attention bfloat16 512",
+            "attention",
+            attention,
+            ((32, 512, 16, 128), bf16),
+            ((32, 512, 16, 128), bf16),
+            ((32, 512, 16, 128), bf16),
+            about="batch 32, 512 tokens",
+        ),
         gpt_step("GPT 0.16B Adam step, batch 16", GPTS["0.16B"], batch=16),
         gpt_step("GPT width 1024 seq 2048 Adam step", GPT(50304, 1024, 16, 4096, 8, 2048), batch=4),
         gpt_step("GPT width 512 seq 512 Adam step", GPT(50304, 512, 8, 2048, 6, 512), batch=32),
