@@ -8,11 +8,14 @@ compiled for a TPU topology on a machine with no TPU, ``shardbook.compile_for_tp
 concrete arguments on the chip, and whether its outputs are fed back as its next inputs (a training
 step that donates its state).
 
-Families: matmuls at bf16 and at f32's default precision (one bf16 pass on a TPU), memory-bound
+Families: matmuls at bf16 and at f32's default precision (one bf16 pass on a TPU) and at the other
+precisions (:func:`precision_matmuls`), memory-bound
 element-wise work, reductions and layout changes, attention written as two einsums and a softmax,
 and f32 training steps of a GPT with Adam at three sizes (plus two that cannot fit one v5e chip, to
 record the compiler's refusal, and one whose state is not donated, which the compiler accepts and the
-chip cannot allocate).
+chip cannot allocate). :func:`held_out` gives programs the cost model is not fitted on, recorded apart
+(``--set held_out``), and :func:`memory_steps` the steps ``benchmarks/tpu_memory.py`` runs to see what
+fits one chip.
 """
 
 from __future__ import annotations
@@ -235,33 +238,254 @@ def adam_step(params, m, v, tokens, g: GPT, lr=3e-4, b1=0.9, b2=0.95, eps=1e-8):
     return params, m, v, loss
 
 
+def gpt_step(name: str, g: GPT, batch: int = BATCH, donated: bool = True, dtype: str = "float32") -> Program:
+    """An Adam step of the GPT ``g`` on ``batch`` sequences, its state (parameters, m, v) of ``dtype``,
+    donated (updated in place) or not."""
+    state = jax.tree.map(lambda s: _sds(s, dtype), gpt_shapes(g), is_leaf=lambda x: isinstance(x, tuple))
+    tokens = _sds((batch, g.seq + 1), "int32")
+    step = jax.jit(
+        lambda p, m, v, t, g=g: adam_step(p, m, v, t, g), donate_argnums=(0, 1, 2) if donated else ()
+    )
+    return Program(
+        name,
+        "training",
+        step,
+        (state, state, state, tokens),
+        feeds_back=3,
+        about=f"{gpt_parameter_count(g) / 1e9:.2f}B parameters, width {g.d}, {g.layers} layers, "
+        f"{batch} sequences of {g.seq}, {dtype}, per-layer remat"
+        + ("" if donated else ", state not donated"),
+    )
+
+
 def training_steps() -> list[Program]:
     """An f32 Adam step of each size in :data:`GPTS`, its state donated (updated in place), then the
     steps of :data:`NOT_DONATED`, whose state is not."""
     sizes = [(name, g, True) for name, g in GPTS.items()]
     sizes += [(name, g, False) for name, g in NOT_DONATED.items()]
+    return [
+        gpt_step(f"GPT {name} Adam step" + ("" if donated else ", not donated"), g, donated=donated)
+        for name, g, donated in sizes
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# matmuls at other precisions (fitted: their rates are read off them), and programs held out of the fit
+
+
+#: the f32 precision settings recorded: JAX's levels, and the dot-algorithm presets they run as on a v5e
+PRECISIONS = ("high", "highest", "BF16_BF16_F32", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6")
+
+
+def _precision(setting: str):
+    if setting in ("default", "high", "highest"):
+        return setting
+    return getattr(jax.lax.DotAlgorithmPreset, setting)
+
+
+def _dot_at(setting: str) -> Callable:
+    precision = _precision(setting)
+    return lambda a, b: jnp.dot(a, b, precision=precision, preferred_element_type=jnp.float32)
+
+
+def precision_matmuls() -> list[Program]:
+    """f32 square products at each of :data:`PRECISIONS`: the levels at 2048, 4096 and 8192, the presets
+    at 4096 and 8192, timed back to back like every other program."""
     out = []
-    for name, g, donated in sizes:
-        state = jax.tree.map(
-            lambda s: _sds(s, "float32"), gpt_shapes(g), is_leaf=lambda x: isinstance(x, tuple)
-        )
-        tokens = _sds((BATCH, g.seq + 1), "int32")
-        step = jax.jit(
-            lambda p, m, v, t, g=g: adam_step(p, m, v, t, g), donate_argnums=(0, 1, 2) if donated else ()
-        )
-        out.append(
-            Program(
-                f"GPT {name} Adam step" + ("" if donated else ", not donated"),
-                "training",
-                step,
-                (state, state, state, tokens),
-                feeds_back=3,
-                about=f"{gpt_parameter_count(g) / 1e9:.2f}B parameters, width {g.d}, {g.layers} layers, "
-                f"{BATCH} sequences of {g.seq}, f32, per-layer remat"
-                + ("" if donated else ", state not donated"),
+    for setting in PRECISIONS:
+        sizes = (2048, 4096, 8192) if setting in ("high", "highest") else (4096, 8192)
+        for n in sizes:
+            out.append(
+                Program(
+                    f"matmul float32 {n} at {setting}",
+                    "precision",
+                    jax.jit(_dot_at(setting)),
+                    (_sds((n, n), "float32"), _sds((n, n), "float32")),
+                    about=f"f32[{n},{n}] @ f32[{n},{n}], precision={setting}",
+                )
             )
-        )
     return out
+
+
+def _mlp_forward(x, w1, w2):
+    return jax.nn.gelu(x @ w1) @ w2
+
+
+def _mlp_loss(params, x, y):
+    h = x
+    for w in params[:-1]:
+        h = jax.nn.relu(h @ w)
+    return jnp.mean((h @ params[-1] - y) ** 2)
+
+
+def _mlp_sgd_step(params, x, y):
+    loss, grads = jax.value_and_grad(_mlp_loss)(params, x, y)
+    return [p - 1e-3 * g for p, g in zip(params, grads, strict=True)], loss
+
+
+def _cross_entropy(logits, labels):
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), -1)
+    return -jnp.take_along_axis(logp, labels[:, None], -1).mean()
+
+
+def _chain(x, y):
+    return jnp.tanh(x) * y + jnp.exp(-x * x) - 0.5 * jnp.sin(y)
+
+
+def _highest(fn: Callable) -> Callable:
+    def run(*args):
+        with jax.default_matmul_precision("highest"):
+            return fn(*args)
+
+    return run
+
+
+def held_out() -> list[Program]:
+    """Programs the model was not fitted on (no constant of :data:`shardbook.cost.V5E_MEASURED` is read
+    off them): other shapes, dtypes and precisions, an MLP, a cross-entropy, an element-wise chain, GPT
+    steps of other shapes and a bf16 one. ``python -m benchmarks.tpu_record --set held_out`` records
+    them."""
+
+    def prog(name, family, fn, *shapes, about="", feeds_back=0, donate=()):
+        sds = tuple(_sds(*s) if isinstance(s[0], tuple) else s for s in shapes)
+        return Program(name, family, jax.jit(fn, donate_argnums=donate), sds, feeds_back, about)
+
+    f32, bf16 = "float32", "bfloat16"
+    mlp = [_sds((4096, 4096), f32), _sds((4096, 4096), f32), _sds((4096, 1024), f32)]
+    return [
+        prog(
+            "matmul float32 6144 at highest",
+            "matmul",
+            _dot_at("highest"),
+            ((6144, 6144), f32),
+            ((6144, 6144), f32),
+            about="f32[6144,6144] @ f32[6144,6144], six bf16 passes",
+        ),
+        prog(
+            "matmul float32 3072x8192x2048 at high",
+            "matmul",
+            _dot_at("high"),
+            ((3072, 8192), f32),
+            ((8192, 2048), f32),
+            about="three bf16 passes, a rectangular product",
+        ),
+        prog(
+            "matmul bfloat16 16384x4096x4096",
+            "matmul",
+            jnp.matmul,
+            ((16384, 4096), bf16),
+            ((4096, 4096), bf16),
+            about="a tall product",
+        ),
+        prog(
+            "matmul bfloat16 2048x16384x2048",
+            "matmul",
+            jnp.matmul,
+            ((2048, 16384), bf16),
+            ((16384, 2048), bf16),
+            about="a long contraction",
+        ),
+        prog(
+            "matmul float32 6144",
+            "matmul",
+            jnp.matmul,
+            ((6144, 6144), f32),
+            ((6144, 6144), f32),
+            about="f32 at the default precision, a size not fitted",
+        ),
+        prog(
+            "batched matmul bfloat16",
+            "matmul",
+            lambda a, b: jnp.einsum("bij,bjk->bik", a, b),
+            ((32, 1024, 2048), bf16),
+            ((32, 2048, 1024), bf16),
+            about="32 products of 1024x2048x1024",
+        ),
+        prog(
+            "MLP forward bfloat16",
+            "mlp",
+            _mlp_forward,
+            ((8192, 2048), bf16),
+            ((2048, 8192), bf16),
+            ((8192, 2048), bf16),
+            about="gelu(x W1) W2, 8192 rows, 2048 -> 8192 -> 2048",
+        ),
+        prog(
+            "MLP forward float32 at highest",
+            "mlp",
+            _highest(_mlp_forward),
+            ((4096, 2048), f32),
+            ((2048, 8192), f32),
+            ((8192, 2048), f32),
+            about="as above in f32, precision highest",
+        ),
+        Program(
+            "MLP SGD step float32",
+            "mlp",
+            jax.jit(_mlp_sgd_step, donate_argnums=(0,)),
+            (mlp, _sds((2048, 4096), f32), _sds((2048, 1024), f32)),
+            feeds_back=1,
+            about="three ReLU layers 4096 -> 4096 -> 4096 -> 1024, 2048 rows, MSE, SGD, donated",
+        ),
+        prog(
+            "cross-entropy float32",
+            "memory",
+            jax.value_and_grad(_cross_entropy),
+            ((8192, 50304), f32),
+            ((8192,), "int32"),
+            about="loss and its gradient over 50,304 logits",
+        ),
+        prog(
+            "element-wise chain f32",
+            "memory",
+            _chain,
+            ((16384, 8192), f32),
+            ((16384, 8192), f32),
+            about="tanh, exp, sin, products: one fused kernel",
+        ),
+        prog(
+            "softmax bf16",
+            "memory",
+            lambda x: jax.nn.softmax(x, -1),
+            ((16384, 8192), bf16),
+            about="over the last axis, bf16",
+        ),
+        prog(
+            "attention bfloat16 512",
+            "attention",
+            attention,
+            ((32, 512, 16, 128), bf16),
+            ((32, 512, 16, 128), bf16),
+            ((32, 512, 16, 128), bf16),
+            about="batch 32, 512 tokens",
+        ),
+        gpt_step("GPT 0.16B Adam step, batch 16", GPTS["0.16B"], batch=16),
+        gpt_step("GPT width 1024 seq 2048 Adam step", GPT(50304, 1024, 16, 4096, 8, 2048), batch=4),
+        gpt_step("GPT width 512 seq 512 Adam step", GPT(50304, 512, 8, 2048, 6, 512), batch=32),
+        gpt_step("GPT 0.16B Adam step, bfloat16", GPTS["0.16B"], dtype="bfloat16"),
+    ]
+
+
+def memory_steps(scale: int = 1) -> list[Program]:
+    """One-chip Adam steps that straddle a v5e's HBM (``benchmarks/tpu_memory.py``): donated f32 steps of
+    large state (width 1280, 8 × 1024 tokens, 28 to 36 layers), donated steps of small state (GPT-2
+    small's shape, 24 to 40 sequences of 1024) and steps whose state is not donated. ``scale`` > 1
+    shrinks every shape (a CPU test of the script)."""
+
+    def gpt(vocab, d, heads, ff, layers, seq):
+        return GPT(vocab // scale, d // scale, heads, ff // scale, layers, seq // scale)
+
+    wide = [(f"width 1280, {n} layers, donated", gpt(50304, 1280, 20, 5120, n, 1024), 8, True)
+            for n in (28, 30, 32, 34, 36)]  # fmt: skip
+    small = [(f"0.16B shape, batch {b}, donated", gpt(50304, 768, 12, 3072, 12, 1024), b, True)
+             for b in (24, 32, 36, 37, 40)]  # fmt: skip
+    kept = [
+        ("0.16B shape, batch 28, not donated", gpt(50304, 768, 12, 3072, 12, 1024), 28, False),
+        ("width 1280, 16 layers, not donated", gpt(50304, 1280, 20, 5120, 16, 1024), 8, False),
+        ("width 1280, 20 layers, not donated", gpt(50304, 1280, 20, 5120, 20, 1024), 8, False),
+        ("width 1280, 34 layers, not donated", gpt(50304, 1280, 20, 5120, 34, 1024), 8, False),
+    ]
+    return [gpt_step(name, g, batch, donated) for name, g, batch, donated in wide + small + kept]
 
 
 def arguments_for(program: Program, seed: int = 0) -> list:
@@ -272,8 +496,8 @@ def arguments_for(program: Program, seed: int = 0) -> list:
 
 
 def all_programs() -> list[Program]:
-    """Every recorded program, cheapest family first."""
-    return matmuls() + memory_bound() + attentions() + training_steps()
+    """Every program of the fitted record (``shardbook/data/tpu_v5e.json``), cheapest family first."""
+    return matmuls() + memory_bound() + attentions() + training_steps() + precision_matmuls()
 
 
 def flops_of_matmul(program: Program) -> float:

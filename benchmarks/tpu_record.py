@@ -10,6 +10,9 @@ and NumPy (not shardbook), so it runs on a bare TPU image with that image's own 
 * ``DIR/tpu_<kind>_programs.json.gz``: each compiled program's text (``compiled.as_text()``), the
   TPU's own program, which ``shardbook``'s cost model reads (``shardbook/data``).
 
+``--set held_out`` records the programs of ``tpu_programs.held_out()`` instead, which the cost model is
+not fitted on, to ``tpu_<kind>_held_out.json`` and ``tpu_<kind>_held_out_programs.json.gz``.
+
 Timing: a call is run until its outputs are ready, then repeated ``inner`` times back to back (enough
 for about 50 ms, so dispatch is hidden behind the chip's work) and the batch is timed; the median of
 ``--repeats`` batches, divided by ``inner``, is the time of one call. A training step's updated state
@@ -33,6 +36,9 @@ from benchmarks import tpu_programs
 
 #: the names this book gives the chips JAX calls by their device kinds
 KINDS = {"TPU v5 lite": "v5e", "TPU v6 lite": "v6e", "TPU v5": "v5p", "TPU v4": "v4"}
+
+#: the two records: the programs the cost model is fitted and checked on, and those held out of the fit
+SETS = {"fitted": tpu_programs.all_programs, "held_out": tpu_programs.held_out}
 
 
 def first_lines(error: BaseException, n: int = 6) -> str:
@@ -111,8 +117,11 @@ def record_program(program: tpu_programs.Program, repeats: int, texts: dict) -> 
         row.update(time_calls(program, args, repeats))
     except Exception as e:
         row["run_raises"] = first_lines(e)
-    # the most this process has held so far: a program's own peak when it is the only one run (--only)
-    row["peak_bytes_in_use"] = int((jax.devices()[0].memory_stats() or {}).get("peak_bytes_in_use", 0))
+    # the most this process has held so far: a program's own peak when it is the only one run (--only).
+    # It leaves out the runtime's scratch for a program, which bytes_reserved counts.
+    stats = jax.devices()[0].memory_stats() or {}
+    row["peak_bytes_in_use"] = int(stats.get("peak_bytes_in_use", 0))
+    row["bytes_reserved"] = int(stats.get("bytes_reserved", 0))
     return row
 
 
@@ -137,6 +146,14 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="a folder")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--only", default="", help="record programs whose name contains this")
+    parser.add_argument("--family", default="", help="record programs of this family only")
+    parser.add_argument(
+        "--set",
+        choices=SETS,
+        default="fitted",
+        help="fitted: the programs the cost model's rates are read off and checked on (tpu_<kind>.json); "
+        "held_out: programs it is not fitted on (tpu_<kind>_held_out.json)",
+    )
     parser.add_argument(
         "--merge",
         default="",
@@ -165,24 +182,33 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "command": "python -m benchmarks.tpu_record --out DIR"
         + (f" --repeats {args.repeats}" if args.repeats != 7 else "")
+        + (f" --set {args.set}" if args.set != "fitted" else "")
         + (f" --only {args.only!r}" if args.only else "")
+        + (f" --family {args.family}" if args.family else "")
         + (" --merge RECORD" if args.merge else ""),
         "timing": f"median of {args.repeats} batches of back-to-back calls, each batch about 50 ms",
         "programs": {},
     }
     texts: dict[str, str] = {}
-    for program in tpu_programs.all_programs():
-        if args.only not in program.name:
+    for program in SETS[args.set]():
+        if args.only not in program.name or args.family not in ("", program.family):
             continue
         row = record_program(program, args.repeats, texts)
         record["programs"][program.name] = row
         shown = {k: v for k, v in row.items() if k not in ("about",)}
         print(program.name, json.dumps(shown)[:400], flush=True)
+        if not args.merge:  # written after each program, so a run cut short keeps what it did
+            write(args, kind, record, texts)
     if args.merge:
         record, texts = merged(args.merge, record, texts)
-    with open(f"{args.out}/tpu_{kind}.json", "w") as f:
+        write(args, kind, record, texts)
+
+
+def write(args: argparse.Namespace, kind: str, record: dict, texts: dict) -> None:
+    stem = f"{args.out}/tpu_{kind}" + ("" if args.set == "fitted" else f"_{args.set}")
+    with open(f"{stem}.json", "w") as f:
         json.dump(record, f, indent=1)
-    with gzip.open(f"{args.out}/tpu_{kind}_programs.json.gz", "wt") as f:
+    with gzip.open(f"{stem}_programs.json.gz", "wt") as f:
         json.dump(texts, f)
 
 

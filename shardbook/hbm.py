@@ -181,16 +181,59 @@ def _unpadded(type_text: str) -> int:
 def _dot_dtype(module: Module, comp: Computation, inst: Instruction) -> str:
     """The operand type that sets a TPU matmul's rate: f32 if any matmul ``inst`` runs reads f32, else
     the first matmul's first operand's type."""
+    return _dot_setting(module, comp, inst)[0]
+
+
+#: how many bf16 passes each precision of an f32 matmul makes on a TPU (chapter 9): JAX's levels as the
+#: compiled program names them (``operand_precision={high,high}``), and the dot-algorithm presets
+#: (``algorithm=dot_bf16_bf16_f32_x6``) by the levels they run as
+PRECISION_PASSES = {"default": 1, "high": 3, "highest": 6}
+_ALGORITHMS = {
+    "dot_bf16_bf16_f32": "default",
+    "dot_bf16_bf16_f32_x3": "high",
+    "dot_bf16_bf16_f32_x6": "highest",
+}
+
+
+def dot_precision(inst: Instruction) -> str:
+    r"""The precision one dot or convolution asks for: "default", "high" or "highest", read from its
+    ``operand_precision={...}`` (the higher of the two operands') or its ``algorithm=`` attribute.
+
+    Example:
+      >>> from shardbook.hlo import parse_module
+      >>> m = parse_module(
+      ...     "HloModule m\nENTRY %e (a: f32[8,8]) -> f32[8,8] {\n  %a = f32[8,8] parameter(0)\n"
+      ...     "  ROOT %d = f32[8,8] dot(%a, %a), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+      ...     "operand_precision={highest,highest}\n}\n")
+      >>> dot_precision(m.entry.root)
+      'highest'
+    """
+    algorithm = (inst.attr("algorithm") or "").strip().lower()
+    if algorithm:
+        return _ALGORITHMS.get(algorithm, "highest" if "f32_f32" in algorithm else "default")
+    levels = (inst.attr("operand_precision") or "").strip("{}").lower().split(",")
+    found = [v.strip() for v in levels if v.strip() in PRECISION_PASSES]
+    return max(found, key=PRECISION_PASSES.__getitem__, default="default")
+
+
+def _dot_setting(module: Module, comp: Computation, inst: Instruction) -> tuple[str, str]:
+    """(operand type, precision) that set the rate of the matmuls ``inst`` runs: f32 if any reads f32,
+    else the first one's type; the most passes any f32 one asks for (a bf16 one makes one pass at any
+    precision)."""
     found: list[str] = []
+    precision = "default"
     stack = [(comp, inst)]
     while stack and len(found) < 64:
         c, i = stack.pop()
         if i.opcode in ("dot", "convolution"):
-            found += [src.arrays[0].dtype for o in i.operands[:2] if (src := c.by_name.get(o)) and src.arrays]
+            types = [src.arrays[0].dtype for o in i.operands[:2] if (src := c.by_name.get(o)) and src.arrays]
+            found += types
+            if "f32" in types:
+                precision = max(precision, dot_precision(i), key=PRECISION_PASSES.__getitem__)
         for _, name in i.called():
             if (callee := module.computations.get(name)) is not None:
                 stack += [(callee, sub) for sub in reversed(callee.instructions)]
-    return "f32" if "f32" in found else (found[0] if found else "bf16")
+    return ("f32" if "f32" in found else (found[0] if found else "bf16")), precision
 
 
 # ---------------------------------------------------------------------------------------------------

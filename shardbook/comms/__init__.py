@@ -33,7 +33,7 @@ record from the loops it rewrites: in a TPU program the count is read from the l
 from __future__ import annotations
 
 from .analysis import analyze, analyze_text, collectives_in
-from .compiled import DoesNotFit, Footprint, TpuProgram, parse_hbm_oom
+from .compiled import SUM_OVERCOUNT, DoesNotFit, Footprint, HbmVerdict, TpuProgram, hbm_verdict, parse_hbm_oom
 from .compiling import compile_texts, lower
 from .memory import footprint
 from .queries import (
@@ -52,6 +52,9 @@ __all__ = [
     "Collective",
     "DoesNotFit",
     "Footprint",
+    "HbmVerdict",
+    "SUM_OVERCOUNT",
+    "hbm_verdict",
     "Report",
     "TpuProgram",
     "analyze",
