@@ -117,7 +117,17 @@ _EXPORTS = {
 
 # modules reachable as attributes without an import statement (``shardbook.comms.analyze``)
 _MODULES = (
-    "viz", "checks", "comms", "hlo", "tpu", "cost", "pipeline", "hosts", "claims", "tables", "sources",
+    "viz",
+    "checks",
+    "comms",
+    "hlo",
+    "tpu",
+    "cost",
+    "pipeline",
+    "hosts",
+    "claims",
+    "tables",
+    "sources",
 )
 
 __all__ = [

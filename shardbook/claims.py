@@ -163,7 +163,11 @@ def _seconds(value: Any) -> float:
 
 
 def claim_faster(
-    sentence: str, faster: Any, slower: Any, figures: Mapping[str, Any] | None = None, error: float | None = None
+    sentence: str,
+    faster: Any,
+    slower: Any,
+    figures: Mapping[str, Any] | None = None,
+    error: float | None = None,
 ) -> None:
     """Checks a sentence that names a winner between two estimates: ``faster`` must beat ``slower`` by
     more than the model's error (:func:`model_error`), else the sentence should say they tie.

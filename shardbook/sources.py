@@ -85,11 +85,9 @@ def source_of(obj: Any) -> Source:
     Raises:
       TypeError: an object that carries no source (a bare number has none: ask the object it came from).
     """
-    from .comms.compiled import TpuProgram  # light: no JAX
-
     if isinstance(obj, Source):
         return obj
-    if isinstance(obj, TpuProgram):
+    if hasattr(obj, "topology") and hasattr(obj, "hbm_bytes"):  # a TpuProgram (comms reads tables)
         return COMPILER
     platform = getattr(obj, "platform", None)
     if platform is not None and hasattr(obj, "chip"):  # an Estimate
@@ -143,6 +141,17 @@ def is_tpu_figure(text: str, context: str = "", *, printed: bool = False) -> boo
     return bool(_MEMORY.search(text) and names and held and not _NOT_TPU.search(text))
 
 
+_UNIT_COLUMN = re.compile(r"(?<!\w)(?:µs|ms|GiB|MiB)(?!\w)")
+
+
+def is_tpu_table(head: str, body: str) -> bool:
+    """Whether a printed table (its caption and header ``head``, its rows ``body``) holds TPU figures:
+    a column in a time or memory unit under a head that names a TPU, or a row that is one."""
+    if _UNIT_COLUMN.search(head) and _NAMES_TPU.search(head):
+        return True
+    return any(is_tpu_figure(line, head, printed=True) for line in body.splitlines())
+
+
 def carries_source(text: str) -> bool:
     """Whether ``text`` (markup removed) names one of the sources' tags."""
     return bool(TAG_PATTERN.search(re.sub(r"[*_`]", "", text)))
@@ -158,6 +167,7 @@ __all__ = [
     "Source",
     "carries_source",
     "is_tpu_figure",
+    "is_tpu_table",
     "legend",
     "measured",
     "source_of",

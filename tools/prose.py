@@ -168,7 +168,7 @@ def unsourced_tpu_figures(nb) -> list[str]:
     Prose is read sentence by sentence. Output is read line by line, except a table (a block with a
     rule of dashes under its header), which is read whole: its caption or a source column says it once.
     """
-    from shardbook.sources import carries_source, is_tpu_figure
+    from shardbook.sources import carries_source, is_tpu_figure, is_tpu_table
 
     found = []
     for index, cell in enumerate(nb.cells):
@@ -182,10 +182,10 @@ def unsourced_tpu_figures(nb) -> list[str]:
             text = "".join(text) if isinstance(text, list) else text
             for block in re.split(r"\n\s*\n", text):
                 if _TABLE_RULE.search(block):
-                    head = block[: _TABLE_RULE.search(block).start()]  # type: ignore[union-attr]
-                    if any(is_tpu_figure(line, head, printed=True) for line in block.splitlines()):
-                        if not carries_source(block):
-                            found.append(f'cell {index} prints a table "{head.strip()[:120]}" without its source')
+                    rule = _TABLE_RULE.search(block)
+                    head, body = block[: rule.start()], block[rule.end() :]  # type: ignore[union-attr]
+                    if is_tpu_table(head, body) and not carries_source(block):
+                        found.append(f'cell {index} prints a table "{head.strip()[:120]}" without its source')
                     continue
                 for line in block.splitlines():
                     if is_tpu_figure(line, printed=True) and not carries_source(line):
