@@ -107,6 +107,7 @@ _EXPORTS = {
     "claim_faster": "claims",
     "claim_tie": "claims",
     "model_error": "claims",
+    "SOURCES": "sources",
     "tag": "sources",
     "sourced": "sources",
     "source_of": "sources",

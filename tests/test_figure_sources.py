@@ -82,3 +82,14 @@ def test_the_build_fails_on_a_tpu_figure_without_its_source():
         "8 chips of a v5e-8 (model · TPU program)\nlayout  v5e ms\n------  ------\nFSDP     631.1\n",
     )
     assert prose.unsourced_tpu_figures(tagged) == []
+
+
+def test_the_intro_legend_and_the_appendix_name_every_source():
+    # property: the tags are defined once (shardbook.sources); the intro's legend shows each, and the
+    # section "Where the numbers come from" prints them from that one definition
+    intro = (prose.ROOT / "book" / "intro.md").read_text()
+    appendix = (prose.ROOT / "book" / "simulated_devices.md").read_text()
+    for source in sources.SOURCES:
+        assert f"| *{source.tag}* |" in intro, source.tag
+        assert f"- *{source.tag}*:" in appendix, source.tag
+    assert "numbers-sources" in intro and "for source in SOURCES:" in appendix
