@@ -151,6 +151,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(`\"'\[])|\n(?=\s*(?:[-*+] |\d
 _FENCED = re.compile(r"^\s*(`{3,}|~{3,})(?!\{admonition\}).*?^\s*\1\s*$", re.M | re.S)
 _DIRECTIVE_LINE = re.compile(r"^\s*(?:`{3,}|~{3,}|:\w+:).*$", re.M)
 _TABLE_RULE = re.compile(r"^[\s-]*-{3,}[\s-]*$", re.M)
+# a paragraph whose every figure has one source says so once, with the tag
+_FOR_THE_PARAGRAPH = re.compile(r"every (?:time|figure) in this paragraph")
 
 
 def prose_sentences(markdown: str) -> list[str]:
@@ -165,7 +167,8 @@ def unsourced_tpu_figures(nb) -> list[str]:
     printed outputs, that names no source (shardbook/sources.py: its tags, and what counts as a TPU
     figure).
 
-    Prose is read sentence by sentence. Output is read line by line, except a table (a block with a
+    Prose is read sentence by sentence; a paragraph whose figures share one source may say it once,
+    "(*model · XLA:CPU program*, as every time in this paragraph)". Output is read line by line, except a table (a block with a
     rule of dashes under its header), which is read whole: its caption or a source column says it once.
     """
     from shardbook.sources import carries_source, is_tpu_figure, is_tpu_table
@@ -173,9 +176,13 @@ def unsourced_tpu_figures(nb) -> list[str]:
     found = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
-            for sentence in prose_sentences(cell.source):
-                if is_tpu_figure(sentence) and not carries_source(sentence):
-                    found.append(f'cell {index} says "{sentence[:160]}" without its source')
+            for paragraph in re.split(r"\n\s*\n", cell.source):
+                sentences = prose_sentences(paragraph)
+                if any(_FOR_THE_PARAGRAPH.search(s) and carries_source(s) for s in sentences):
+                    continue  # one tag for all its figures: "(model · …, as every time in this paragraph)"
+                for sentence in sentences:
+                    if is_tpu_figure(sentence) and not carries_source(sentence):
+                        found.append(f'cell {index} says "{sentence[:160]}" without its source')
             continue
         for output in cell.get("outputs", []):
             text = output.get("text") or output.get("data", {}).get("text/plain", "") or ""
