@@ -621,7 +621,8 @@ def draw_timeline(est: Estimate, ax: Any = None, title: str | None = None) -> An
     """Draws one step as two rows of bars — matmuls (a TPU program: all its kernels, the memory-bound
     ones grey) and collectives — against time in µs.
 
-    A matmul that had to wait for a collective's result is hatched. Returns the matplotlib Axes.
+    A matmul that had to wait for a collective's result is hatched. The title ends with the tag of the
+    estimate's source (:mod:`shardbook.sources`) unless it names one. Returns the matplotlib Axes.
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
@@ -668,8 +669,8 @@ def draw_timeline(est: Estimate, ax: Any = None, title: str | None = None) -> An
             fontsize=10,
         )
     title = title or f"one step on TPU {est.chip.name}: {est.seconds * 1e6:.0f} µs"
-    if not carries_source(title):
-        title += f" ({est.source})"
+    if not carries_source(title):  # the figure says where its times come from, on a line of its own
+        title += f"\n{est.source}"
     ax.set_title(title, fontsize=12)
     return ax
 
