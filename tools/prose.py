@@ -168,8 +168,9 @@ def unsourced_tpu_figures(nb) -> list[str]:
     figure).
 
     Prose is read sentence by sentence; a paragraph whose figures share one source may say it once,
-    "(*model · XLA:CPU program*, as every time in this paragraph)". Output is read line by line, except a table (a block with a
-    rule of dashes under its header), which is read whole: its caption or a source column says it once.
+    "(*model · XLA:CPU program*, as every time in this paragraph)". Output is read line by line, except
+    a table (a block with a rule of dashes under its header), which is read whole: its caption or a
+    source column says it once.
     """
     from shardbook.sources import carries_source, is_tpu_figure, is_tpu_table
 
