@@ -27,7 +27,10 @@ chapters). The modules are where a maintainer reads them:
              stream per direction) and hbm (a TPU program's HBM traffic).
   pipeline -- pipeline schedules (GPipe, 1F1B): the table, its bubble, the activations kept, a picture.
   hosts   -- many JAX processes on one machine (run_workers): multi-host programs on localhost.
-  claims  -- claim(): a comparative sentence of a chapter checked against the values its page printed.
+  claims  -- claim(): a comparative sentence of a chapter checked against the values its page printed;
+             claim_faster/claim_tie: a winner between two estimates only outside the model's error.
+  sources -- where a TPU figure comes from: one tag per source (measured, TPU compiler, model on a
+             TPU program, model on an XLA:CPU program), read off the object that made the figure.
   tables  -- Table: results as rows under named columns, an HTML table on the page, aligned text elsewhere.
 """
 
@@ -107,13 +110,32 @@ _EXPORTS = {
     "shard_table": "viz",
     "draw_process_shards": "viz",
     "claim": "claims",
+    "claim_faster": "claims",
+    "claim_tie": "claims",
+    "model_error": "claims",
+    "SOURCES": "sources",
+    "tag": "sources",
+    "sourced": "sources",
+    "source_of": "sources",
     "checked_claims": "claims",
     "ClaimFailed": "claims",
     "Table": "tables",
 }
 
 # modules reachable as attributes without an import statement (``shardbook.comms.analyze``)
-_MODULES = ("viz", "checks", "comms", "hlo", "tpu", "cost", "pipeline", "hosts", "claims", "tables")
+_MODULES = (
+    "viz",
+    "checks",
+    "comms",
+    "hlo",
+    "tpu",
+    "cost",
+    "pipeline",
+    "hosts",
+    "claims",
+    "tables",
+    "sources",
+)
 
 __all__ = [
     "NUM_DEVICES",

@@ -140,3 +140,83 @@ def checked_claims() -> list[str]:
       True
     """
     return list(_CHECKED)
+
+
+def model_error() -> float:
+    """The cost model's stated error on programs it was not fitted on, as a fraction.
+
+    Two estimates closer than this tie: :func:`claim_faster` and :func:`claim_tie` read it. It is
+    :data:`shardbook.cost.OUT_OF_SAMPLE_ERROR`, measured on programs recorded on a real v5e that the
+    model was not fitted on (appendix A).
+    """
+    from .cost import OUT_OF_SAMPLE_ERROR
+
+    return OUT_OF_SAMPLE_ERROR
+
+
+def _seconds(value: Any) -> float:
+    """An estimate's seconds (an Estimate, or a number already in one unit)."""
+    seconds = getattr(value, "seconds", value)
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.floating, np.integer)):
+        raise TypeError(f"expected an Estimate or a time, got {value!r}")
+    return float(seconds)
+
+
+def claim_faster(
+    sentence: str,
+    faster: Any,
+    slower: Any,
+    figures: Mapping[str, Any] | None = None,
+    error: float | None = None,
+) -> None:
+    """Checks a sentence that names a winner between two estimates: ``faster`` must beat ``slower`` by
+    more than the model's error (:func:`model_error`), else the sentence should say they tie.
+
+    Args:
+      sentence: the words of the prose, as :func:`claim` takes them.
+      faster, slower: the two estimates (:class:`~shardbook.cost.Estimate` objects, or times in one
+        unit) the sentence ranks.
+      figures: as :func:`claim`.
+      error: the relative error two estimates must differ by; default :func:`model_error`.
+
+    Raises:
+      ClaimFailed: ``slower`` is not above ``faster`` by more than the error (the message says whether
+        they tie or rank the other way).
+
+    Example:
+      >>> claim_faster("the pipeline wins", 2.16, 5.94)
+      >>> claim_faster("FSDP wins the small batch", 147.5, 152.1)
+      Traceback (most recent call last):
+      ...
+      shardbook.claims.ClaimFailed: the text says "FSDP wins the small batch", but the values printed here
+      do not support it: 152.1 / 147.5 = 1.031, within the model's error of 10%: say they tie
+    """
+    margin = model_error() if error is None else error
+    fast, slow = _seconds(faster), _seconds(slower)
+    ratio = slow / fast if fast > 0 else float("inf")
+    if ratio <= 1:
+        why = f"{slow:.4g} / {fast:.4g} = {ratio:.3f}: the other one is lower"
+    else:
+        why = f"{slow:.4g} / {fast:.4g} = {ratio:.3f}, within the model's error of {margin:.0%}: say they tie"
+    claim(sentence, ratio > 1 + margin, because=why, figures=figures)
+
+
+def claim_tie(
+    sentence: str, a: Any, b: Any, figures: Mapping[str, Any] | None = None, error: float | None = None
+) -> None:
+    """Checks a sentence that says two estimates tie within the model's accuracy: they must be within
+    the model's error (:func:`model_error`) of each other, else the sentence should name the winner.
+
+    Example:
+      >>> claim_tie("FSDP and data parallel tie", 147.5, 152.1)
+      >>> claim_tie("the two tie", 2.16, 5.94)
+      Traceback (most recent call last):
+      ...
+      shardbook.claims.ClaimFailed: the text says "the two tie", but the values printed here
+      do not support it: 5.94 / 2.16 = 2.750, outside the model's error of 10%: one wins
+    """
+    margin = model_error() if error is None else error
+    low, high = sorted((_seconds(a), _seconds(b)))
+    ratio = high / low if low > 0 else float("inf")
+    why = f"{high:.4g} / {low:.4g} = {ratio:.3f}, outside the model's error of {margin:.0%}: one wins"
+    claim(sentence, ratio <= 1 + margin, because=why, figures=figures)

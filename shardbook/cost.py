@@ -56,7 +56,7 @@ Example: the sharded matmul of :func:`shardbook.comms.analyze`'s example, whose 
   >>> f = jax.jit(lambda a, w: a @ w, out_shardings=NamedSharding(mesh, P("X", "Y")))
   >>> est = estimate(analyze(f, a, w), chip="v5e")
   >>> print(est)
-  estimated step on TPU v5e: 59.8 µs
+  estimated step on TPU v5e: 59.8 µs (model · XLA:CPU program)
     matmuls 21.8 µs, collectives 38.0 µs, exposed communication 38.0 µs
   >>> [(e.kind, e.blocked) for e in est.events]
   [('all-gather', False), ('matmul', True)]
@@ -230,6 +230,7 @@ class Estimate:
     memory_seconds: float = 0.0  # a TPU program: sum of its other kernels' times (their HBM traffic)
     fixed_seconds: float = 0.0  # a TPU program: the least one call takes (Measured.call_seconds)
     device_seconds: float | None = None  # a TPU program: the timeline's end, before the fixed floor
+    platform: str = "cpu"  # which compiler wrote the program: "tpu" or "cpu" (shardbook.sources)
 
     @property
     def exposed_communication_seconds(self) -> float:
@@ -241,13 +242,20 @@ class Estimate:
     def microseconds(self) -> float:
         return self.seconds * 1e6
 
+    @property
+    def source(self) -> str:
+        """The tag of this figure's source: ``model · TPU program`` or ``model · XLA:CPU program``."""
+        from .sources import tag
+
+        return tag(self)
+
     def __repr__(self) -> str:
         us = 1e6
         kernels = f"matmuls {self.compute_seconds * us:.1f} µs, "
         if self.device_seconds is not None:  # a TPU program
             kernels += f"other kernels {self.memory_seconds * us:.1f} µs, "
         lines = [
-            f"estimated step on TPU {self.chip.name}: {self.seconds * us:.1f} µs",
+            f"estimated step on TPU {self.chip.name}: {self.seconds * us:.1f} µs ({self.source})",
             f"  {kernels}collectives {self.communication_seconds * us:.1f} µs, "
             f"exposed communication {self.exposed_communication_seconds * us:.1f} µs",
         ]
@@ -293,12 +301,12 @@ def estimate(report: Report, chip: str | Chip = "v5e") -> Estimate:
     if any(c.unknown_trip_count for c in report.collectives):
         notes.append("a loop with an unknown trip count was modelled as running once")
     if not sim.tpu:
-        return Estimate(chip, end, compute, comm, sim.events, notes)
+        return Estimate(chip, end, compute, comm, sim.events, notes, platform="cpu")
     memory = sum(e.seconds for e in sim.events if e.kind == "memory") + sim.extra_memory
     fixed = chip.measured.call_seconds if chip.measured else 0.0
     if chip.measured is None:
         notes.append(f"no rates measured on a TPU {chip.name}: its published peaks, and no fixed cost")
-    return Estimate(chip, max(end, fixed), compute, comm, sim.events, notes, memory, fixed, end)
+    return Estimate(chip, max(end, fixed), compute, comm, sim.events, notes, memory, fixed, end, "tpu")
 
 
 #: The records of real chips (benchmarks/tpu_record.py): ``tpu_<chip>.json`` (each program's median
@@ -353,6 +361,8 @@ def tpu_record(chip: str = "v5e") -> dict[str, Any]:
     if not path.exists():
         raise ValueError(f"no record of a real TPU {chip}: expected {path}")
     result: dict[str, Any] = json.loads(path.read_text())
+    for entry in result["programs"].values():  # each entry knows it is measured (shardbook.sources)
+        entry["source"] = f"measured on a {chip}"
     return result
 
 
@@ -703,10 +713,13 @@ def draw_timeline(est: Estimate, ax: Any = None, title: str | None = None) -> An
     """Draws one step as two rows of bars — matmuls (a TPU program: all its kernels, the memory-bound
     ones grey) and collectives — against time in µs.
 
-    A matmul that had to wait for a collective's result is hatched. Returns the matplotlib Axes.
+    A matmul that had to wait for a collective's result is hatched. The title ends with the tag of the
+    estimate's source (:mod:`shardbook.sources`) unless it names one. Returns the matplotlib Axes.
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
+
+    from .sources import carries_source
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7.3, 2.2))
@@ -747,7 +760,10 @@ def draw_timeline(est: Estimate, ax: Any = None, title: str | None = None) -> An
             frameon=False,
             fontsize=10,
         )
-    ax.set_title(title or f"one step on TPU {est.chip.name}: {est.seconds * 1e6:.0f} µs", fontsize=12)
+    title = title or f"one step on TPU {est.chip.name}: {est.seconds * 1e6:.0f} µs"
+    if not carries_source(title):  # the figure says where its times come from, on a line of its own
+        title += f"\n{est.source}"
+    ax.set_title(title, fontsize=12)
     return ax
 
 

@@ -41,6 +41,10 @@ class Table:
       notes: lines under the table.
       narrow: the columns a narrow screen (a phone, below 700 px) shows, in the table's order; the
         others are hidden there, with a line naming them. Empty: every column everywhere.
+      source: where every TPU figure of the table comes from: an object that knows it (an Estimate,
+        a TpuProgram, a record entry; :func:`shardbook.sources.source_of`), whose tag ends the
+        caption. A table whose rows come from several sources gives each row its tag in a column
+        instead (``tag(obj)``).
 
     Raises:
       ValueError: a row whose length is not the number of columns, an unknown column in ``formats``
@@ -69,6 +73,7 @@ class Table:
         caption: str = "",
         notes: Sequence[str] = (),
         narrow: Sequence[str] = (),
+        source: Any = None,
     ) -> None:
         self.columns = [str(c) for c in columns]
         self.formats = dict(formats or {})
@@ -80,6 +85,10 @@ class Table:
         for name, side in self.align.items():
             if side not in ("left", "right"):
                 raise ValueError(f"column {name!r}: expected align 'left' or 'right', got {side!r}")
+        if source is not None:
+            from .sources import tag
+
+            caption = f"{caption} ({tag(source)})" if caption else f"source: {tag(source)}"
         self.caption = caption
         self.notes = list(notes)
         self.rows: list[list[Any]] = []

@@ -63,3 +63,23 @@ def test_a_claim_whose_figure_no_condition_tests_is_named_by_line():
 def test_every_chapter_claim_tests_the_figures_it_states():
     # The build fails on a claim figure not tested (issue 40): the static half, over the sources.
     assert claim_figures.source_problems() == []
+
+
+def test_a_winner_between_two_estimates_only_outside_the_model_error():
+    # property: claim_faster refuses a winner that rests on a difference inside model_error() (the
+    # 3% of chapter 11's FSDP and data parallel, issue 47) and takes one outside it; claim_tie the reverse
+    from shardbook import claim_faster, claim_tie, model_error
+    from shardbook.cost import MODEL_MARGIN
+
+    assert model_error() == MODEL_MARGIN
+    claim_faster("the pipeline is slower", 2161.6, 5939.2)
+    with pytest.raises(ClaimFailed, match="within the model's error of 10%: say they tie"):
+        claim_faster("FSDP wins the small batch", 147.5, 152.1)
+    with pytest.raises(ClaimFailed, match="the other one is lower"):
+        claim_faster("data parallel wins", 152.1, 147.5)
+    claim_tie("they tie within the model's accuracy", 547.5, 525.8)
+    with pytest.raises(ClaimFailed, match="outside the model's error of 10%: one wins"):
+        claim_tie("they tie", 2161.6, 5939.2)
+    claim_faster("wins by 5%", 100.0, 105.0, error=0.04)  # a chapter may state a tighter error
+    with pytest.raises(ClaimFailed, match="3.77 \\(measured 3.9"):
+        claim_faster("takes 3.77 ms", 1.0, 2.0, figures={"3.77": 3.9})

@@ -105,6 +105,9 @@ def test_draw_timeline(mesh):
     assert len(ax.patches) == len(est.events)
     assert any(p.get_hatch() == "//" for p in ax.patches)
     assert "v5e" in ax.get_title()
+    # the figure names its source: the model on XLA:CPU's program, unless the title already names one
+    assert ax.get_title().endswith("\nmodel · XLA:CPU program")
+    assert cost.draw_timeline(est, title="x (TPU compiler)").get_title() == "x (TPU compiler)"
 
 
 @pytest.mark.parametrize("order", [("plain", "ring"), ("ring", "plain")])

@@ -408,7 +408,8 @@ def cmd_prose(args) -> None:
     Reads the copies `run` wrote to _build/executed/book/. Collapsed quiz answers (admonitions) are
     skipped: they derive figures step by step, and their cell prints the result. A pop quiz's answer
     shows nowhere outside its fold, in prose, code or output (tools/quizzes.py). A figure a claim's
-    sentence states is written in its condition or given its value (tools/claim_figures.py).
+    sentence states is written in its condition or given its value (tools/claim_figures.py). A TPU
+    time or memory figure, in prose or printed, names its source (tools/prose.py, shardbook/sources.py).
     """
     problems = claim_figures.source_problems(chapter_sources())
     claims = 0
@@ -436,6 +437,7 @@ def cmd_prose(args) -> None:
                         " no output prints it"
                     )
         problems += [f"{path.with_suffix('.md').name}, {p}" for p in unshown_figures(nb)]
+        problems += [f"{path.with_suffix('.md').name}, {p}" for p in prose.unsourced_tpu_figures(nb)]
         problems += [f"{path.with_suffix('.md').name}, {p}" for p in quizzes.spoilers(nb)]
         shown, by_claims = claim_fold.page_lines(nb)
         shares.append((by_claims / max(shown, 1), path.stem))
@@ -447,10 +449,12 @@ def cmd_prose(args) -> None:
             )
     if problems:
         fail(
-            "figures no cell prints or shows, claims the prose does not make, claims in the reader's"
-            " way, or quiz answers outside their fold:\n  " + "\n  ".join(problems)
+            "figures no cell prints or shows, TPU figures without their source (shardbook/sources.py),"
+            " claims the prose does not make, claims in the reader's way, or quiz answers outside their"
+            " fold:\n  " + "\n  ".join(problems)
         )
     print("every figure quoted in the chapters' prose is printed, and every figure drawn is shown: ok")
+    print("every TPU time or memory figure, printed or written, names its source: ok")
     print("no pop quiz shows its answer outside its fold: ok")
     share, page = max(shares)
     print(f"claims take at most {share:.2%} of a page's lines ({page}): ok")

@@ -144,3 +144,58 @@ def claimed_sentences(nb) -> tuple[list[str], list[str]]:
             if _plain(first.value) not in prose:
                 problems.append(f'cell {index}: claim("{first.value}") quotes words the prose lacks')
     return sentences, problems
+
+
+# A sentence ends at . ! ? before a capital, a quote or markup; a list item or a table row is one too.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(`\"'\[])|\n(?=\s*(?:[-*+] |\d+\. |\|))|\n\s*\n")
+_FENCED = re.compile(r"^\s*(`{3,}|~{3,})(?!\{admonition\}).*?^\s*\1\s*$", re.M | re.S)
+_DIRECTIVE_LINE = re.compile(r"^\s*(?:`{3,}|~{3,}|:\w+:).*$", re.M)
+_TABLE_RULE = re.compile(r"^[\s-]*-{3,}[\s-]*$", re.M)
+# a paragraph whose every figure has one source says so once, with the tag
+_FOR_THE_PARAGRAPH = re.compile(r"every (?:time|figure) in this paragraph")
+
+
+def prose_sentences(markdown: str) -> list[str]:
+    """The sentences of a markdown cell as a reader reads them: code blocks out, markup and line breaks
+    gone; a list item or a table row counts as a sentence."""
+    text = _DIRECTIVE_LINE.sub("", _FENCED.sub("", markdown))
+    return [" ".join(_MARKUP.sub("", s).split()) for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def unsourced_tpu_figures(nb) -> list[str]:
+    """'cell N says/prints "..."' for each TPU time or memory figure, in a notebook's prose or its
+    printed outputs, that names no source (shardbook/sources.py: its tags, and what counts as a TPU
+    figure).
+
+    Prose is read sentence by sentence; a paragraph whose figures share one source may say it once,
+    "(*model · XLA:CPU program*, as every time in this paragraph)". Output is read line by line, except
+    a table (a block with a rule of dashes under its header), which is read whole: its caption or a
+    source column says it once.
+    """
+    from shardbook.sources import carries_source, is_tpu_figure, is_tpu_table
+
+    found = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            for paragraph in re.split(r"\n\s*\n", cell.source):
+                sentences = prose_sentences(paragraph)
+                if any(_FOR_THE_PARAGRAPH.search(s) and carries_source(s) for s in sentences):
+                    continue  # one tag for all its figures: "(model · …, as every time in this paragraph)"
+                for sentence in sentences:
+                    if is_tpu_figure(sentence) and not carries_source(sentence):
+                        found.append(f'cell {index} says "{sentence[:160]}" without its source')
+            continue
+        for output in cell.get("outputs", []):
+            text = output.get("text") or output.get("data", {}).get("text/plain", "") or ""
+            text = "".join(text) if isinstance(text, list) else text
+            for block in re.split(r"\n\s*\n", text):
+                if _TABLE_RULE.search(block):
+                    rule = _TABLE_RULE.search(block)
+                    head, body = block[: rule.start()], block[rule.end() :]  # type: ignore[union-attr]
+                    if is_tpu_table(head, body) and not carries_source(block):
+                        found.append(f'cell {index} prints a table "{head.strip()[:120]}" without its source')
+                    continue
+                for line in block.splitlines():
+                    if is_tpu_figure(line, printed=True) and not carries_source(line):
+                        found.append(f'cell {index} prints "{line.strip()[:160]}" without its source')
+    return found
