@@ -139,7 +139,7 @@ site-check: venv
 # figures' drawings and the spinning loop in two tests; the nbgrader server's warm-up): 598, 566 and
 # 527 s (unit 566, 533, 505 s; the machine 1,101, 1,038, 992 s busy).
 TEST_LANE_1 := unit
-TEST_LANE_2 := notebooks check-exercises book leaks site-check pdf-check
+TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
 
 # Debian's chromium (the site check) and bubblewrap (the grading sandbox), the two things make test
