@@ -23,12 +23,14 @@ Colab learner would, on this machine and with nothing but PyPI:
      setup cell in one more kernel;
   5. saves the notebook the way Colab downloads it (no cell metadata, a top-level `colab` block,
      nbformat 4.0, outputs kept) and grades it with `python -m grading.grade` in a scratch course,
-     which must give full marks with nothing to report (on the first runtime: the download's shape
-     does not depend on the runtime, and grading runs in the book's own environment);
+     which must give full marks with nothing to report (on the first runtime only: the download's
+     shape does not depend on the runtime, and grading runs in the book's own environment);
   6. on the first runtime, for each further assignment (as a learner's next notebook): the whole
-     notebook with its answers, one committed wrong answer whose self-check must print, word for word,
-     the lines in WRONG_ANSWERS, and the download graded as in 5. The other runtimes walk the first
-     assignment only (1 to 4): what differs between runtimes is what the setup cell replaces.
+     notebook with its answers, and one committed wrong answer whose self-check must print, word for
+     word, the lines in WRONG_ANSWERS (its download is not graded: 5 proved the shape, and
+     tests/test_submissions.py grades its answers). The other runtimes walk the first assignment's
+     fresh session and restart only (3 and the first part of 4): what differs between runtimes is what
+     the setup cell replaces.
 It prints each step's time and every message the setup cell showed. Exit status 0 means the path works.
 `--preinstalled-jax newest` puts the newest JAX on PyPI in the runtime in place of Colab's (the weekly
 canary: Colab's next runtime), and `--summary FILE` appends a Markdown account of what was walked and
@@ -365,8 +367,8 @@ def first_walk(
     assignment: str, kernel: str, run: Path, times: list, messages: list, grade: bool = True
 ) -> None:
     """A fresh runtime: the setup cell installs and asks for a restart; after it the whole notebook
-    runs with its answers on the book's versions; the imports cell may come first; the download grades
-    (unless ``grade`` is False)."""
+    runs with its answers on the book's versions; then (unless ``grade`` is False: a runtime after the
+    first) the imports cell may come first and the download grades."""
     solved = solved_notebook(assignment)
     setup_cell = next(c for c in solved.cells if c.cell_type == "code")
     imports_cell = Assignment(solved).cell(IMPORTS)
@@ -422,7 +424,10 @@ def first_walk(
     book = [f"jax=={PINNED_JAX}", *(f"{p}=={v}" for p, v in COMPANIONS.items())]
     check(versions.split() == book, f"Colab's flax, optax and orbax were not replaced by {book}", versions)
 
-    # 3. Another session in which the imports cell runs before the setup cell.
+    # 3. Another session in which the imports cell runs before the setup cell (on the first runtime:
+    #    what it checks does not depend on the runtime).
+    if not grade:
+        return
     _say(f"{assignment}, session 3: the imports cell before the setup cell…")
     third = execute([imports_cell, setup_cell], kernel, run, allow_errors=False)
     shown = _text(third.cells[1])
@@ -439,14 +444,14 @@ def first_walk(
 
 
 def next_walk(assignment: str, kernel: str, run: Path, times: list, messages: list) -> None:
-    """A learner's next notebook in the same runtime: the whole notebook with its answers, one wrong
-    answer's self-check word for word, the download graded."""
+    """A learner's next notebook in the same runtime: the whole notebook with its answers and one wrong
+    answer's self-check, word for word."""
     from tests import submissions
 
     solved = solved_notebook(assignment)
     _say(f"{assignment}: the whole notebook with its answers, then a wrong answer's self-check…")
     t = time.monotonic()
-    done = execute(solved.cells, kernel, run, allow_errors=False)
+    execute(solved.cells, kernel, run, allow_errors=False)
     times.append((f"{assignment} top to bottom", time.monotonic() - t))
     name, answer, expected = WRONG_ANSWERS[assignment]
     wrong = submissions.notebook(submissions.answer_only(assignment)[name], assignment)
@@ -460,9 +465,8 @@ def next_walk(assignment: str, kernel: str, run: Path, times: list, messages: li
     shown = _text(tried.cells[-1])
     messages.append((f"self-check of {answer} after {name}", shown))
     check(shown.splitlines() == expected, f"{name}: the self-check must show exactly {expected}", shown)
-    report, seconds = grade_download(done, assignment, run)
-    times.append((f"python -m grading.grade {assignment} in a scratch course", seconds))
-    messages.append((f"report.txt of {assignment}", report))
+    # Its download is not graded: the first assignment's download proves the Colab shape grades, and
+    # tests/test_submissions.py grades this assignment's answers.
 
 
 def walk(

@@ -19,7 +19,8 @@ numbers; pypdf adds an outline of the chapters. On the way:
 The exercises are not printed: they are notebooks to run (on Colab), linked from the site.
 
 The table of contents gets its page numbers in a second printing, read back from the first one's
-text (pypdf: the page where each chapter's title first stands). ``--check`` (make pdf-check, in make
+text (pypdf: the page where each chapter's title first stands); ``--check`` keeps the first printing
+(contents without numbers: one printing less in make test). ``--check`` (make pdf-check, in make
 test) also measures, before printing, that no code line, output, table or figure is wider than the
 text column at A4 and at Letter width (nothing is cut off at the page's edge), and reads the PDF
 back: every chapter's title is in its text, and the text is extractable.
@@ -318,10 +319,13 @@ def build(html: Path, paper: str, check: bool, out: Path) -> int:
                     footer_template=footer,
                 )
 
-            numbers = chapter_pages(printed(), titles)
-            combined.write_text(_combined(pieces, numbers))
-            page.goto(base + "_pdf/book.html", wait_until="load")
-            final = with_outline(printed(), titles, numbers)
+            first = printed()
+            numbers = chapter_pages(first, titles)
+            if not check:  # the check reads the first printing (its contents only lack the numbers)
+                combined.write_text(_combined(pieces, numbers))
+                page.goto(base + "_pdf/book.html", wait_until="load")
+                first = printed()
+            final = with_outline(first, titles, numbers)
             browser.close()
     finally:
         server.shutdown()
