@@ -137,7 +137,10 @@ site-check: venv
 # took 723 s (75 s more CPU). The machine is busy throughout (92-100%, the table's last line): the run
 # is as long as its CPU time over 2 cores. Then, as CPU was cut (jsonschema's import; the phone
 # figures' drawings and the spinning loop in two tests; the nbgrader server's warm-up): 598, 566 and
-# 527 s (unit 566, 533, 505 s; the machine 1,101, 1,038, 992 s busy).
+# 527 s (unit 566, 533, 505 s; the machine 1,101, 1,038, 992 s busy). With the PDF and two Colab
+# runtimes, on a machine shared by 8 engineers (load 17 on 2 cores, 2026-12-06): 2,703 s wall, 1,256 s
+# CPU (unit 572, notebooks 389 with every chapter executed, check-exercises 42, site-check 39,
+# pdf-check 48, learner-path 121 with the 26.07 stand-in built once, lint 15).
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
