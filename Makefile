@@ -3,7 +3,8 @@
 #   make sources    regenerate each .ipynb from its MyST source: book/*.md, solutions/*/*.md
 #   make test       everything CI checks, then a table of where the time went
 #   make site-check the built site in Chromium at desktop and phone sizes (failures' screenshots: _build/screenshots)
-#   make learner-path a Colab learner's path, setup cell to grade, in a Colab-like runtime
+#   make learner-path a Colab learner's path, setup cell to grade, on each of Colab's runtimes (tools/colab_runtimes.toml)
+#   make pdf        the built site printed by Chromium into one file: _build/html/sharding-in-jax.pdf (after make book)
 #   make exercises  regenerate solutions/*/*.ipynb from their .md, then exercises/ from them
 #   make grade ASSIGNMENT=01_meshes SUBMISSIONS=path/to/downloads [JOBS=2] [ENGINE=ray] [UNSANDBOXED=1]
 #   make regrade ASSIGNMENT=01_meshes  grade the stored submissions again; prints whose scores changed
@@ -29,7 +30,7 @@ PY := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: help venv system-packages book test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade export feedback-export bench tpu-cache bench-grading bench-hosts mutants clean
+.PHONY: help venv system-packages book pdf pdf-check test lint unit notebooks sources chapters exercises check-exercises leaks site-check learner-path grade regrade export feedback-export bench tpu-cache bench-grading bench-hosts mutants clean
 
 help:
 	@sed -n '2,/^$$/p' Makefile | sed -e '/^$$/d' -e 's/^# *//'  # the comment block above, whole
@@ -56,10 +57,13 @@ book: venv
 	cp _static/* _build/html/_static/  # a build with no page out of date does not copy a changed one
 	@echo "Open $(CURDIR)/_build/html/index.html"
 
+# actionlint reads every workflow of .github/workflows (expressions, action inputs, job graph); shellcheck
+# and pyflakes on their run: scripts are off, so that the result is the same on a machine without them.
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/actionlint -shellcheck= -pyflakes=
 
 # Its own temporary folder: pytest prunes old numbered folders in /tmp/pytest-of-$USER, including those
 # of another pytest session still running on the machine (a grading test then loses its course).
@@ -101,10 +105,21 @@ check-exercises: venv
 leaks: venv
 	$(PY) tools/notebooks.py leaks --require-html
 
-# A fresh Colab-like runtime (built once per machine: ~/.cache/shardbook/) runs assignment 1's setup cell and answers;
-# its Colab-shaped download must get full marks. Needs PyPI only.
+# A fresh Colab-like runtime per Colab runtime of tools/colab_runtimes.toml (each built once per machine:
+# ~/.cache/shardbook/) runs assignment 1's setup cell and answers; on the first, the Colab-shaped download
+# must get full marks and assignment 11 follows. Needs PyPI only. LEARNER_PATH_FLAGS: e.g. --runtime latest
+# --preinstalled-jax newest (the weekly canary, .github/workflows/canary.yml).
 learner-path: venv
-	$(PY) tools/learner_path.py --python "$(PYTHON)"
+	$(PY) tools/learner_path.py $(LEARNER_PATH_FLAGS)
+
+# The whole book in one PDF, printed from the built site by the site check's Chromium (tools/pdf.py):
+# a table of contents, page numbers, every figure, code wrapped at A4 and Letter width, quiz answers at
+# their chapter's end. PAPER=letter for US Letter. `make pdf-check` reads it back (make test does).
+pdf: venv
+	$(PY) tools/pdf.py build $(if $(PAPER),--paper $(PAPER))
+
+pdf-check: venv
+	$(PY) tools/pdf.py build --check
 
 # The browser check of the built site. Without Chromium it fails loudly; outside CI,
 # `make test SITE_CHECK_FLAGS=--allow-no-browser` lets it pass with a warning.
@@ -122,9 +137,12 @@ site-check: venv
 # took 723 s (75 s more CPU). The machine is busy throughout (92-100%, the table's last line): the run
 # is as long as its CPU time over 2 cores. Then, as CPU was cut (jsonschema's import; the phone
 # figures' drawings and the spinning loop in two tests; the nbgrader server's warm-up): 598, 566 and
-# 527 s (unit 566, 533, 505 s; the machine 1,101, 1,038, 992 s busy).
+# 527 s (unit 566, 533, 505 s; the machine 1,101, 1,038, 992 s busy). With the PDF and two Colab
+# runtimes, on a machine shared by 8 engineers (load 17 on 2 cores, 2026-12-06): 2,703 s wall, 1,256 s
+# CPU (unit 572, notebooks 389 with every chapter executed, check-exercises 42, site-check 39,
+# pdf-check 48, learner-path 121 with the 26.07 stand-in built once, lint 15).
 TEST_LANE_1 := unit
-TEST_LANE_2 := notebooks check-exercises book leaks site-check
+TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
 
 # Debian's chromium (the site check) and bubblewrap (the grading sandbox), the two things make test

@@ -7,7 +7,8 @@ One spelling per name: a chapter uses every public name flat, ``shardbook.analyz
 ``from shardbook import analyze``, never from the module that defines it (tests/test_chapters.py checks the
 chapters). The modules are where a maintainer reads them:
 
-  setup   -- choose devices (8 simulated CPU devices when fewer than 8 accelerators), install on Colab.
+  setup   -- choose devices (8 simulated CPU devices, the reference, on any runtime), install on Colab.
+  chips   -- on_your_chips(): a chapter's step also run on 8 or more accelerators, printed, never claimed.
   runtime -- whether this is Colab, and the pins of Flax, Optax and Orbax: what setup and errors share.
   viz     -- pictures, a module per family: sharding (where an array's blocks lie), collectives,
              communication (what a program moves), ring, accumulators (rings of partial sums), routing,
@@ -120,6 +121,8 @@ _EXPORTS = {
     "checked_claims": "claims",
     "ClaimFailed": "claims",
     "Table": "tables",
+    "on_your_chips": "chips",
+    "your_chips": "chips",
 }
 
 # modules reachable as attributes without an import statement (``shardbook.comms.analyze``)
@@ -135,6 +138,7 @@ _MODULES = (
     "claims",
     "tables",
     "sources",
+    "chips",
 )
 
 __all__ = [

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from .setup import on_reference_devices
+
 _CHECKED: list[str] = []  # the sentences claim() found true, for checked_claims()
 
 
@@ -107,6 +109,7 @@ def claim(sentence: str, holds: Any, because: str = "", figures: Mapping[str, An
     """
     if not isinstance(sentence, str) or not sentence.strip():
         raise TypeError(f"claim() needs the sentence it checks, got {sentence!r}")
+    _refuse_chip_measurements(sentence, holds, figures)
     value = np.asarray(holds) if not isinstance(holds, bool) else holds
     if isinstance(value, np.ndarray):
         if value.shape != () or value.dtype != np.bool_:
@@ -127,8 +130,25 @@ def claim(sentence: str, holds: Any, because: str = "", figures: Mapping[str, An
         )
     if value is not True:
         message = f'the text says "{sentence}", but the values printed here\ndo not support it'
+        if not on_reference_devices():  # the learner made an accelerator the default: said, not raised
+            print(
+                f"shardbook: not on the book's reference devices, so {message}"
+                + (f": {because}" if because else "")
+            )
+            return
         raise ClaimFailed(message + (f": {because}" if because else ""))
     _CHECKED.append(sentence)
+
+
+def _refuse_chip_measurements(sentence: str, holds: Any, figures: Mapping[str, Any] | None) -> None:
+    """A figure measured on a learner's chips (shardbook.on_your_chips) is printed, never claimed."""
+    from .chips import ChipMeasurement
+
+    if any(isinstance(v, ChipMeasurement) for v in [holds, *(figures or {}).values()]):
+        raise TypeError(
+            f"claim({sentence!r}, ...) was given a value measured on your chips: those are printed for "
+            "the reader, and the book's sentences rest on its reference devices only"
+        )
 
 
 def checked_claims() -> list[str]:

@@ -1,8 +1,15 @@
 """Device setup: the one call at the top of every notebook.
 
 ``setup()`` makes every notebook of the book run the same way on a Colab TPU, a multi-chip TPU, a GPU
-or a laptop: with 8 or more accelerators it uses them; with fewer it asks JAX for 8 simulated CPU
-devices, which must happen before JAX starts its first backend.
+or a laptop. The book's checked content (every printed figure a sentence quotes, every ``claim``) runs
+on its reference devices, 8 simulated CPU devices, on any runtime: XLA:CPU's programs are what the
+chapters describe. Those must be asked for before JAX starts its first backend. Where the runtime also
+has 8 or more accelerators (a TPU v5e-8 on Kaggle, a TPU VM, a GPU machine), JAX starts them too, beside
+the CPU devices (which stay the default): ``shardbook.your_chips()`` returns them and
+``shardbook.on_your_chips(build)`` runs a chapter's step on them, printed as *measured on your chips*,
+never asserted (:mod:`shardbook.chips`). ``SHARDBOOK_DEVICES=accelerator`` makes the accelerators the
+default devices instead (the examples then run on them; a claim that does not hold there is printed,
+not raised).
 
 On Colab it first installs the JAX the book is tested with (the setup cell has installed this package
 alone, without its dependencies, so that this happens here, with a progress line and pip's output out
@@ -220,25 +227,67 @@ def count_accelerators(root: str = "/") -> tuple[str, int]:
     return "cpu", 0
 
 
-def choose_devices(kind: str, count: int, devices: str = "auto") -> bool:
-    """Decides whether to simulate: True when the book should run on simulated CPU devices.
+@dataclass(frozen=True)
+class DevicePlan:
+    """What :func:`setup` starts: ``jax_platforms`` (the first is the default backend) and whether the
+    default devices are the book's reference, 8 simulated CPU devices.
+
+    ``chips`` is the accelerator platform started beside the reference ("tpu", "gpu"), or None.
+    """
+
+    platforms: str
+    reference: bool
+    chips: str | None
+
+
+def plan_devices(kind: str, count: int, devices: str = "auto") -> DevicePlan:
+    """Decides which devices the book runs on, from the accelerators found (:func:`count_accelerators`).
 
     Args:
-      kind: ``'tpu'``, ``'gpu'`` or ``'cpu'``, as from :func:`count_accelerators`.
+      kind: ``'tpu'``, ``'gpu'`` or ``'cpu'``.
       count: how many devices of that kind there are.
-      devices: ``'auto'`` (accelerators if there are at least 8, else simulate), ``'cpu'`` (always
-        simulate) or ``'accelerator'`` (never simulate).
+      devices: ``'auto'`` (the reference CPU devices, and 8 or more accelerators started beside them),
+        ``'cpu'`` (the reference devices alone) or ``'accelerator'`` (the accelerators as the default
+        devices, whatever their number: the checked content no longer runs on the reference).
 
     Raises:
       ValueError: for any other value of ``devices``.
+
+    Example:
+      >>> plan_devices("tpu", 8)
+      DevicePlan(platforms='cpu,tpu', reference=True, chips='tpu')
+      >>> plan_devices("tpu", 1)  # Colab's one chip: the reference devices alone
+      DevicePlan(platforms='cpu', reference=True, chips=None)
     """
     if devices not in ("auto", "cpu", "accelerator"):
         raise ValueError(f"devices must be 'auto', 'cpu' or 'accelerator', got {devices!r}")
-    if devices == "cpu":
-        return True
+    if kind == "cpu" or count == 0 or devices == "cpu":
+        return DevicePlan("cpu", True, None)
     if devices == "accelerator":
-        return False
-    return kind == "cpu" or count < NUM_DEVICES
+        return DevicePlan(kind, False, None)
+    if count >= NUM_DEVICES:
+        return DevicePlan(f"cpu,{kind}", True, kind)
+    return DevicePlan("cpu", True, None)
+
+
+def choose_devices(kind: str, count: int, devices: str = "auto") -> bool:
+    """Whether the book's default devices are the 8 simulated CPU devices (see :func:`plan_devices`)."""
+    return plan_devices(kind, count, devices).reference
+
+
+#: What the last :func:`setup` chose; None before it ran (tests, grading: the reference devices).
+_PLAN: DevicePlan | None = None
+
+
+def on_reference_devices() -> bool:
+    """Whether the default devices are the book's reference (8 simulated CPU devices): True unless
+    :func:`setup` made an accelerator the default (``devices='accelerator'``)."""
+    return _PLAN is None or _PLAN.reference
+
+
+def chips_platform() -> str | None:
+    """The accelerator platform :func:`setup` started beside the reference devices ("tpu", "gpu"), or None."""
+    return None if _PLAN is None else _PLAN.chips
 
 
 # --- what is installed, what is loaded -------------------------------------------------------------
@@ -440,6 +489,27 @@ def _one_chip_note(kind: str, count: int) -> str:
     )
 
 
+def _your_chips_note(platform: str, count: int) -> str:
+    what = {"tpu": "TPU devices", "gpu": "GPUs"}.get(platform, f"{platform} devices")
+    return (
+        f"shardbook: this runtime also has {count} {what}. Every example and check runs on the book's "
+        f"{NUM_DEVICES} simulated CPU devices, whose compiled programs the chapters describe; where a "
+        "chapter offers it, the same step also runs on your chips (shardbook.on_your_chips), printed as "
+        "measured on your chips and never checked against the text."
+    )
+
+
+def _started_chips(jax) -> str | None:
+    """The accelerator platform a JAX that already started has beside its CPU devices, or None."""
+    for platform in ("tpu", "gpu"):
+        try:
+            if len(jax.devices(platform)) >= NUM_DEVICES:
+                return platform
+        except RuntimeError:
+            continue
+    return None
+
+
 def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
     """Prepares JAX for the book and prints one line saying which devices it uses.
 
@@ -447,9 +517,10 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
     the helper's requirements are missing) it first installs them with pip.
 
     Args:
-      devices: ``'auto'`` (default; also read from the ``SHARDBOOK_DEVICES`` environment variable),
-        ``'cpu'`` to force 8 simulated CPU devices, or ``'accelerator'`` to use whatever
-        accelerators exist even if there are fewer than 8.
+      devices: ``'auto'`` (default; also read from the ``SHARDBOOK_DEVICES`` environment variable):
+        the 8 simulated CPU devices, with 8 or more accelerators started beside them
+        (:func:`plan_devices`); ``'cpu'``: the simulated devices alone; ``'accelerator'``: whatever
+        accelerators exist as the default devices, even if there are fewer than 8.
       quiet: do not print the summary line.
 
     Returns:
@@ -487,18 +558,22 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
             f'run  pip install -U "jax=={PINNED_JAX}"  and after that, {restart_advice()}.'
         )
 
-    simulate = choose_devices(kind, count, devices)
+    global _PLAN
+    plan = plan_devices(kind, count, devices)
     if _backends_started():
         found = _enough_started_devices(jax.devices())
+        plan = DevicePlan(found[0].platform, found[0].platform == "cpu", _started_chips(jax))
     else:
-        if simulate:
+        if plan.reference:
             try:
                 jax.config.update("jax_num_cpu_devices", NUM_DEVICES)
             except RuntimeError:  # refused once a backend has started (when _backends_started cannot tell)
-                _enough_started_devices(jax.devices())
+                found = _enough_started_devices(jax.devices())
+                plan = DevicePlan(found[0].platform, found[0].platform == "cpu", _started_chips(jax))
             else:
-                jax.config.update("jax_platforms", "cpu")
+                jax.config.update("jax_platforms", plan.platforms)
         found = jax.devices()
+    _PLAN = plan
     summary = DeviceSummary(
         backend=found[0].platform,
         count=len(found),
@@ -507,7 +582,9 @@ def setup(devices: str | None = None, *, quiet: bool = False) -> DeviceSummary:
     )
     if not quiet:
         print(summary)
-        if summary.simulated and kind != "cpu" and devices == "auto":
+        if plan.chips:
+            print(_your_chips_note(plan.chips, count))
+        elif summary.simulated and kind != "cpu" and devices == "auto":
             print(_one_chip_note(kind, count))
     _explain_errors_in_notebook()
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()

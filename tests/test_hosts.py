@@ -6,7 +6,6 @@ import random
 import re
 import socket
 import tempfile
-import time
 import types
 
 import pytest
@@ -184,7 +183,12 @@ def test_gloo_lines_are_dropped_however_their_pieces_interleave():
 
 def _slow_to_start(tmp_path, monkeypatch, seconds: float) -> None:
     """Every worker Python started from now on sleeps ``seconds`` before its first line (a loaded machine)."""
-    (tmp_path / "sitecustomize.py").write_text(f"import time\ntime.sleep({seconds})\n")
+    # Each Python that slept notes it (one line per process): proof of the slow start without a clock.
+    slept = tmp_path / "slept.txt"
+    (tmp_path / "sitecustomize.py").write_text(
+        f"import os, time\ntime.sleep({seconds})\n"
+        f"with open({str(slept)!r}, 'a') as f:\n    f.write(str(os.getpid()) + '\\n')\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
 
 
@@ -198,9 +202,9 @@ def test_the_timeout_counts_from_when_every_process_joined(tmp_path, monkeypatch
     # Property: a slow start (importing JAX on a busy machine) does not eat the function's time; the
     # CI failure this guards against: a 90 s self-check timed out before a trivial function ran.
     _slow_to_start(tmp_path, monkeypatch, 6)
-    start = time.monotonic()
     results = hosts.run_workers(_quick, timeout=4)
-    assert time.monotonic() - start > 6  # the slow start did happen (a lower bound: load only adds)
+    # the slow start did happen: both workers slept 6 s before their first line (each noted it)
+    assert len((tmp_path / "slept.txt").read_text().split()) >= 2
     assert [r.value for r in results] == [0, 1]
 
 
