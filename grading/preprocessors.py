@@ -325,13 +325,20 @@ def coalesce_streams(outputs: list) -> list:
 #: no code (which no input transformer, AST transformer or cell event sees). Each first drops the
 #: cached grading modules, as the prologue does, so a planted module is not what runs (18 ms a call on
 #: this course's machine; with shardbook's, which the prologue drops anyway, 70 ms).
-_FRESH_TAMPER = (
-    "[__import__('sys').modules.pop(m) for m in list(__import__('sys').modules) "
-    "if m.split('.')[0] == 'grading'] and None or "
-    "__import__('grading.tamper', fromlist=['_'])"
+#: The kernel evaluates it in the learner's namespace, so it names nothing there: not even a built-in
+#: (a notebook that defines ``__import__`` or ``list`` would answer for it, and keep its hooks). It
+#: reaches ``sys`` and the import function through ``importlib._bootstrap``, found from ``object``'s
+#: subclasses by attribute alone (``_IMPORTLIB``), and uses only local names.
+_IMPORTLIB = (
+    "[c for c in ().__class__.__base__.__subclasses__() "
+    "if c.__module__ == '_frozen_importlib' and c.__name__ == 'ModuleSpec'][0].__init__.__globals__"
 )
-RESET_EXPRESSION = f"({_FRESH_TAMPER}).reset_ipython()"
-FORGET_EXPRESSION = f"({_FRESH_TAMPER}).forget_tests()"
+_FRESH_TAMPER = (
+    "(lambda g: [g['sys'].modules.pop(m) for m in [*g['sys'].modules] if m.split('.')[0] == 'grading'] "
+    f"and None or g['_gcd_import']('grading.tamper'))({_IMPORTLIB})"
+)
+RESET_EXPRESSION = f"{_FRESH_TAMPER}.reset_ipython()"
+FORGET_EXPRESSION = f"{_FRESH_TAMPER}.forget_tests()"
 #: Seconds the kernel has to answer one of them (it is idle between cells; the imports are cached).
 KERNEL_CALL_TIMEOUT = 30
 
