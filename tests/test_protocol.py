@@ -40,6 +40,23 @@ def test_the_tamper_finding_the_kernel_raises_is_the_one_the_worker_reads(monkey
     assert protocol.Tampering.parse("CheckFailed: expected 2, got 3.") is None
 
 
+def test_an_import_hijack_is_tampering(monkeypatch, shell):
+    # Property: a test cell's imports (its graders, the checks) cannot be answered by notebook code:
+    # builtins.__import__ replaced, or the notebook's own __builtins__, fails every test after it (a blank
+    # notebook that handed the hidden tests fake graders scored 10/14; found in review of issue 46).
+    assert tamper.find_tampering() == []
+    real = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda *a, **k: real(*a, **k))
+    assert [f for f in tamper.find_tampering() if f.startswith("the built-in __import__ (now from ")]
+    monkeypatch.setattr(builtins, "__import__", real)
+    shell.user_ns["__builtins__"] = dict(vars(builtins))
+    try:
+        assert tamper.find_tampering() == ["the notebook's __builtins__ (replaced by a notebook cell)"]
+    finally:
+        shell.user_ns["__builtins__"] = builtins
+    assert tamper.find_tampering() == []
+
+
 def test_autograde_options_name_the_preprocessors_traits(tmp_path):
     from grading.preprocessors import ExecuteRecordingDeaths, SkipCells
 
