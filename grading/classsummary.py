@@ -24,6 +24,7 @@ import nbformat
 
 from grading import similarity
 from grading.assignment import Assignment, grade_id
+from grading.pagesafe import printable
 from grading.record import LearnerRecord
 
 #: Similar pairs shown side by side (all of them are in class_similarity.csv).
@@ -84,7 +85,9 @@ def failing_messages(
             if output.get("output_type") == "error":
                 # The sentence the learner read (a known JAX mistake translated), not JAX's raw text.
                 said = feedback_lines(output.get("ename", "Error"), output.get("evalue", ""))
-                errors[gid] = first_line("\n".join(said))
+                # The learner's code chose it: no control character of theirs reaches a CSV, a comment
+                # or a terminal as it is.
+                errors[gid] = printable(first_line("\n".join(said)), newlines=False)
                 break
         errors.setdefault(gid, NO_MESSAGE)
     return errors

@@ -20,6 +20,9 @@ shows). Two layers stop that:
   browser still runs none of it. The class report's CSP (``class_csp``) allows only its own inline
   sorting script, by hash.
 
+Plain text has its own function: :func:`printable` spells out the control characters of learner
+text bound for report.txt, an LMS comment or the terminal (the worker applies it to every note).
+
 ``tests/test_feedback.py`` renders a hostile notebook with the course's template and opens it in
 Chromium: no learner script runs and the score shown is the real one.
 """
@@ -29,6 +32,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import unicodedata
 
 # bleach comes with nbconvert (which requires bleach[css] for its own sanitiser); it has no type stubs.
 import bleach  # type: ignore[import-untyped]
@@ -121,4 +125,23 @@ def class_csp(script: str) -> str:
     return (
         f"default-src 'none'; script-src {script_hash(script)}; object-src 'none'; base-uri 'none'; "
         "form-action 'none'; style-src 'unsafe-inline'; img-src 'self' file: data:"
+    )
+
+
+def printable(text: str, newlines: bool = True) -> str:
+    """``text`` as plain text that shows what it holds: every control or format character (an escape
+    sequence's ESC, a carriage return, a right-to-left override, a line or paragraph separator) written
+    as its Python escape (``\\x1b``, ``\\r``, ``\\u202e``); newlines and tabs kept, unless
+    ``newlines`` is False. For learner text in the plain-text reports (report.txt, the LMS comments, the
+    driver's terminal): a file name or a hook's ``__name__`` could otherwise erase or forge a line there.
+
+    >>> printable("x\\x1b[2Kbob: 14/14\\r")
+    'x\\\\x1b[2Kbob: 14/14\\\\r'
+    """
+    kept = "\n\t" if newlines else ""
+    return "".join(
+        c
+        if c in kept or not unicodedata.category(c).startswith(("C", "Zl", "Zp"))
+        else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+        for c in text
     )

@@ -31,6 +31,7 @@ from traitlets import Bool, Int, List, Unicode
 from grading.assignment import IMPORTS, grade_id, hidden_blocks, hide_hidden_tests, is_test
 from grading.protocol import (
     EPILOGUE_BEGIN,
+    HIDDEN_ERROR_MESSAGE,
     NO_PROOF_ENAME,
     NO_PROOF_MESSAGE,
     PROLOGUE_BEGIN,
@@ -325,13 +326,20 @@ def coalesce_streams(outputs: list) -> list:
 #: no code (which no input transformer, AST transformer or cell event sees). Each first drops the
 #: cached grading modules, as the prologue does, so a planted module is not what runs (18 ms a call on
 #: this course's machine; with shardbook's, which the prologue drops anyway, 70 ms).
-_FRESH_TAMPER = (
-    "[__import__('sys').modules.pop(m) for m in list(__import__('sys').modules) "
-    "if m.split('.')[0] == 'grading'] and None or "
-    "__import__('grading.tamper', fromlist=['_'])"
+#: The kernel evaluates it in the learner's namespace, so it names nothing there: not even a built-in
+#: (a notebook that defines ``__import__`` or ``list`` would answer for it, and keep its hooks). It
+#: reaches ``sys`` and the import function through ``importlib._bootstrap``, found from ``object``'s
+#: subclasses by attribute alone (``_IMPORTLIB``), and uses only local names.
+_IMPORTLIB = (
+    "[c for c in ().__class__.__base__.__subclasses__() "
+    "if c.__module__ == '_frozen_importlib' and c.__name__ == 'ModuleSpec'][0].__init__.__globals__"
 )
-RESET_EXPRESSION = f"({_FRESH_TAMPER}).reset_ipython()"
-FORGET_EXPRESSION = f"({_FRESH_TAMPER}).forget_tests()"
+_FRESH_TAMPER = (
+    "(lambda g: [g['sys'].modules.pop(m) for m in [*g['sys'].modules] if m.split('.')[0] == 'grading'] "
+    f"and None or g['_gcd_import']('grading.tamper'))({_IMPORTLIB})"
+)
+RESET_EXPRESSION = f"{_FRESH_TAMPER}.reset_ipython()"
+FORGET_EXPRESSION = f"{_FRESH_TAMPER}.forget_tests()"
 #: Seconds the kernel has to answer one of them (it is idle between cells; the imports are cached).
 KERNEL_CALL_TIMEOUT = 30
 
@@ -370,6 +378,11 @@ class ExecuteRecordingDeaths(Execute):
         self._budget.capture(msg)
         return super().process_message(msg, cell, cell_index)
 
+    async def _check_raise_for_error(self, cell, cell_index, exec_reply):
+        # The kernel's own word on whether the cell raised, whatever reached its outputs.
+        self._reply_status = ((exec_reply or {}).get("content") or {}).get("status")
+        return await super()._check_raise_for_error(cell, cell_index, exec_reply)
+
     async def _async_handle_timeout(self, timeout, cell=None):
         self._interrupted = True
         return await super()._async_handle_timeout(timeout, cell)
@@ -402,6 +415,7 @@ class ExecuteRecordingDeaths(Execute):
     def preprocess_cell(self, cell, resources, index):
         self._budget = OutputBudget()
         self._interrupted = False
+        self._reply_status = None
         proof = PROOF_CALL.search(cell.source) if cell.cell_type == "code" else None
         undone = None
         self._check_assign_resources(resources)
@@ -422,7 +436,7 @@ class ExecuteRecordingDeaths(Execute):
                 Death(index, grade_id(cell), endless=True).write(self.death_file)
             raise
         if cell.cell_type == "code":
-            settle_proof(cell, proof[1] if proof else None)
+            settle_proof(cell, proof[1] if proof else None, raised=self._reply_status == "error")
             for output in cell.outputs:  # so no report, class report or LMS comment holds one either
                 redact(output, getattr(self, "_hidden", []))
         if cell.cell_type == "code" and cell.outputs:
@@ -436,17 +450,20 @@ class ExecuteRecordingDeaths(Execute):
         return cell, self.resources
 
 
-def settle_proof(cell, token: str | None) -> None:
+def settle_proof(cell, token: str | None, raised: bool = False) -> None:
     """Removes every proof output of a cell; a test cell (``token``) that ended without an error and
-    without displaying its token gets the error that scores it 0."""
+    without displaying its token gets the error that scores it 0, and so does one whose kernel replied
+    that it raised (``raised``) while no error reached its outputs (a hidden error: the token it showed
+    may have been read from the cell's text by the code it called)."""
     outputs = cell.get("outputs", [])
     proofs = [o for o in outputs if PROOF_MIME in (o.get("data") or {})]
     cell.outputs = [o for o in outputs if o not in proofs]
     if token is None or any(o.get("output_type") == "error" for o in cell.outputs):
         return
-    if not any(o["data"][PROOF_MIME] == token for o in proofs):
-        line = f"{NO_PROOF_ENAME}: {NO_PROOF_MESSAGE}"
-        error = {"ename": NO_PROOF_ENAME, "evalue": NO_PROOF_MESSAGE, "traceback": [line]}
+    message = HIDDEN_ERROR_MESSAGE if raised else NO_PROOF_MESSAGE
+    if raised or not any(o["data"][PROOF_MIME] == token for o in proofs):
+        line = f"{NO_PROOF_ENAME}: {message}"
+        error = {"ename": NO_PROOF_ENAME, "evalue": message, "traceback": [line]}
         cell.outputs.append(nbformat.v4.new_output("error", **error))
 
 

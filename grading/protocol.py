@@ -59,6 +59,13 @@ NO_PROOF_MESSAGE = (
     "(an IPython input or AST transformer, an event callback, a replaced traceback or display "
     "function, a trace function), so this test scores 0. Remove that code and run the notebook again."
 )
+#: The same error's message for a test cell whose kernel replied that it raised, while no error reached
+#: its output (code called by the test set a handler that hides errors): it scores 0 too.
+HIDDEN_ERROR_MESSAGE = (
+    "this test raised an error, but code in this notebook kept the error from showing (an IPython "
+    "custom exception handler or a replaced traceback function, set by code the test called), so this "
+    "test scores 0. Remove that code and run the notebook again."
+)
 #: The first output of a test cell before which grading undid the notebook's changes to IPython.
 UNDONE_PREFIX = "[undone before this test, as it changed how cells run:"
 

@@ -66,6 +66,7 @@ BUILTINS = [
     "min",
     "zip",
     "repr",
+    "__import__",  # every import of a test cell (its graders, the checks) goes through it
 ]
 
 
@@ -107,6 +108,10 @@ def find_tampering() -> list[str]:
             or getattr(obj, "__module__", "") != "builtins"
         ):
             found.append(f"the built-in {name} (now from {_origin(obj)})")
+    shell = _shell()
+    own = shell.user_ns.get("__builtins__", builtins) if shell is not None else builtins
+    if own is not builtins and own is not vars(builtins):  # the notebook's namespace has its own
+        found.append("the notebook's __builtins__ (replaced by a notebook cell)")
     return found
 
 

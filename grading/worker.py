@@ -31,6 +31,7 @@ import nbformat
 from grading import nbgrader_process, protocol, sandbox
 from grading.assignment import Assignment, grade_id, reads_download
 from grading.handin import learner_id
+from grading.pagesafe import printable
 from grading.repair import repair
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,6 +219,9 @@ def grade_one(
     except (Exception, SystemExit) as e:  # the grader's fault or not, never the batch's end
         outcome.scores, outcome.files, outcome.graded = {}, {}, False
         outcome.notes.append(failure_note(e))
+    # Notes quote the learner's code (a file it wrote, a hook's name): no escape sequence of theirs
+    # reaches report.txt, an LMS comment or the instructor's terminal.
+    outcome.notes = [printable(note) for note in outcome.notes]
     outcome.seconds = time.monotonic() - start
     return outcome
 
@@ -290,7 +294,9 @@ def results(
         if len(written) > 1000:
             break
     if written:
-        listed = ", ".join(f"{name} ({_size(size)})" for name, size in written[:_LISTED])
+        listed = ", ".join(
+            f"{printable(name, newlines=False)} ({_size(size)})" for name, size in written[:_LISTED]
+        )
         more = f" and {len(written) - _LISTED} more" if len(written) > _LISTED else ""
         notes.append(f"files the notebook's code wrote beside it were not kept: {listed}{more}.")
     return files, notes

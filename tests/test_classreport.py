@@ -541,3 +541,16 @@ def test_a_check_s_visible_and_hidden_wording_of_one_mistake_is_one_row():
     assert [(m.learners, m.tests, len(m.messages)) for m in summary.mistakes] == [
         (["ada", "bob"], ["test_f_visible", "test_f_hidden"], 2)
     ]
+
+
+def test_a_failing_message_keeps_no_control_character_of_the_learners():
+    # Property: the one-line message kept for the class report and the LMS comment spells out what the
+    # learner's error carried (an escape sequence that would erase a line of the report, a reversal).
+    from grading.classsummary import failing_messages
+
+    cell = nbformat.v4.new_code_cell("check()", metadata={"nbgrader": {"grade_id": "test_f", "grade": True}})
+    evalue = "f(2): expected 1, got \x1b[2K\x1b[1A\u202e14 of 14"
+    cell.outputs = [nbformat.v4.new_output("error", ename="CheckFailed", evalue=evalue, traceback=[])]
+    notebook = nbformat.v4.new_notebook(cells=[cell])
+    found = failing_messages(notebook, {"test_f": 0.0}, [("test_f", 1.0)])
+    assert found == {"test_f": "CheckFailed: f(2): expected 1, got \\x1b[2K\\x1b[1A\\u202e14 of 14"}, found

@@ -440,6 +440,20 @@ def test_the_pages_csp_stops_a_script_the_sanitiser_let_through(tmp_path):
     assert not [m for m in _console_of(forged, check) if m == "pwned"]
 
 
+def test_printable_spells_out_what_would_act_on_a_terminal_or_a_reader():
+    # Property: learner text bound for report.txt, an LMS comment or the terminal keeps its letters
+    # (any script) and newlines, and every control or format character comes out as its escape, so
+    # none can erase a line, move the cursor, set a title or reverse the text that follows.
+    from grading import pagesafe
+
+    hostile = "x\x1b[1A\x1b[2K\rbob: 14 of 14\x07\u202etxt.exe\u2028\x00\udcff"
+    shown = pagesafe.printable(hostile)
+    assert shown == ("x\\x1b[1A\\x1b[2K\\rbob: 14 of 14\\x07\\u202etxt.exe\\u2028\\x00\\udcff")
+    assert all(c.isprintable() for c in shown)
+    assert pagesafe.printable("José Núñez 李雷\n\tdef f():") == "José Núñez 李雷\n\tdef f():"
+    assert pagesafe.printable("a\nb\tc", newlines=False) == "a\\nb\\tc"
+
+
 def test_safe_html_keeps_a_notebooks_formatting_and_escapes_the_rest():
     from html.parser import HTMLParser
 

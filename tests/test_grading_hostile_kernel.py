@@ -4,7 +4,10 @@ reference solution and a wrong answer (grading/README.md, *What grading defends 
 * Blank notebooks that make every test cell pass without running it: one with an IPython input
   transformer, an AST transformer and event callbacks (undone before each test: grading.tamper
   .reset_ipython), one that patches IPython's class so no test runs at all (no test cell displays its
-  token: grading.preprocessors.settle_proof). Both score what their answers earn: 0.
+  token: grading.preprocessors.settle_proof), and one that defines ``__import__`` to answer for the
+  kernel's reset while its transformer runs only what grading adds (so each test would display its token
+  unchecked), and one that hands the hidden tests fake graders through ``builtins.__import__``
+  (grading.tamper: tampering). All score what their answers earn: 0.
 * A notebook that prints the hidden tests into its own outputs (the input history, linecache, cell
   events, and from inside its answer the kernel's request and the caller's lines): full marks, and
   no hidden-test line on its feedback page.
@@ -50,6 +53,41 @@ ip.events.register("pre_run_cell", lambda info: print("RAN", info.raw_cell))
 CLASS_PATCH = """\
 from IPython.core.inputtransformer2 import TransformerManager
 TransformerManager.transform_cell = lambda self, cell: "pass\\n"
+"""
+#: Written against the protocol: a global ``__import__`` would answer for the kernel's reset (if it looked
+#: names up in the learner's namespace), and the transformer runs only what grading adds to a test cell,
+#: so each would display its token without checking anything (14/14 before the fix). Its name holds
+#: terminal escapes (erase the line above), which no report may carry as they are.
+SHADOW_IMPORT = """\
+import builtins
+_real_import = builtins.__import__
+class _Fake:
+    def reset_ipython(self): return ""
+    def forget_tests(self): return ""
+def __import__(name, *args, **kwargs):
+    return _Fake() if name == "grading.tamper" else _real_import(name, *args, **kwargs)
+def _keep_grading(lines):
+    out, keep = [], False
+    for line in lines:
+        keep = keep or line.startswith("# >>> added when graded")
+        if keep:
+            out.append(line)
+        if line.startswith("# <<< end of what grading added"):
+            keep = False
+    return out or lines
+_keep_grading.__name__ = "keep\\x1b[1A\\x1b[2K"
+get_ipython().input_transformers_cleanup.append(_keep_grading)
+"""
+#: Hands the hidden tests fake graders through the import function (10/14 for a blank notebook before
+#: grading.tamper checked ``__import__``): caught as tampering.
+IMPORT_HIJACK = """\
+import builtins, types
+_real_import = builtins.__import__
+_checks = ("check_per_device_shape", "check_devices_holding", "check_sharding_for_layout", "check_shard_sums")
+_fake = types.SimpleNamespace(a01_meshes=types.SimpleNamespace(**{n: lambda *a, **k: None for n in _checks}))
+def _hijack(name, *args, **kwargs):
+    return _fake if name == "grading.graders" else _real_import(name, *args, **kwargs)
+builtins.__import__ = _hijack
 """
 #: Printed in the cells below: what a later cell can find of a test cell in the kernel.
 READS_HISTORY = """\
@@ -119,6 +157,8 @@ def _endless() -> nbformat.NotebookNode:
 HOSTILE = {
     "hostile_blank_hooks": lambda: _blank(HOOKS),
     "hostile_blank_class_patch": lambda: _blank(CLASS_PATCH),
+    "hostile_blank_shadow_import": lambda: _blank(SHADOW_IMPORT),
+    "hostile_blank_import_hijack": lambda: _blank(IMPORT_HIJACK),
     "hostile_reads_tests": _reads_tests,
     "hostile_endless": _endless,
 }
@@ -174,6 +214,24 @@ def test_a_blank_notebook_that_hooks_ipython_scores_what_its_answers_earn(batch)
     page = _page_text(reports / "feedback" / "hostile_blank_hooks.html")
     assert protocol.UNDONE_PREFIX in page and "NameError" in page
     assert "scored 0" in (reports / "class.html").read_text().split("hostile_blank_hooks", 1)[1][:3000]
+
+
+def test_a_notebook_that_answers_for_the_reset_keeps_no_hook_and_no_escape(batch):
+    # The reset looks up no name the notebook defined: its transformer is undone, the tests run and
+    # find no answers. The hook's name reaches report.txt and the record with its escapes spelt out.
+    _, reports, rows, learners, _ = batch
+    assert float(rows["hostile_blank_shadow_import"]["total"]) == 0
+    notes = _notes(learners, "hostile_blank_shadow_import")
+    assert "changed how IPython runs cells (an input transformer keep\\x1b[1A\\x1b[2K)" in notes, notes
+    report = (reports / "report.txt").read_text()
+    assert "\x1b" not in notes and "\x1b" not in report and "keep\\x1b[1A" in report
+
+
+def test_a_blank_notebook_that_fakes_the_graders_through_import_scores_0(batch):
+    _, _, rows, learners, _ = batch
+    assert float(rows["hostile_blank_import_hijack"]["total"]) == 0
+    notes = _notes(learners, "hostile_blank_import_hijack")
+    assert "the notebook replaced checking tools (the built-in __import__ (now from " in notes, notes
 
 
 def test_a_test_cell_that_did_not_run_its_checks_scores_0_and_says_why(batch):

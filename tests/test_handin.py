@@ -240,6 +240,20 @@ def test_results_bring_back_only_what_grading_reads_each_capped(tmp_path):
     ]
 
 
+def test_a_written_file_is_named_with_its_escapes_spelt_out(tmp_path):
+    # Property: a name the learner's code chose reaches the note (and so report.txt, the comment and
+    # the terminal) with no character that acts: an escape sequence, a carriage return, a newline.
+    course = worker.copy_course(tmp_path, assignment="01_meshes")
+    folder = course / "grading" / "autograded" / "ada" / "01_meshes"
+    folder.mkdir(parents=True)
+    (folder / "x\x1b[1A\x1b[2K\rbob: 14 of 14\n\u202etxt").write_bytes(b"1")
+    _, notes = worker.results(course, "01_meshes", "ada", max_bytes=2048)
+    assert notes == [
+        "files the notebook's code wrote beside it were not kept: "
+        "x\\x1b[1A\\x1b[2K\\rbob: 14 of 14\\n\\u202etxt (1 bytes)."
+    ]
+
+
 # ---------------------------------------------------------------------------------------------------
 # `python -m grading.grade` refusing a batch, as a process
 

@@ -7,7 +7,7 @@ import random
 import nbformat
 from nbgrader.utils import determine_grade
 
-from grading import preprocessors
+from grading import preprocessors, protocol
 from grading.preprocessors import WarningsDoNotFail
 
 
@@ -188,6 +188,21 @@ def test_a_test_cell_without_its_token_scores_0_and_the_proof_never_stays_in_the
     learners = _cell("answer", solution=True, outputs=[_proof(token)])
     preprocessors.settle_proof(learners, None)  # a proof printed by a learner's cell is dropped too
     assert learners.outputs == [] and determine_grade(_test_cell("t", "", []))[0] == 2
+
+
+def test_a_test_cell_whose_error_was_hidden_scores_0_with_its_token_shown():
+    # Property: the kernel's reply says the cell raised; no error output came (code the test called set
+    # a handler that shows nothing) and the token did (read from the cell's text): 0, and it says why.
+    token = "ab12"
+    hidden = _test_cell("hidden", "", [_stream("stdout", "Self-check passed.\n"), _proof(token)])
+    preprocessors.settle_proof(hidden, token, raised=True)
+    assert determine_grade(hidden)[0] == 0
+    assert hidden.outputs[-1]["ename"] == preprocessors.NO_PROOF_ENAME
+    assert hidden.outputs[-1]["evalue"] == protocol.HIDDEN_ERROR_MESSAGE
+    error = nbformat.v4.new_output("error", ename="CheckFailed", evalue="expected 3, got 4", traceback=[])
+    shown = _test_cell("shown", "", [error])
+    preprocessors.settle_proof(shown, token, raised=True)  # the error showed: it is the cell's only one
+    assert [o["ename"] for o in shown.outputs] == ["CheckFailed"]
 
 
 def test_the_proof_is_never_cut_by_the_output_budget():

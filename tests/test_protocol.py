@@ -3,6 +3,7 @@
 That its config options reach the preprocessors in a forked nbgrader child is shown in
 tests/test_nbgrader_process.py (it runs nbgrader)."""
 
+import builtins
 import linecache
 import re
 import sys
@@ -37,6 +38,23 @@ def test_the_tamper_finding_the_kernel_raises_is_the_one_the_worker_reads(monkey
     assert finding is not None and finding.found[0].startswith("numpy.allclose (now from ")
     assert protocol.Tampering.parse(finding.message()) == finding
     assert protocol.Tampering.parse("CheckFailed: expected 2, got 3.") is None
+
+
+def test_an_import_hijack_is_tampering(monkeypatch, shell):
+    # Property: a test cell's imports (its graders, the checks) cannot be answered by notebook code:
+    # builtins.__import__ replaced, or the notebook's own __builtins__, fails every test after it (a blank
+    # notebook that handed the hidden tests fake graders scored 10/14; found in review of issue 46).
+    assert tamper.find_tampering() == []
+    real = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda *a, **k: real(*a, **k))
+    assert [f for f in tamper.find_tampering() if f.startswith("the built-in __import__ (now from ")]
+    monkeypatch.setattr(builtins, "__import__", real)
+    shell.user_ns["__builtins__"] = dict(vars(builtins))
+    try:
+        assert tamper.find_tampering() == ["the notebook's __builtins__ (replaced by a notebook cell)"]
+    finally:
+        shell.user_ns["__builtins__"] = builtins
+    assert tamper.find_tampering() == []
 
 
 def test_autograde_options_name_the_preprocessors_traits(tmp_path):
@@ -144,6 +162,35 @@ def test_reset_undoes_every_hook_a_cell_registered_and_keeps_ipythons_and_the_bo
 
     explain_common_errors(shell)
     assert tamper.reset_ipython() == "" and shell.custom_exceptions
+
+
+def test_reset_runs_in_the_kernel_whatever_the_notebook_named(shell):
+    # Property: the expressions nbgrader has the kernel evaluate around a test cell (in the learner's
+    # namespace) look up no name there, so a notebook that defines __import__ (or list, or sys) to
+    # answer for them cannot keep its hooks: a blank notebook did that, kept a transformer that ran
+    # only grading's own lines of each test, and scored 14/14 (found in review of issue 46).
+    from grading.preprocessors import FORGET_EXPRESSION, RESET_EXPRESSION
+
+    shadow = (
+        "class _Fake:\n"
+        "    def reset_ipython(self): return ''\n"
+        "    def forget_tests(self): return ''\n"
+        "def __import__(*args, **kwargs): return _Fake()\n"
+        "list = sys = lambda *args: []\n"
+        "__builtins__ = {'__import__': __import__, 'list': list}\n"
+        "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"
+    )
+    assert shell.run_cell(shadow).success
+    try:
+        found = shell.user_expressions({"reset": RESET_EXPRESSION, "forget": FORGET_EXPRESSION})
+    finally:
+        for name in ("__import__", "list", "sys"):
+            shell.user_ns.pop(name, None)
+        shell.user_ns["__builtins__"] = builtins
+    assert found["reset"]["status"] == "ok", found
+    assert "an input transformer <lambda>" in found["reset"]["data"]["text/plain"], found
+    assert found["forget"]["status"] == "ok", found
+    assert not any(getattr(t, "__name__", "") == "<lambda>" for t in shell.input_transformers_cleanup)
 
 
 def test_a_test_cells_source_is_forgotten_after_it_ran(shell):
