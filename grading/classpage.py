@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 
+from grading import protocol
 from grading.classsummary import ClassSummary, Mistake
 
 #: Mistakes listed on the page (all of them are in class_mistakes.csv).
@@ -133,6 +134,9 @@ def _flags(s: ClassSummary, learner: str) -> tuple[str, str]:
     crashed = [n for n in s.notes.get(learner, []) if any(cut in n for cut in CUT_OFF)]
     if crashed and learner not in s.not_run:
         flags.append(("bad", "cell cut off", "; ".join(crashed)))
+    interfered = [n for n in s.notes.get(learner, []) if any(i in n for i in protocol.INTERFERED_NOTES)]
+    if interfered:  # hooks undone before the tests, a test with no proof it ran, tools replaced
+        flags.append(("bad", "tests interfered", "; ".join(interfered)))
     alike: dict[str, list[str]] = {}  # the other learner -> the exercises they answered alike
     for p in s.pairs:
         if learner in (p.a, p.b):

@@ -69,6 +69,13 @@ HIDDEN_ERROR_MESSAGE = (
 #: The first output of a test cell before which grading undid the notebook's changes to IPython.
 UNDONE_PREFIX = "[undone before this test, as it changed how cells run:"
 
+#: How the worker's notes on a notebook that interfered with its tests begin (worker._error_notes
+#: writes them; the class report flags a learner whose notes hold one).
+NO_PROOF_NOTE = "gave no proof that its checks ran"
+UNDONE_NOTE = "the notebook changed how IPython runs cells"
+TAMPERED_NOTE = "the notebook replaced checking tools"
+INTERFERED_NOTES = (NO_PROOF_NOTE, UNDONE_NOTE, TAMPERED_NOTE)
+
 #: The file a dead kernel is recorded in, beside the scratch course (not in it: the learner's code
 #: cannot reach it from the sandbox).
 DEATH_FILE_NAME = "death.json"

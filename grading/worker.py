@@ -429,8 +429,7 @@ def _error_notes(root: Path, assignment: str, learner: str, cell_timeout: int, m
             name, value = output.get("ename"), output.get("evalue", "")
             if name == protocol.NO_PROOF_ENAME:
                 notes.append(
-                    f"{gid} gave no proof that its checks ran (an earlier cell changed how cells run); "
-                    "scored 0."
+                    f"{gid} {protocol.NO_PROOF_NOTE} (an earlier cell changed how cells run); scored 0."
                 )
             elif name == "CellTimeoutError":
                 notes.append(f"{gid} ran past the {cell_timeout} s cell limit and was interrupted.")
@@ -441,12 +440,10 @@ def _error_notes(root: Path, assignment: str, learner: str, cell_timeout: int, m
     if undone:
         notes.insert(
             0,
-            f"the notebook changed how IPython runs cells ({'; '.join(undone)}); undone before each test.",
+            f"{protocol.UNDONE_NOTE} ({'; '.join(undone)}); undone before each test.",
         )
     if tampered:
-        notes.append(
-            f"the notebook replaced checking tools ({tampered.summary()}); every test after that failed."
-        )
+        notes.append(f"{protocol.TAMPERED_NOTE} ({tampered.summary()}); every test after that failed.")
     return notes
 
 

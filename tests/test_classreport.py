@@ -272,14 +272,23 @@ def test_a_cell_cut_off_by_any_limit_is_flagged_and_a_pair_of_learners_once():
             "slow": ["test_x_hidden ran past the 120 s cell limit and was interrupted."],
             "hog": ["test_x_visible ran out of memory (the cap is 6 GiB per notebook)."],
             "ada": ["2 cells define f; graded the one run last"],
+            "hooked": [
+                "the notebook changed how IPython runs cells (an input transformer); undone "
+                "before each test.",
+                "test_x_visible gave no proof that its checks ran (an earlier cell changed how "
+                "cells run); scored 0.",
+            ],
         },
         pairs=[pair, SimpleNamespace(**{**vars(pair), "exercise": "g"})],
     )
     pair.exercise = "f"
     for learner in ("slow", "hog"):
         assert ">cell cut off<" in classpage._flags(summary, learner)[0], learner
+    hooked, _ = classpage._flags(summary, "hooked")
+    assert ">tests interfered<" in hooked and "input transformer" in hooked
     flags, text = classpage._flags(summary, "ada")
-    assert "cell cut off" not in text and text.count("alike: copier") == 1
+    assert "cell cut off" not in text and "tests interfered" not in text
+    assert text.count("alike: copier") == 1
     assert "alike in f 90%, g 90%" in flags
 
 
