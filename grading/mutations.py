@@ -583,14 +583,36 @@ def _is_store_target(sites: Sites, node: ast.AST) -> bool:
     return isinstance(parent, (ast.Assign, ast.AugAssign)) and getattr(parent, "targets", [None])[0] is node
 
 
+def parameters(tree: ast.AST) -> list[str]:
+    """The parameters of the cell's top-level functions, in order (probed as sites -1, -2, …)."""
+    out: list[str] = []
+    for node in getattr(tree, "body", []):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            out += [x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+    return out
+
+
 def instrumented(source: str, sites_list: list[int]) -> str:
-    """The cell with each site ``e`` wrapped as ``__hardcoding_probe__(k, e)`` (k: its place in the list)."""
+    """The cell with each site ``e`` wrapped as ``__hardcoding_probe__(k, e)`` (k: its place in the list),
+    and each top-level function's parameters probed as it starts (site -1 - j for the j-th parameter)."""
     tree = ast.parse(source)
     msites = Sites(tree, *solution_lines(source))
     for k, i in enumerate(sites_list):
         node = msites.nodes[i]
         wrapped = ast.Call(ast.Name(PROBE, ast.Load()), [ast.Constant(k), clone(node)], [])
         msites.replace(node, wrapped)
+    j = 0
+    for node in tree.body:  # type: ignore[attr-defined]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            probes = []
+            for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+                call = ast.Call(ast.Name(PROBE, ast.Load()), [ast.Constant(-1 - j), ast.Name(x.arg, ast.Load())], [])
+                probes.append(ast.Expr(call))
+                j += 1
+            docstring = ast.get_docstring(node, clean=False) is not None
+            node.body[int(docstring) : int(docstring)] = probes
     return ast.unparse(ast.fix_missing_locations(tree))
 
 
@@ -633,18 +655,17 @@ def hardcoding_mutants(
     lo, hi = solution_lines(source)
     sites = Sites(tree, lo, hi)
     found = hardcoding_sites(sites)
-    parameters = _function_args(tree)
+    names = parameters(tree)
+    mesh_parameters = [
+        names[-1 - k] for k, v in first.items() if k < 0 and mesh_type is not None and isinstance(v, mesh_type)
+    ]
     edits: list[tuple[str, list[Edit]]] = []
-    mesh_parameters: list[str] = []
     for k, i in enumerate(found):
         if k not in first:
             continue
         node, value = sites.nodes[i], first[k]
-        if isinstance(node, ast.Name):
-            if mesh_type is not None and isinstance(value, mesh_type) and node.id in parameters:
-                mesh_parameters.append(node.id)
-            if not isinstance(value, dict):
-                continue  # a plain name: only a pytree's keys are written down
+        if isinstance(node, ast.Name) and not isinstance(value, dict):
+            continue  # a plain name: only a pytree's keys are written down
         text = literal(value, ast.unparse(node))
         if text is not None:
             edits.append(("hardcoded", [(i, partial(_parsed, text=text))]))

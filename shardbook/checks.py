@@ -208,7 +208,7 @@ def ring_blocks(axis: int, n: int, name: str, mesh: Any = None) -> Explainer:
                 "which block a device holds at step s."
             )
         if len(bad) == n:
-            return f"{where}, all of them: check what each device multiplies at every step of the ring."
+            return None  # nothing particular to say: the check's own hint
         return (
             f"{where}, the others are right: the devices at those positions add a wrong block or miss "
             "one; check the steps where a stream starts or ends (n // 2 and n - 1 - n // 2 on an odd ring)."
