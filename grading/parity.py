@@ -91,8 +91,8 @@ def _features(x: Any, at: str, top: bool = True) -> Iterator[tuple[str, str]]:
             yield from _features(x[k], f"{at}[{k!r}]", top=False)
     elif top and isinstance(x, (list, tuple)):
         yield f"{at} length", str(len(x))
-        for i, item in enumerate(x[:_MAX_ITEMS]):
-            yield from _features(item, f"{at}[{i}]", top=False)
+        for item in x[:_MAX_ITEMS]:  # the items together: a list of layers varies its width
+            yield from _features(item, f"{at}[*]", top=False)
     elif top and not callable(x):  # another pytree (a dataclass registered with JAX…)
         with contextlib.suppress(Exception):
             import jax
