@@ -603,12 +603,14 @@ def instrumented(source: str, sites_list: list[int]) -> str:
         wrapped = ast.Call(ast.Name(PROBE, ast.Load()), [ast.Constant(k), clone(node)], [])
         msites.replace(node, wrapped)
     j = 0
-    for node in tree.body:  # type: ignore[attr-defined]
+    for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             a = node.args
             probes = []
             for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
-                call = ast.Call(ast.Name(PROBE, ast.Load()), [ast.Constant(-1 - j), ast.Name(x.arg, ast.Load())], [])
+                call = ast.Call(
+                    ast.Name(PROBE, ast.Load()), [ast.Constant(-1 - j), ast.Name(x.arg, ast.Load())], []
+                )
                 probes.append(ast.Expr(call))
                 j += 1
             docstring = ast.get_docstring(node, clean=False) is not None
@@ -630,8 +632,8 @@ def literal(value: object, expression: str) -> str | None:
         if all(isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
             return repr(dict(value))  # mesh.shape
         return f"{{k: {expression}[k] for k in {tuple(value)!r}}}"  # a pytree's names written down
-    if hasattr(value, "items") and all(isinstance(v, int) for _, v in value.items()):  # type: ignore[attr-defined]
-        return repr(dict(value.items()))  # type: ignore[attr-defined]
+    if hasattr(value, "items") and all(isinstance(v, int) for _, v in value.items()):
+        return repr(dict(value.items()))
     return None
 
 
@@ -657,7 +659,9 @@ def hardcoding_mutants(
     found = hardcoding_sites(sites)
     names = parameters(tree)
     mesh_parameters = [
-        names[-1 - k] for k, v in first.items() if k < 0 and mesh_type is not None and isinstance(v, mesh_type)
+        names[-1 - k]
+        for k, v in first.items()
+        if k < 0 and mesh_type is not None and isinstance(v, mesh_type)
     ]
     edits: list[tuple[str, list[Edit]]] = []
     for k, i in enumerate(found):
@@ -683,7 +687,9 @@ def _parsed(_node: ast.AST, text: str) -> ast.AST:
     return ast.parse(text, mode="eval").body
 
 
-def _mesh_parameter_to_global(source: str, tree: ast.AST, lo: int, hi: int, name: str, global_name: str) -> str | None:
+def _mesh_parameter_to_global(
+    source: str, tree: ast.AST, lo: int, hi: int, name: str, global_name: str
+) -> str | None:
     """The cell with parameter ``name`` renamed ``<name>_given`` (unused) and the function reading
     ``global_name`` wherever it read ``name``: a mesh argument replaced by the notebook's global mesh."""
     spans: list[tuple[ast.AST, str]] = []

@@ -4,14 +4,21 @@ A learner who writes down a value of the self-check (the ring length 4, k = 2, t
 ``b``, the notebook's global mesh) passes a self-check that never changes it and loses every hidden
 point. The rule (tests/test_parity.py): **every dimension the tests vary, the self-check varies**.
 
-The dimensions are not listed by hand: :func:`record` runs an assignment's reference solution, wraps
-each graded function, and runs its self-check and then its hidden tests, noting the *features* of
-every call (:func:`features`): of each argument and of the result, a mesh's shape, axis names, axis
-types and device order; an array's every dimension, dtype and spec, and the mesh it is laid out on;
-a pytree's keys (the tensor names); a number's value; and the mesh the call runs under
-(``jax.set_mesh``). A call inside ``jax.jit`` is seen while tracing (shapes are plain ints there). A
-check that runs the function in other processes (assignment 12, ``shardbook.hosts``) sends it as
-source; the recorder adds a line to that source that records in the worker too.
+The dimensions are not listed by hand: :func:`record_function` takes the reference solution's
+namespace (``grading.mutants.base_namespace``), wraps a graded function, and runs its self-check and
+then its hidden tests, noting the *features* of every call (:func:`features`): of each argument, a
+mesh's shape and axis names; an array's every dimension and dtype, and the shape and axis names of
+the mesh it is laid out on; a dict's keys (the tensor names) and a list's length, with the arrays
+they hold; a number's or a short string's value; of the result, a dict's keys (names read from a
+file); and the mesh the call runs under (``jax.set_mesh``). A call inside ``jax.jit`` is seen while
+tracing (shapes are plain ints there). A check that runs the function in other processes
+(assignment 12, ``shardbook.hosts``) sends it as source; the recorder adds a line to that source
+that records in the worker too. Device order and axis types are not dimensions here: a value
+written down cannot depend on them.
+
+It also runs the answer cell probed (``grading.mutations.instrumented``): every value the function
+reads from the mesh, its arguments or a pytree is noted, with its value in the self-check's first
+call, which is what the hard-coding mutants write down (``grading.mutants.hardcoding_of``).
 
 :func:`violations` then names each feature that takes two or more values over all the calls but one
 value in every self-check call: the dimension a hard-coded answer gets away with.
@@ -261,7 +268,9 @@ def record_function(
         log = Path(folder) / "calls.jsonl"
         with _workers_record(function, log):
             for gid, source in cells:
-                kind = "visible" if gid.endswith("_visible") else "hidden" if gid.endswith("_hidden") else None
+                kind = (
+                    "visible" if gid.endswith("_visible") else "hidden" if gid.endswith("_hidden") else None
+                )
                 if kind is None:
                     continue
                 phase[0] = kind
@@ -273,7 +282,9 @@ def record_function(
                 except Exception as e:
                     raise RuntimeError(f"{gid} failed with the reference solution: {e}") from e
                 if kind == "visible":
-                    meshes = [n for n, v in namespace.items() if isinstance(v, Mesh) and not n.startswith("_")]
+                    meshes = [
+                        n for n, v in namespace.items() if isinstance(v, Mesh) and not n.startswith("_")
+                    ]
                     found.meshes = sorted(meshes, key=lambda n: n != "mesh")
         if log.exists():
             for line in log.read_text().splitlines():
@@ -298,22 +309,7 @@ def violations(calls: Calls) -> list[str]:
         everything = tried | by_phase["hidden"]
         if len(everything) > 1 and len(tried) == 1:
             others = sorted(everything - tried)
-            out.append(f"{name}: the self-check tries only {next(iter(tried))}, the hidden tests also {others}")
+            out.append(
+                f"{name}: the self-check tries only {next(iter(tried))}, the hidden tests also {others}"
+            )
     return out
-
-
-def record(assignment: str, functions: list[str] | None = None, probe: bool = True) -> dict[str, Recording]:
-    """function -> what its tests did, for every graded function of ``assignment`` (or those named),
-    from its reference solution (with the hard-coding sites probed); call in a process with 8 CPU
-    devices (``shardbook.setup``)."""
-    from grading import mutants
-
-    nb = mutants.load(assignment)
-    base = mutants.base_namespace(nb)
-    return {
-        fn: record_function(
-            base, fn, nb.tests[fn], mutants.fresh, mutants.probed_source(nb.answers[fn]) if probe else None
-        )
-        for fn in nb.answers
-        if functions is None or fn in functions
-    }

@@ -193,17 +193,19 @@ def ring_blocks(axis: int, n: int, name: str, mesh: Any = None) -> Explainer:
         bad = [j for j in range(n) if take(wrong, j).any()]
         on = f" (a ring of {n} on {_mesh_text(mesh)})" if mesh is not None else f" (a ring of {n})"
         where = f"the blocks at {name!r} positions {_positions(bad)} of 0…{n - 1} are wrong{on}"
-        shifts = set()
+        shifts: set[int | None] = set()
         for j in bad:
             found = [
                 s for s in range(1, n) if np.allclose(take(got, j), take(expected, (j + s) % n), atol=1e-5)
             ]
             shifts.add(found[0] if len(found) == 1 else None)
-        if len(shifts) == 1 and None not in shifts:
-            (s,) = shifts
+        found_shifts = [s for s in shifts if s is not None]
+        if len(shifts) == 1 and found_shifts:
+            s = found_shifts[0]
             way = "one step the other way" if s in (1, n - 1) else f"{min(s, n - s)} steps off"
+            sign = "+" if s <= n // 2 else "-"
             return (
-                f"{where}: each holds the right values of the block at position j {'+' if s <= n // 2 else '-'} "
+                f"{where}: each holds the right values of the block at position j {sign} "
                 f"{min(s, n - s)}, so the blocks ended {way}: check the direction of each ppermute and "
                 "which block a device holds at step s."
             )
@@ -275,9 +277,7 @@ def routed_rows(w: Any, a: Any, b: Any, experts_per_device: int | None = None) -
                     "its own token's row (the slot it was sent from)."
                 )
         if zeros:
-            return (
-                f"{count}, among them {len(zeros)} all zeros (rows {_positions(zeros)}): dropped tokens."
-            )
+            return f"{count}, among them {len(zeros)} all zeros (rows {_positions(zeros)}): dropped tokens."
         return None
 
     return explain

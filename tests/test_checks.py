@@ -117,7 +117,9 @@ def test_ring_blocks_names_the_wrong_blocks_and_the_direction_the_ring_ran():
     # neighbour's is a ring run the other way; one wrong block is named; all wrong gives the check's hint
     expected = np.arange(32.0).reshape(2, 16)
     shifted = np.roll(expected, 4, axis=1)  # block j holds block j - 1
-    with pytest.raises(CheckFailed, match=r"positions 0, 1, 2, 3 of 0…3 are wrong.*position j - 1.*other way"):
+    with pytest.raises(
+        CheckFailed, match=r"positions 0, 1, 2, 3 of 0…3 are wrong.*position j - 1.*other way"
+    ):
         expect_allclose(shifted, expected, "f", hint="h.", explain=ring_blocks(1, 4, "Y"))
     one = expected.copy()
     one[:, 8:12] += 1
@@ -139,11 +141,15 @@ def test_routed_rows_says_where_a_wrong_row_went():
     with pytest.raises(CheckFailed, match=r"2 of 8 rows are wrong, all zeros \(rows 1, 3\).*dropped"):
         expect_allclose(dropped, right, "f", explain=routed_rows(w, a, b, experts_per_device=2))
     robin = np.stack([a[i] @ w[(b[i] % 8) * 2 + b[i] // 8] for i in range(8)])  # expert e on device e % 8
-    with pytest.raises(CheckFailed, match=r"row 1 \(token 1, expert 9\) holds expert 3's result \(expert 9 lives on device 4"):
+    with pytest.raises(
+        CheckFailed, match=r"row 1 \(token 1, expert 9\) holds expert 3's result \(expert 9 lives on device 4"
+    ):
         expect_allclose(robin, right, "f", explain=routed_rows(w, a, b, experts_per_device=2))
     b2 = np.stack([b, b[::-1]], axis=1)
     mean = (right + np.stack([a[i] @ w[b2[i, 1]] for i in range(8)])) / 2
-    with pytest.raises(CheckFailed, match=r"each k = 2 times the right one: the mean over the k experts, not the sum"):
+    with pytest.raises(
+        CheckFailed, match=r"each k = 2 times the right one: the mean over the k experts, not the sum"
+    ):
         expect_allclose(2 * mean, mean, "f", explain=routed_rows(w, a, b2))
 
 
@@ -157,7 +163,11 @@ def test_expect_program_on_mesh_names_a_sharding_on_another_mesh():
         return jax.jit(lambda x: jax.lax.with_sharding_constraint(x * 2, NamedSharding(mesh, P("Y"))))
 
     expect_program_on_mesh(on(given), x, mesh=given, what="f(x)")
-    with pytest.raises(CheckFailed, match=r"f\(x\): expected every sharding on the mesh of the call, \{'X': 2, 'Y': 4\}.*got a sharding_constraint on another mesh, \{'X': 4, 'Y': 2\}.*Hint: build each NamedSharding"):
+    with pytest.raises(
+        CheckFailed,
+        match=r"f\(x\): expected every sharding on the mesh of the call, \{'X': 2, 'Y': 4\}.*"
+        r"got a sharding_constraint on another mesh, \{'X': 4, 'Y': 2\}.*Hint: build each NamedSharding",
+    ):
         expect_program_on_mesh(on(other), x, mesh=given, what="f(x)")
 
 

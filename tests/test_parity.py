@@ -65,7 +65,10 @@ def topk_mean(b, mesh):
     return b.sum(axis=1) / k * n
     ### END SOLUTION
 '''
-TOY_IMPORTS = "import jax, numpy as np\nmesh = jax.make_mesh((8,), ('X',))\nother = jax.make_mesh((4,), ('X',), devices=jax.devices()[:4])"
+TOY_IMPORTS = (
+    "import jax, numpy as np\nmesh = jax.make_mesh((8,), ('X',))\n"
+    "other = jax.make_mesh((4,), ('X',), devices=jax.devices()[:4])"
+)
 ONE_K = "assert np.allclose(topk_mean(np.ones((4, 2)), mesh), 8)"
 TWO_K = ONE_K + "\nassert np.allclose(topk_mean(np.ones((6, 3)), other), 4)"
 HIDDEN = "for k in (2, 3, 5):\n    assert np.allclose(topk_mean(np.ones((6, k)), other), 4)"
@@ -73,15 +76,21 @@ HIDDEN = "for k in (2, 3, 5):\n    assert np.allclose(topk_mean(np.ones((6, k)),
 
 def toy(visible: str) -> tuple[M.Notebook, dict]:
     cells = [("test_topk_mean_visible", visible), ("test_topk_mean_hidden", HIDDEN)]
-    nb = M.Notebook("toy", [("imports", TOY_IMPORTS), ("topk_mean", TOY_ANSWER)], {"topk_mean": TOY_ANSWER},
-                    {"topk_mean": cells}, {"X", "Y"})
+    nb = M.Notebook(
+        "toy",
+        [("imports", TOY_IMPORTS), ("topk_mean", TOY_ANSWER)],
+        {"topk_mean": TOY_ANSWER},
+        {"topk_mean": cells},
+        {"X", "Y"},
+    )
     return nb, M.base_namespace(nb)
 
 
 def recorded(visible: str) -> tuple[M.Notebook, dict, parity.Recording]:
     nb, base = toy(visible)
-    found = parity.record_function(base, "topk_mean", nb.tests["topk_mean"], M.fresh,
-                                   M.probed_source(TOY_ANSWER))
+    found = parity.record_function(
+        base, "topk_mean", nb.tests["topk_mean"], M.fresh, M.probed_source(TOY_ANSWER)
+    )
     return nb, base, found
 
 

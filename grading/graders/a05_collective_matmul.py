@@ -157,9 +157,7 @@ def _check_values(
         # which output blocks along 'Y' are wrong, and whether the ring ran the other way
         ring = list(out_spec).index("Y") if "Y" in tuple(out_spec) else None
         explain = ring_blocks(ring, mesh.shape["Y"], "Y", mesh) if ring is not None else None
-        expect_allclose(
-            got, oracle_matmul(*arrays), call, rtol=1e-6, atol=1e-6, hint=hint, explain=explain
-        )
+        expect_allclose(got, oracle_matmul(*arrays), call, rtol=1e-6, atol=1e-6, hint=hint, explain=explain)
         expect_sharding(
             got,
             NamedSharding(mesh, out_spec),
