@@ -693,16 +693,19 @@ def _mesh_parameter_to_global(
     """The cell with parameter ``name`` renamed ``<name>_given`` (unused) and the function reading
     ``global_name`` wherever it read ``name``: a mesh argument replaced by the notebook's global mesh."""
     spans: list[tuple[ast.AST, str]] = []
+    reads = 0
     for node in ast.walk(tree):
         if isinstance(node, ast.arg) and node.arg == name:
             annotation = f": {ast.unparse(node.annotation)}" if node.annotation else ""
             spans.append((node, f"{name}_given{annotation}"))
         elif isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
             at = position(node)
-            if at and lo <= at[0] <= hi and global_name != name:
-                spans.append((node, global_name))
-    if not spans:
-        return None
+            if at and lo <= at[0] <= hi:
+                reads += 1
+                if global_name != name:
+                    spans.append((node, global_name))
+    if not reads:
+        return None  # the answer never reads its mesh argument (it uses the mesh of jax.set_mesh)
     text = _splice(source, spans)
     try:
         compile(text, "<mutant>", "exec")
