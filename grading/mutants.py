@@ -38,7 +38,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from grading.assignment import SETUP, Assignment, grade_id, is_answer, is_test, run_cell
-from grading.mutations import Mutant, mutants_of
+from grading.mutations import (
+    Mutant,
+    Sites,
+    hardcoding_mutants,
+    hardcoding_sites,
+    instrumented,
+    mutants_of,
+    solution_lines,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
@@ -93,6 +101,38 @@ def all_mutants(nb: Notebook) -> list[Mutant]:
     return [m for fn, src in nb.answers.items() for m in mutants_of(nb.assignment, fn, src, nb.axes)]
 
 
+def probed_source(source: str) -> str:
+    """The answer cell with each hard-coding site wrapped in the probe (grading.parity records it)."""
+    import ast
+
+    sites = Sites(ast.parse(source), *solution_lines(source))
+    return instrumented(source, hardcoding_sites(sites))
+
+
+def hardcoding_of(nb: Notebook, function: str, found) -> list[Mutant]:
+    """The hard-coding mutants of one answer from what its tests did (a grading.parity.Recording):
+    every site whose value the tests vary, written as the self-check's first configuration has it,
+    and each Mesh parameter replaced by the notebook's global mesh."""
+    from jax.sharding import Mesh
+
+    varied = {k for k, texts in found.taken.items() if len(texts) > 1}
+    first = {k: v for k, v in found.first.items() if k in varied}
+    return hardcoding_mutants(nb.assignment, function, nb.answers[function], first, found.meshes, Mesh)
+
+
+def hardcoding(nb: Notebook, base: dict, functions: list[str] | None = None) -> list[Mutant]:
+    """The hard-coding family (grading/mutations.py) of every answer (or of ``functions``): runs each
+    function's self-check and hidden tests once on the probed solution (grading.parity)."""
+    from grading import parity
+
+    out = []
+    for fn in nb.answers:
+        if functions is None or fn in functions:
+            found = parity.record_function(base, fn, nb.tests[fn], fresh, probed_source(nb.answers[fn]))
+            out += hardcoding_of(nb, fn, found)
+    return out
+
+
 def sample(mutants: list[Mutant], n: int | None) -> list[Mutant]:
     """``n`` mutants per function, spread evenly over its list (deterministic); all when n is None."""
     if n is None:
@@ -137,14 +177,11 @@ def worker(assignment: str, n: int | None, timeout: int, out: Path, only: list[s
 
     shardbook.setup(quiet=True)
     nb = load(assignment)
-    mutants = [m for m in sample(all_mutants(nb), n) if not only or m.fingerprint in only or m.kind in only]
     base = base_namespace(nb)
-    for fn, cells in nb.tests.items():  # the reference must pass, or every mutant would look killed
-        if fn not in {m.function for m in mutants}:
-            continue
-        failed = run_cells(cells, fresh(base))
-        if failed:
-            raise SystemExit(f"{assignment}: the solution fails {failed[0]}: {failed[1]}")
+    # The reference must pass, or every mutant would look killed: its test cells run once, probed, which
+    # also gives the hard-coding family its values (RuntimeError if a cell fails).
+    generated = all_mutants(nb) + hardcoding(nb, base)
+    mutants = [m for m in sample(generated, n) if not only or m.fingerprint in only or m.kind in only]
     for k, m in enumerate(mutants, 1):
         judge(nb, base, m, timeout)
         print(
@@ -359,9 +396,14 @@ def main(argv: list[str] | None = None) -> int:
         worker(args.worker, args.sample, args.timeout, args.raw, args.only)
         return 0
     assignments = args.assignment or sorted(p.name for p in SOLUTIONS.iterdir() if p.is_dir())
-    if args.list:
+    if args.list:  # the hard-coding family runs each self-check once to read its first configuration
+        os.environ.setdefault("SHARDBOOK_DEVICES", "cpu")
+        import shardbook
+
+        shardbook.setup(quiet=True)
         for a in assignments:
-            for m in sample(all_mutants(load(a)), args.sample):
+            nb = load(a)
+            for m in sample(all_mutants(nb) + hardcoding(nb, base_namespace(nb)), args.sample):
                 print(f"== {a} {m.fingerprint}\n{m.diff}")
         return 0
     start = time.perf_counter()

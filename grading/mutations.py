@@ -528,3 +528,220 @@ def mutants_of(assignment: str, function: str, source: str, axes: set[str]) -> l
             fp = f"{fp}-{used[fp]}"
         out.append(Mutant(assignment, function, kind, fp, diff, text))
     return out
+
+
+# Hard-coding: a value the function reads, written down as the self-check's first configuration has it --
+
+#: Attributes whose value a learner may write down instead of reading it: sizes, shapes, dtypes, names.
+READ_ATTRIBUTES = {"shape", "ndim", "size", "dtype", "axis_names", "axis_sizes", "axis_types"}
+#: Calls that read a size of the job or of a mesh axis.
+READ_CALLS = {"len", "process_count", "device_count", "local_device_count", "axis_size", "process_index"}
+PROBE = "__hardcoding_probe__"
+
+
+def _function_args(tree: ast.AST) -> set[str]:
+    """The parameter names of the cell's top-level functions."""
+    names: set[str] = set()
+    for node in getattr(tree, "body", []):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            names |= {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
+    return names
+
+
+def hardcoding_sites(sites: Sites) -> list[int]:
+    """Indices (in ``sites.nodes``) of the expressions whose value comes from the mesh, the arguments or
+    a pytree: ``x.shape[0]``, ``mesh.shape["Y"]``, ``b.shape``, ``x.dtype``, ``len(params)``,
+    ``jax.process_count()``, and each load of a name (a pytree of arrays: its keys are what is
+    written down). Outermost first; an inner read of a site already taken is left out."""
+    taken: list[int] = []
+    inside: set[int] = set()
+    root = sites.nodes[0]
+    local = _function_args(root) | {
+        n.id for n in ast.walk(root) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    for i, node in enumerate(sites.nodes):
+        if not sites.inside(node) or id(node) in inside or not isinstance(node, ast.expr):
+            continue
+        read = False
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
+            read = node.value.attr in READ_ATTRIBUTES and not isinstance(node.slice, ast.Slice)
+        elif isinstance(node, ast.Attribute):
+            read = node.attr in READ_ATTRIBUTES
+        elif isinstance(node, ast.Call):
+            read = call_name(node) in READ_CALLS
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            read = node.id in local  # a pytree's names, or a Mesh parameter: known once probed
+        if read and not _is_store_target(sites, node):
+            taken.append(i)
+            inside |= {id(n) for n in ast.walk(node)}
+    return taken
+
+
+def _is_store_target(sites: Sites, node: ast.AST) -> bool:
+    parent = sites.parent.get(id(node), (None, "", None))[0]
+    return isinstance(parent, (ast.Assign, ast.AugAssign)) and getattr(parent, "targets", [None])[0] is node
+
+
+def parameters(tree: ast.AST) -> list[str]:
+    """The parameters of the cell's top-level functions, in order (probed as sites -1, -2, …)."""
+    out: list[str] = []
+    for node in getattr(tree, "body", []):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            out += [x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+    return out
+
+
+def instrumented(source: str, sites_list: list[int]) -> str:
+    """The cell with each site ``e`` wrapped as ``__hardcoding_probe__(k, e)`` (k: its place in the list),
+    and each top-level function's parameters probed as it starts (site -1 - j for the j-th parameter)."""
+    tree = ast.parse(source)
+    msites = Sites(tree, *solution_lines(source))
+    for k, i in enumerate(sites_list):
+        node = msites.nodes[i]
+        wrapped = ast.Call(ast.Name(PROBE, ast.Load()), [ast.Constant(k), clone(node)], [])
+        msites.replace(node, wrapped)
+    j = 0
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            probes = []
+            for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+                call = ast.Call(
+                    ast.Name(PROBE, ast.Load()), [ast.Constant(-1 - j), ast.Name(x.arg, ast.Load())], []
+                )
+                probes.append(ast.Expr(call))
+                j += 1
+            docstring = ast.get_docstring(node, clean=False) is not None
+            node.body[int(docstring) : int(docstring)] = probes
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def literal(value: object, expression: str) -> str | None:
+    """The text a learner would write for ``value`` (read by ``expression``), or None if none fits."""
+    import numpy as np
+
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return repr(value)
+    if isinstance(value, np.dtype):
+        return f"np.dtype({value.name!r})"
+    if isinstance(value, tuple) and all(isinstance(v, (int, str)) or v is None for v in value):
+        return repr(value)
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
+            return repr(dict(value))  # mesh.shape
+        return f"{{k: {expression}[k] for k in {tuple(value)!r}}}"  # a pytree's names written down
+    if hasattr(value, "items") and all(isinstance(v, int) for _, v in value.items()):
+        return repr(dict(value.items()))
+    return None
+
+
+def hardcoding_mutants(
+    assignment: str,
+    function: str,
+    source: str,
+    first: dict[int, object],
+    global_meshes: list[str],
+    mesh_type: type | None = None,
+) -> list[Mutant]:
+    """The hard-coding mutants of one answer cell.
+
+    ``first``: site (its place in :func:`hardcoding_sites`'s list) -> its value in the self-check's
+    first configuration, for the sites whose value the tests vary (a value the contract fixes, such as
+    a dtype every test keeps, makes no mutant). Each such site is replaced by that value written out;
+    each parameter whose first value is a ``mesh_type`` is replaced by the first of ``global_meshes``
+    (the notebook's Mesh globals), the parameter renamed ``<name>_given`` and left unused.
+    """
+    tree = ast.parse(source)
+    lo, hi = solution_lines(source)
+    sites = Sites(tree, lo, hi)
+    found = hardcoding_sites(sites)
+    names = parameters(tree)
+    mesh_parameters = [
+        names[-1 - k]
+        for k, v in first.items()
+        if k < 0 and mesh_type is not None and isinstance(v, mesh_type)
+    ]
+    edits: list[tuple[str, list[Edit]]] = []
+    for k, i in enumerate(found):
+        if k not in first:
+            continue
+        node, value = sites.nodes[i], first[k]
+        if isinstance(node, ast.Name) and not isinstance(value, dict):
+            continue  # a plain name: only a pytree's keys are written down
+        text = literal(value, ast.unparse(node))
+        if text is not None:
+            edits.append(("hardcoded", [(i, partial(_parsed, text=text))]))
+    out = _distinct(assignment, function, source, tree, sites, edits)
+    if global_meshes:
+        for name in dict.fromkeys(mesh_parameters):
+            text = _mesh_parameter_to_global(source, tree, lo, hi, name, global_meshes[0])
+            if text is not None:
+                used = {m.fingerprint for m in out}
+                out += _as_mutants(assignment, function, source, [("global_mesh", text)], used)
+    return out
+
+
+def _parsed(_node: ast.AST, text: str) -> ast.AST:
+    return ast.parse(text, mode="eval").body
+
+
+def _mesh_parameter_to_global(
+    source: str, tree: ast.AST, lo: int, hi: int, name: str, global_name: str
+) -> str | None:
+    """The cell with parameter ``name`` renamed ``<name>_given`` (unused) and the function reading
+    ``global_name`` wherever it read ``name``: a mesh argument replaced by the notebook's global mesh."""
+    spans: list[tuple[ast.AST, str]] = []
+    reads = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.arg == name:
+            annotation = f": {ast.unparse(node.annotation)}" if node.annotation else ""
+            spans.append((node, f"{name}_given{annotation}"))
+        elif isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
+            at = position(node)
+            if at and lo <= at[0] <= hi:
+                reads += 1
+                if global_name != name:
+                    spans.append((node, global_name))
+    if not reads:
+        return None  # the answer never reads its mesh argument (it uses the mesh of jax.set_mesh)
+    text = _splice(source, spans)
+    try:
+        compile(text, "<mutant>", "exec")
+    except SyntaxError:
+        return None
+    return text
+
+
+def _distinct(assignment, function, source, tree, sites, edits) -> list[Mutant]:
+    texts = []
+    for kind, es in edits:
+        text = apply(source, tree, sites, es)
+        if text is not None:
+            texts.append((kind, text))
+    return _as_mutants(assignment, function, source, texts, set())
+
+
+def _as_mutants(assignment, function, source, texts, used: set[str]) -> list[Mutant]:
+    out, seen = [], {ast.dump(ast.parse(source))}
+    for kind, text in texts:
+        key = ast.dump(ast.parse(text))
+        if key in seen:
+            continue
+        seen.add(key)
+        diff = "".join(
+            difflib.unified_diff(
+                source.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                f"solution/{function}",
+                f"mutant/{function}",
+                n=1,
+            )
+        )
+        fp = fingerprint(function, kind, diff)
+        while fp in used:
+            fp += "+"
+        used.add(fp)
+        out.append(Mutant(assignment, function, kind, fp, diff, text))
+    return out

@@ -8,7 +8,7 @@ JAX: a learner's function that returns the wrong kind of object is described, no
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
@@ -116,12 +116,16 @@ def expect_allclose(
     atol: float = 1e-5,
     hint: str | None = None,
     mistakes: Sequence[tuple[Any, str]] = (),
+    explain: Explainer | None = None,
 ) -> None:
     """Checks that ``got`` has ``expected``'s shape and values within tolerance.
 
     The message names the first wrong position and the largest error, so a learner can see whether
     everything is off or one block is. ``mistakes`` are ``(value, hint)`` pairs: what a known mistake
-    computes, and the hint to give instead of ``hint`` when ``got`` equals that value.
+    computes, and the hint to give instead of ``hint`` when ``got`` equals that value. ``explain``
+    computes the hint from the failure itself, ``explain(got, expected, wrong)`` with ``wrong`` the
+    mask of the entries that differ (:func:`ring_blocks`, :func:`routed_rows`); when it returns
+    None, ``hint`` is given.
 
     Raises:
       CheckFailed: wrong type, wrong shape, or values too far apart.
@@ -139,6 +143,11 @@ def expect_allclose(
     b = expected.astype(np.float64) if expected.dtype != bool else expected
     close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
     if not close.all():
+        if explain is not None:
+            try:
+                hint = explain(a, b, ~close) or hint
+            except Exception:  # noqa: BLE001 (an explanation must never hide the failure itself)
+                pass
         for value, mistake_hint in mistakes:
             m = np.asarray(value)
             if m.shape == a.shape and np.allclose(
@@ -156,6 +165,122 @@ def expect_allclose(
             f"largest error {np.nanmax(err):.3g})",
             hint,
         )
+
+
+#: A hint computed from a failed comparison: (got, expected, mask of the wrong entries) -> words or None.
+Explainer = Callable[[np.ndarray, np.ndarray, np.ndarray], "str | None"]
+
+
+def _positions(items: Sequence[int], limit: int = 6) -> str:
+    shown = ", ".join(map(str, items[:limit]))
+    return shown + (", …" if len(items) > limit else "")
+
+
+def ring_blocks(axis: int, n: int, name: str, mesh: Any = None) -> Explainer:
+    """An ``explain`` for a result whose ``axis`` is split in ``n`` blocks over a ring (mesh axis ``name``).
+
+    It names the blocks that are wrong and, when each wrong block j holds the right values of block
+    j + s, the shift: the ring ran the other way, or one step too far. ``mesh`` (the mesh of the check)
+    is named in the words, so a learner knows which case failed.
+    """
+
+    def explain(got: np.ndarray, expected: np.ndarray, wrong: np.ndarray) -> str | None:
+        size = got.shape[axis]
+        if n < 2 or size % n:
+            return None
+        width = size // n
+        take = lambda x, j: np.take(x, range(j * width, (j + 1) * width), axis=axis)  # noqa: E731
+        bad = [j for j in range(n) if take(wrong, j).any()]
+        on = f" (a ring of {n} on {_mesh_text(mesh)})" if mesh is not None else f" (a ring of {n})"
+        where = f"the blocks at {name!r} positions {_positions(bad)} of 0…{n - 1} are wrong{on}"
+        shifts: set[int | None] = set()
+        for j in bad:
+            found = [
+                s for s in range(1, n) if np.allclose(take(got, j), take(expected, (j + s) % n), atol=1e-5)
+            ]
+            shifts.add(found[0] if len(found) == 1 else None)
+        found_shifts = [s for s in shifts if s is not None]
+        if len(shifts) == 1 and found_shifts:
+            s = found_shifts[0]
+            way = "one step the other way" if s in (1, n - 1) else f"{min(s, n - s)} steps off"
+            sign = "+" if s <= n // 2 else "-"
+            return (
+                f"{where}: each holds the right values of the block at position j {sign} "
+                f"{min(s, n - s)}, so the blocks ended {way}: check the direction of each ppermute and "
+                "which block a device holds at step s."
+            )
+        if len(bad) == n:
+            return None  # nothing particular to say: the check's own hint
+        return (
+            f"{where}, the others are right: the devices at those positions add a wrong block or miss "
+            "one; check the steps where a stream starts or ends (n // 2 and n - 1 - n // 2 on an odd ring)."
+        )
+
+    return explain
+
+
+def routed_rows(w: Any, a: Any, b: Any, experts_per_device: int | None = None) -> Explainer:
+    """An ``explain`` for Out[i] = mean over j of A[i] @ W[B[i, j]] (B int[S] or int[S, k]).
+
+    For the wrong rows it says what came back instead: zeros (a dropped token), another expert's
+    result (which one, and on which device it lives when ``experts_per_device`` is given), another
+    token's result (results put back in the wrong rows), the sum of the k experts instead of their
+    mean, or one of them only.
+    """
+    w64, a64 = np.asarray(w, np.float64), np.asarray(a, np.float64)
+    ids = np.asarray(b).reshape(len(a64), -1)
+    by_expert = np.einsum("sd,edf->esf", a64, w64)  # row i of every expert's result
+
+    def explain(got: np.ndarray, expected: np.ndarray, wrong: np.ndarray) -> str | None:
+        rows = [int(i) for i in np.flatnonzero(wrong.reshape(len(got), -1).any(axis=1))]
+        count = f"{len(rows)} of {len(got)} rows are wrong"
+        close = lambda x, y: np.allclose(x, y, rtol=1e-5, atol=1e-5)  # noqa: E731
+        k = ids.shape[1]
+        if k > 1 and all(close(got[i], k * expected[i]) for i in rows):
+            return f"{count}, each k = {k} times the right one: the mean over the k experts, not the sum."
+        zeros = [i for i in rows if close(got[i], 0)]
+        if zeros and len(zeros) == len(rows):
+            return (
+                f"{count}, all zeros (rows {_positions(zeros)}): those tokens were dropped; size the "
+                "buffers so that none is ever left out, even when every token goes to one device."
+            )
+        for i in rows:
+            if close(got[i], 0):
+                continue
+            want = [int(e) for e in ids[i]]
+            if k > 1:
+                singles = [e for e in want if close(got[i], by_expert[e, i])]
+                if singles:
+                    return (
+                        f"{count}; row {i} (experts {want}) holds expert {singles[0]}'s result only: "
+                        f"average all {k} copies of a token when they come back."
+                    )
+            others = [e for e in range(len(w64)) if close(got[i], by_expert[e, i])]
+            if k == 1 and others:
+                e, wrong_e = want[0], others[0]
+                where = ""
+                if experts_per_device:
+                    per = experts_per_device
+                    where = (
+                        f" (expert {e} lives on device {e // per} as its local expert {e % per}; the row "
+                        f"was multiplied by local expert {wrong_e % per} of device {wrong_e // per})"
+                    )
+                return (
+                    f"{count}; row {i} (token {i}, expert {e}) holds expert {wrong_e}'s result{where}. "
+                    "Device d holds experts d·E/n … (d+1)·E/n − 1: a token goes to device expert // (E/n) "
+                    "and uses its local expert expert % (E/n)."
+                )
+            from_token = [j for j in range(len(got)) if j != i and close(got[i], expected[j])]
+            if from_token:
+                return (
+                    f"{count}; row {i} holds token {from_token[0]}'s result: each result must go back to "
+                    "its own token's row (the slot it was sent from)."
+                )
+        if zeros:
+            return f"{count}, among them {len(zeros)} all zeros (rows {_positions(zeros)}): dropped tokens."
+        return None
+
+    return explain
 
 
 def expect_sharding(x: Any, expected: Any, what: str = "the result", hint: str | None = None) -> None:
@@ -186,6 +311,50 @@ def expect_sharding(x: Any, expected: Any, what: str = "the result", hint: str |
             expected_text += f" on the mesh given, {_mesh_text(given)}"
             got_text += f" on another mesh, {_mesh_text(own)}"
         _fail(what, f"{x.dtype}[{','.join(map(str, x.shape))}] {expected_text}", got_text, hint)
+
+
+def _meshes_in(jaxpr: Any) -> Iterator[tuple[str, Any]]:
+    """(primitive, mesh) of every mesh a traced program names: a constraint's or a jit's NamedSharding,
+    a shard_map's mesh, in nested programs too."""
+    from jax.sharding import Mesh, NamedSharding
+
+    for eqn in jaxpr.eqns:
+        for value in eqn.params.values():
+            for v in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(v, NamedSharding) and isinstance(v.mesh, Mesh):
+                    yield eqn.primitive.name, v.mesh
+                elif isinstance(v, Mesh):
+                    yield eqn.primitive.name, v
+                inner = getattr(v, "jaxpr", v)
+                if hasattr(inner, "eqns"):
+                    yield from _meshes_in(inner)
+
+
+def expect_program_on_mesh(fn: Any, *args: Any, mesh: Any, what: str = "your function") -> None:
+    """Checks that every mesh ``fn(*args)`` names (a NamedSharding of a constraint, a shard_map's mesh)
+    is ``mesh``, the mesh of the call: the same devices in the same places.
+
+    A function that builds a sharding on a global mesh, or on a helper's default argument, computes
+    the right values on that mesh only, or moves data between two layouts; this says so by name.
+
+    Raises:
+      CheckFailed: naming the operation, the mesh it used and the mesh of the call.
+    """
+    import jax
+
+    try:
+        jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
+    except Exception:  # noqa: BLE001 (the call's own check reports an error in words)
+        return
+    for primitive, used in _meshes_in(jaxpr):
+        if not getattr(used, "empty", True) and _mesh_text(used) != _mesh_text(mesh):
+            _fail(
+                what,
+                f"every sharding on the mesh of the call, {_mesh_text(mesh)}",
+                f"a {primitive} on another mesh, {_mesh_text(used)}",
+                "build each NamedSharding (and shard_map) on the mesh argument, not on a global mesh or "
+                "a helper's default argument, which stays the mesh it was when the helper was defined.",
+            )
 
 
 def _mesh_text(mesh: Any) -> str:

@@ -18,9 +18,12 @@ from shardbook.checks import (
     expect_estimate_within,
     expect_no_collectives,
     expect_overlap,
+    expect_program_on_mesh,
     expect_shape,
     expect_sharding,
     expect_type,
+    ring_blocks,
+    routed_rows,
 )
 from shardbook.comms import analyze
 from shardbook.cost import MODEL_MARGIN, estimate
@@ -107,6 +110,65 @@ def test_expect_allclose_gives_a_known_mistakes_hint_when_that_is_what_came_back
         expect_allclose(unsorted, expected, "f", hint="compare.", mistakes=[(unsorted, "sort first.")])
     with pytest.raises(CheckFailed, match=r"Hint: compare\.$"):
         expect_allclose(np.zeros(4), expected, "f", hint="compare.", mistakes=[(unsorted, "sort first.")])
+
+
+def test_ring_blocks_names_the_wrong_blocks_and_the_direction_the_ring_ran():
+    # property: the hint comes from the failure: a result whose blocks along 'Y' each hold their
+    # neighbour's is a ring run the other way; one wrong block is named; all wrong gives the check's hint
+    expected = np.arange(32.0).reshape(2, 16)
+    shifted = np.roll(expected, 4, axis=1)  # block j holds block j - 1
+    with pytest.raises(
+        CheckFailed, match=r"positions 0, 1, 2, 3 of 0…3 are wrong.*position j - 1.*other way"
+    ):
+        expect_allclose(shifted, expected, "f", hint="h.", explain=ring_blocks(1, 4, "Y"))
+    one = expected.copy()
+    one[:, 8:12] += 1
+    with pytest.raises(CheckFailed, match=r"'Y' positions 2 of 0…3 are wrong.*the others are right"):
+        expect_allclose(one, expected, "f", hint="h.", explain=ring_blocks(1, 4, "Y"))
+    with pytest.raises(CheckFailed, match=r"Hint: h\.$"):
+        expect_allclose(expected * 0 - 1, expected, "f", hint="h.", explain=ring_blocks(1, 4, "Y"))
+
+
+def test_routed_rows_says_where_a_wrong_row_went():
+    # property: zeros are dropped tokens, another expert's product names that expert and its device,
+    # k times the answer is a sum instead of a mean; never the same words whatever went wrong
+    rng = np.random.default_rng(0)
+    w, a = rng.integers(-3, 4, (16, 4, 3)).astype(np.float32), rng.integers(-3, 4, (8, 4)).astype(np.float32)
+    b = np.array([0, 9, 3, 15, 4, 4, 8, 1])
+    right = np.stack([a[i] @ w[b[i]] for i in range(8)])
+    dropped = right.copy()
+    dropped[[1, 3]] = 0
+    with pytest.raises(CheckFailed, match=r"2 of 8 rows are wrong, all zeros \(rows 1, 3\).*dropped"):
+        expect_allclose(dropped, right, "f", explain=routed_rows(w, a, b, experts_per_device=2))
+    robin = np.stack([a[i] @ w[(b[i] % 8) * 2 + b[i] // 8] for i in range(8)])  # expert e on device e % 8
+    with pytest.raises(
+        CheckFailed, match=r"row 1 \(token 1, expert 9\) holds expert 3's result \(expert 9 lives on device 4"
+    ):
+        expect_allclose(robin, right, "f", explain=routed_rows(w, a, b, experts_per_device=2))
+    b2 = np.stack([b, b[::-1]], axis=1)
+    mean = (right + np.stack([a[i] @ w[b2[i, 1]] for i in range(8)])) / 2
+    with pytest.raises(
+        CheckFailed, match=r"each k = 2 times the right one: the mean over the k experts, not the sum"
+    ):
+        expect_allclose(2 * mean, mean, "f", explain=routed_rows(w, a, b2))
+
+
+def test_expect_program_on_mesh_names_a_sharding_on_another_mesh():
+    # property: a constraint on a global mesh (a helper's default argument) is named with both meshes
+    given = jax.make_mesh((2, 4), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
+    other = jax.make_mesh((4, 2), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
+    x = jax.device_put(np.ones((8, 8), np.float32), NamedSharding(given, P("X")))
+
+    def on(mesh):
+        return jax.jit(lambda x: jax.lax.with_sharding_constraint(x * 2, NamedSharding(mesh, P("Y"))))
+
+    expect_program_on_mesh(on(given), x, mesh=given, what="f(x)")
+    with pytest.raises(
+        CheckFailed,
+        match=r"f\(x\): expected every sharding on the mesh of the call, \{'X': 2, 'Y': 4\}.*"
+        r"got a sharding_constraint on another mesh, \{'X': 4, 'Y': 2\}.*Hint: build each NamedSharding",
+    ):
+        expect_program_on_mesh(on(other), x, mesh=given, what="f(x)")
 
 
 def test_expect_type():

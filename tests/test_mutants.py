@@ -240,3 +240,26 @@ def test_a_mutant_past_the_time_limit_counts_as_killed_and_says_so():
     assert mutant.status == "timeout" and "1 s" in mutant.killed_by
     (row,) = M.summarize("toy", [vars(mutant)], {})
     assert row["timeout"] == 1 and row["rate"] == 1.0
+
+
+def test_hard_coding_mutants_write_down_the_self_checks_first_values():
+    # The family of grading/mutations.py: a read of the mesh or the arguments replaced by its value in
+    # the self-check's first call, the mesh parameter by the notebook's global mesh; a read whose value
+    # the tests never vary (absent from `first`) makes none. The values come from running the
+    # self-check (tests/test_parity.py runs that part on toy and real notebooks).
+    import ast
+
+    from jax.sharding import Mesh
+
+    from grading.mutations import Sites, hardcoding_mutants, hardcoding_sites, parameters, solution_lines
+
+    sites = Sites(ast.parse(TOY), *solution_lines(TOY))
+    reads = [ast.unparse(sites.nodes[i]) for i in hardcoding_sites(sites)]
+    assert reads[0] == "mesh.shape['Y']" and "mesh" in reads
+    assert parameters(ast.parse(TOY)) == ["x", "w", "mesh"]
+    mesh = Mesh(__import__("numpy").array(__import__("jax").devices()[:1]).reshape(1, 1), ("X", "Y"))
+    first = {0: 4, -3: mesh}  # mesh.shape["Y"] was 4; the third parameter a Mesh
+    ms = hardcoding_mutants("toy", "f", TOY, first, ["mesh"], Mesh)
+    assert [m.kind for m in ms] == ["hardcoded", "global_mesh"]
+    assert "    n = 4\n" in ms[0].source and "def f(x, w, mesh_given):" in ms[1].source
+    assert hardcoding_mutants("toy", "f", TOY, {}, ["mesh"], Mesh) == []

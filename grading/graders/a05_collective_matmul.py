@@ -62,6 +62,7 @@ from shardbook.checks import (
     expect_estimate_within,
     expect_overlap,
     expect_sharding,
+    ring_blocks,
 )
 from shardbook.comms import Report, analyze, format_bytes
 
@@ -151,9 +152,12 @@ def _check_values(
         dims = sizes[i % len(sizes)]
         arrays = [small_ints(rng, tuple(dims[k] for k in shape)) for shape in shapes]
         args = tuple(place(x, mesh, s) for x, s in zip(arrays, specs, strict=True))
-        got = call_learner(_jitted(fn, mesh), name, *args, hint=call_hint)
-        call = call_text(name, args + (mesh,))
-        expect_allclose(got, oracle_matmul(*arrays), call, rtol=1e-6, atol=1e-6, hint=hint)
+        call = call_text(name, args + (mesh,))  # names the mesh, whatever goes wrong
+        got = call_learner(_jitted(fn, mesh), name, *args, where=call, hint=call_hint)
+        # which output blocks along 'Y' are wrong, and whether the ring ran the other way
+        ring = list(out_spec).index("Y") if "Y" in tuple(out_spec) else None
+        explain = ring_blocks(ring, mesh.shape["Y"], "Y", mesh) if ring is not None else None
+        expect_allclose(got, oracle_matmul(*arrays), call, rtol=1e-6, atol=1e-6, hint=hint, explain=explain)
         expect_sharding(
             got,
             NamedSharding(mesh, out_spec),
@@ -492,6 +496,16 @@ def check_transformer_mlp(fn: Callable) -> None:
         P("X", "Y"),
         "the hidden activation H[B_X, F_Y] is exactly what the reduce-scatter ring takes as its T.",
         ({"B": 16, "D": 32, "F": 64}, {"B": 8, "D": 64, "F": 32}),
+    )
+    _check_values(  # a ring of 3: a ring length written down, or an even ring assumed, shows here
+        fn,
+        name,
+        MLP_SHAPES,
+        MLP_SPECS,
+        P("X", "Y"),
+        "each ring takes n - 1 steps on the mesh given: read n from mesh.shape['Y'].",
+        ({"B": 8, "D": 24, "F": 48},),
+        meshes=[make_mesh((2, 3))],
     )
     _check_no_communication_without_y(fn, name, [(64, 128), (128, 256), (256, 128)], MLP_SPECS)
     hint = (

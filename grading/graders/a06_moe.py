@@ -42,6 +42,7 @@ from shardbook.checks import (
     expect_allclose,
     expect_no_intermediate_larger_than,
     expect_sharding,
+    routed_rows,
 )
 from shardbook.comms import Report, ring_bytes
 
@@ -50,8 +51,9 @@ N = 8  # devices on the mesh axis 'X'
 # (E, S, D, F) of the value tests: E a multiple of 8, S a multiple of 8.
 SIZES: list[tuple[int, int, int, int]] = [(8, 64, 16, 32), (16, 128, 8, 40), (8, 32, 12, 24)]
 ROUTINGS = ("uniform", "all_to_first", "all_to_last", "even_only", "skewed")
-# Each value mesh uses one size for every routing (one compilation per mesh); the all_to_all
-# exercises use SIZES[0] on one mesh and read their bytes from that program.
+# Each value mesh uses one size for every routing (one compilation per mesh). The all_to_all
+# exercises run E = n (SIZES[0]) and E = 2n (SIZES[1]): where they differ, a token sent to device
+# e % n (round robin) instead of e // (E/n) reaches the wrong expert; with E = n both are right.
 # Compile-only size for moe_allgather's bound: W (E·D·F) is far larger than the tokens (S·(D+F)).
 STRUCTURE_SIZE = (16, 128, 32, 64)
 # Where moe_local's largest intermediate is measured (the self-check uses the same size). E < D: masking
@@ -167,10 +169,9 @@ CALL_HINT = (
 )
 
 
-VALUES_HINT = (
-    "compare with Out[i] = A[i] @ W[B[i]] token by token; on a skewed routing check that no token is "
-    "left out (a zero row is a dropped token) and that each result goes back to its token's row."
-)
+#: The hint when the wrong rows match no known mistake (routed_rows names the ones it recognises:
+#: dropped tokens, another expert's result, another token's row, the sum of the k experts).
+VALUES_HINT = "compare with Out[i] = A[i] @ W[B[i]] token by token, on this routing."
 
 #: jax.lax.ragged_dot reads its rows in order, group after group: the hint for tokens not grouped by
 #: expert (as the self-check gives it), and for results left in the grouped order.
@@ -195,8 +196,10 @@ def _check_sharded_values(
     meshes: list[Mesh] | None = None,
     topk: tuple[int, ...] = (),
     hint: str = VALUES_HINT,
+    sizes: list[tuple[int, int, int, int]] = SIZES,
 ) -> tuple[Callable, tuple]:
-    """Each value mesh with one size, every routing, compared with the oracle and P('X', None).
+    """Each value mesh with one size (``sizes`` in turn), every routing, compared with the oracle and
+    P('X', None); a wrong row is explained by :func:`shardbook.checks.routed_rows`.
 
     One jitted function per mesh serves all routings (same shapes, other values), so each mesh
     compiles once. ``topk`` gives k per mesh for the top-k exercise. Returns the last mesh's jitted
@@ -204,7 +207,7 @@ def _check_sharded_values(
     """
     rng = np.random.default_rng(6 + sum(topk))
     for i, mesh in enumerate(meshes or value_meshes()):
-        e, s, d, f = SIZES[i % len(SIZES)]
+        e, s, d, f = sizes[i % len(sizes)]
         k = topk[i % len(topk)] if topk else None
         jitted = jax.jit(lambda w, a, b, mesh=mesh: fn(w, a, b, mesh))
         for kind in ROUTINGS:
@@ -221,8 +224,12 @@ def _check_sharded_values(
                 place(b_np, mesh, b_spec),
             )
             where = _call_text(name, args + (mesh,), kind)
+            if k is not None:
+                where += f" with k = {k}"
+            where += f" (E = {e} experts on n = {N} devices)"
             got = call_learner(jitted, name, *args, where=where, hint=CALL_HINT)
-            expect_allclose(got, expected, where, rtol=1e-6, atol=1e-6, hint=hint)
+            explain = routed_rows(w_np, a_np, b_np, experts_per_device=e // N)
+            expect_allclose(got, expected, where, rtol=1e-6, atol=1e-6, hint=hint, explain=explain)
             expect_sharding(
                 got,
                 NamedSharding(mesh, P("X", None)),
@@ -263,6 +270,7 @@ def check_moe_local(fn: Callable) -> None:
             atol=1e-6,
             hint=VALUES_HINT,
             mistakes=ragged_mistakes(w_np, a_np, b_np),
+            explain=routed_rows(w_np, a_np, b_np),
         )
     e, s, d, f = LOCAL_STRUCTURE_SIZE
     structs = (
@@ -317,13 +325,19 @@ A2A_HINT = (
 
 
 def check_moe_all_to_all(fn: Callable) -> None:
-    """Values on every routing (skewed ones: no drops); only all-to-all, within the stated bound.
+    """Values on every routing (skewed ones: no drops), with E = 2n experts and with E = n; only
+    all-to-all, within the stated bound.
 
-    All-to-all programs take the longest to compile, so one mesh (Auto axes, shuffled devices; the
-    self-check uses Explicit axes) serves every routing, and the analysis reads that same program.
+    All-to-all programs take the longest to compile: two meshes (Explicit axes with E = 2n, then Auto
+    axes with shuffled devices and E = n), and the analysis reads the last program.
     """
     mesh = make_mesh((N,), ("X",), axis_type=AxisType.Auto, shuffle=6)
-    jitted, args = _check_sharded_values(fn, "moe_all_to_all", meshes=[mesh])
+    jitted, args = _check_sharded_values(
+        fn,
+        "moe_all_to_all",
+        meshes=[make_mesh((N,), ("X",), shuffle=9), mesh],
+        sizes=[SIZES[1], SIZES[0]],
+    )
     report = _analyze(jitted, "moe_all_to_all", args)
     expect_kinds_and_bytes(
         report,
@@ -341,17 +355,17 @@ def check_moe_all_to_all(fn: Callable) -> None:
 # ----------------------------------------------------------------------------------------------
 
 TOPK_HINT = (
-    "each token's output is the mean over its k experts, A[i] @ W[B[i, j]] summed over j and divided "
-    "by k; treat the k copies of a token as k rows of the all_to_all and combine them when they return."
+    "Out[i] is the mean over j of A[i] @ W[B[i, j]]; treat the k copies of a token as k rows of the "
+    "all_to_all and combine them when they return."
 )
 
 
 def check_moe_topk(fn: Callable) -> None:
     """Top-3 values on every routing; only all-to-all, within the stated bound for k.
 
-    One mesh (Explicit axes, shuffled devices; the self-check uses k = 2 on an unshuffled mesh), and the
-    analysis reads that same program; then k = 2 on a mesh of Auto axes, where shard_map cannot take
-    the layout from the arguments' types.
+    One mesh (Explicit axes, shuffled devices, E = n), and the analysis reads that same program; then
+    k = 2 with E = 2n on a mesh of Auto axes, where shard_map cannot take the layout from the
+    arguments' types, and where a round-robin placement of the experts reaches the wrong ones.
     """
     mesh = make_mesh((N,), ("X",), shuffle=7)
     k = 3
@@ -372,4 +386,5 @@ def check_moe_topk(fn: Callable) -> None:
         meshes=[make_mesh((N,), ("X",), axis_type=AxisType.Auto, shuffle=8)],
         topk=(2,),
         hint=TOPK_HINT,
+        sizes=[SIZES[1]],
     )

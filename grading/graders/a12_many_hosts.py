@@ -186,7 +186,11 @@ def _same_mesh(a: Mesh, b: Mesh) -> bool:
 
 def expect_restored(fn: Callable, mesh: Mesh, path: str) -> None:
     """Calls restore_on(mesh, path) and checks every array: saved values, saved spec, on ``mesh``."""
-    where = f"restore_on({show(mesh)}, path of a checkpoint saved from 2 processes × 4 devices)"
+    names = sorted(name for name, *_ in STATE)
+    where = (
+        f"restore_on({show(mesh)}, path of a checkpoint saved from 2 processes × 4 devices, "
+        f"a checkpoint that holds {names})"
+    )
     hint = (
         "build a target for each array from the checkpoint's metadata (shape, dtype, and the "
         "partition_spec it was saved with) on the mesh given, and restore with it."

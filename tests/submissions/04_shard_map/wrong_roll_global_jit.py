@@ -5,7 +5,7 @@ refuses to roll along a sharded dimension; the self-check and the hidden test, w
 """
 
 EXPECTED = {'lost': ['test_roll_global_shmap_visible', 'test_roll_global_shmap_hidden'],
- 'feedback': ['roll_global_shmap(x, 3, mesh): expected a result, got ShardingTypeError']}
+ 'feedback': ['roll_global_shmap(x f32[16, 8], 3, mesh): expected a result, got ShardingTypeError']}
 
 
 def roll_global_shmap(x: jax.Array, shift: int, mesh: Mesh) -> jax.Array:

@@ -1,10 +1,10 @@
 """Drops tokens: moe_all_to_all uses capacity factor 2 and returns zeros for tokens past capacity.
 Capacity limits are common in real MoE, but this exercise wants every token; the visible and hidden tests
-fail ("entries differ"): "a zero row is a dropped token".
+fail ("entries differ"): "those tokens were dropped".
 """
 
 EXPECTED = {'lost': ['test_moe_all_to_all_visible', 'test_moe_all_to_all_hidden'],
- 'feedback': ['entries differ', 'a zero row is a dropped token']}
+ 'feedback': ['entries differ', 'those tokens were dropped']}
 
 
 def moe_all_to_all(w: jax.Array, a: jax.Array, b: jax.Array, mesh: Mesh) -> jax.Array:
