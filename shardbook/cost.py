@@ -740,7 +740,7 @@ def draw_timeline(est: Estimate, ax: Any = None, title: str | None = None) -> An
     ax.set_yticks(
         [1, 0], ["matmuls" if est.device_seconds is None else "kernels", "collectives"], fontsize=11
     )
-    ax.set_xlabel("µs", fontsize=11)
+    ax.set_xlabel("µs", fontsize=11, loc="right")  # clear of the legend centred below
     ax.tick_params(axis="x", labelsize=10, labelbottom=True)  # numbers on every panel, shared axis or not
     end = max([est.seconds, *(e.end for e in est.events)]) * 1e6
     right = max(end, 1e-3) * 1.02
