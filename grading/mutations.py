@@ -513,15 +513,7 @@ def mutants_of(assignment: str, function: str, source: str, axes: set[str]) -> l
         if key in seen:
             continue
         seen.add(key)
-        diff = "".join(
-            difflib.unified_diff(
-                source.splitlines(keepends=True),
-                text.splitlines(keepends=True),
-                f"solution/{function}",
-                f"mutant/{function}",
-                n=1,
-            )
-        )
+        diff = _diff(function, source, text)
         fp = fingerprint(function, kind, diff)
         used[fp] = used.get(fp, 0) + 1
         if used[fp] > 1:
@@ -723,6 +715,19 @@ def _distinct(assignment, function, source, tree, sites, edits) -> list[Mutant]:
     return _as_mutants(assignment, function, source, texts, set())
 
 
+def _diff(function: str, source: str, text: str) -> str:
+    """The mutant's change to the solution's function, as a unified diff with one line of context."""
+    return "".join(
+        difflib.unified_diff(
+            source.splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            f"solution/{function}",
+            f"mutant/{function}",
+            n=1,
+        )
+    )
+
+
 def _as_mutants(assignment, function, source, texts, used: set[str]) -> list[Mutant]:
     out, seen = [], {ast.dump(ast.parse(source))}
     for kind, text in texts:
@@ -730,15 +735,7 @@ def _as_mutants(assignment, function, source, texts, used: set[str]) -> list[Mut
         if key in seen:
             continue
         seen.add(key)
-        diff = "".join(
-            difflib.unified_diff(
-                source.splitlines(keepends=True),
-                text.splitlines(keepends=True),
-                f"solution/{function}",
-                f"mutant/{function}",
-                n=1,
-            )
-        )
+        diff = _diff(function, source, text)
         fp = fingerprint(function, kind, diff)
         while fp in used:
             fp += "+"
