@@ -123,6 +123,44 @@ def memory_bound() -> list[Program]:
     ]
 
 
+def _repeat(f: Callable, times: int) -> Callable:
+    def run(x):
+        for _ in range(times):
+            x = f(x)
+        return x
+
+    return run
+
+
+#: element-wise functions the vector unit computes as a sequence of operations (range reduction, a
+#: polynomial): each applied once and four times in a row on f32[16384,8192], to see which of them
+#: outlast the HBM traffic of their kernel and by how much per element
+VECTOR_FUNCTIONS = {
+    "sin": jnp.sin,
+    "cos": jnp.cos,
+    "exp": lambda x: jnp.exp(-jnp.abs(x)),
+    "tanh": jnp.tanh,
+    "log": lambda x: jnp.log(jnp.abs(x) + 1.0),
+    "erf": jax.scipy.special.erf,
+}
+
+
+def vector_unit() -> list[Program]:
+    """Transcendental functions, once and four times in one kernel (f32, and a sine in bf16): what the
+    vector unit costs beyond a kernel's HBM traffic (the cost model's rates for them)."""
+    rows, cols = 16384, 8192
+    out = []
+    for name, f in VECTOR_FUNCTIONS.items():
+        for times in (1, 4):
+            label = f"{name} f32" if times == 1 else f"{name} x{times} f32"
+            about = f"{name} on f32[{rows},{cols}]" + ("" if times == 1 else f", {times} times in a row")
+            out.append(Program(label, "vector", jax.jit(_repeat(f, times)), (_sds((rows, cols), "float32"),),
+                               about=about))  # fmt: skip
+    out.append(Program("sin bf16", "vector", jax.jit(jnp.sin), (_sds((rows, cols), "bfloat16"),),
+                       about=f"sin on bf16[{rows},{cols}]"))  # fmt: skip
+    return out
+
+
 def attention(q, k, v):
     """Causal softmax(q kᵀ / √d) v written out: [batch, seq, heads, head_dim] in and out."""
     d = q.shape[-1]
@@ -466,6 +504,57 @@ def held_out() -> list[Program]:
     ]
 
 
+def _rotary(x):
+    """Rotary position embedding of x [batch, tokens, heads, head_dim]: the angles' sine and cosine
+    computed in the program, as a model does."""
+    t, d = x.shape[1], x.shape[-1]
+    inverse = 1.0 / (10000.0 ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d))
+    angles = jnp.arange(t, dtype=jnp.float32)[:, None] * inverse[None, :]
+    cos, sin = jnp.cos(angles)[None, :, None, :], jnp.sin(angles)[None, :, None, :]
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+
+
+def held_out_second() -> list[Program]:
+    """A second set held out of the fit, written and recorded after the model's tiling rule and its
+    vector-unit rates (``--set held_out_2``, merged into the held-out record with ``round: 2``): f32
+    matmuls whose tiling re-reads their operands, transcendental functions in other mixes and dtypes,
+    a rotary embedding, a wide f32 MLP step and a GPT step of longer sequences."""
+
+    def prog(name, family, fn, *shapes, about=""):
+        return Program(name, family, jax.jit(fn), tuple(_sds(*s) for s in shapes), about=about)
+
+    f32, bf16 = "float32", "bfloat16"
+    big = (16384, 8192)
+    products = [
+        ("matmul float32 5120", (5120, 5120), (5120, 5120), f32),
+        ("matmul float32 7168", (7168, 7168), (7168, 7168), f32),
+        ("matmul float32 10240", (10240, 10240), (10240, 10240), f32),
+        ("matmul float32 8192x2048x8192", (8192, 2048), (2048, 8192), f32),
+        ("matmul float32 4096x16384x4096", (4096, 16384), (16384, 4096), f32),
+        ("matmul bfloat16 12288", (12288, 12288), (12288, 12288), bf16),
+    ]
+    wide = [_sds((8192, 8192), f32), _sds((8192, 8192), f32), _sds((8192, 2048), f32)]
+    return [
+        *(prog(n, "matmul", jnp.matmul, (a, t), (b, t), about="default precision")
+          for n, a, b, t in products),
+        prog("matmul float32 8192x8192x2048 at high", "matmul", _dot_at("high"), ((8192, 8192), f32),
+             ((8192, 2048), f32), about="three bf16 passes"),
+        prog("sin times cos f32", "vector", lambda x, y: jnp.sin(x) * jnp.cos(y), (big, f32), (big, f32)),
+        prog("exact GELU f32", "vector", lambda x: jax.nn.gelu(x, approximate=False), (big, f32),
+             about="with erf"),
+        prog("exact GELU bf16", "vector", lambda x: jax.nn.gelu(x, approximate=False), (big, bf16)),
+        prog("log-sum-exp rows f32", "memory", lambda x: jax.nn.logsumexp(x, -1), (big, f32)),
+        prog("tanh then log f32", "vector", lambda x: jnp.log(jnp.tanh(x) + 2.0), (big, f32)),
+        prog("rotary embedding f32", "vector", _rotary, ((32, 2048, 16, 128), f32),
+             about="sine and cosine of the angles, then the rotation"),
+        Program("MLP SGD step float32, width 8192", "mlp", jax.jit(_mlp_sgd_step, donate_argnums=(0,)),
+                (wide, _sds((4096, 8192), f32), _sds((4096, 2048), f32)), feeds_back=1,
+                about="8192 -> 8192 -> 8192 -> 2048, 4096 rows, ReLU, MSE, SGD, donated"),
+        gpt_step("GPT 0.16B Adam step, 2048 tokens", GPT(50304, 768, 12, 3072, 12, 2048), batch=8),
+    ]  # fmt: skip
+
+
 def memory_steps(scale: int = 1) -> list[Program]:
     """One-chip Adam steps that straddle a v5e's HBM (``benchmarks/tpu_memory.py``): donated f32 steps of
     large state (width 1280, 8 × 1024 tokens, 28 to 36 layers), donated steps of small state (GPT-2
@@ -497,7 +586,7 @@ def arguments_for(program: Program, seed: int = 0) -> list:
 
 def all_programs() -> list[Program]:
     """Every program of the fitted record (``shardbook/data/tpu_v5e.json``), cheapest family first."""
-    return matmuls() + memory_bound() + attentions() + training_steps() + precision_matmuls()
+    return matmuls() + memory_bound() + vector_unit() + attentions() + training_steps() + precision_matmuls()
 
 
 def flops_of_matmul(program: Program) -> float:

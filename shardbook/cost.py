@@ -74,7 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from .comms import Report, analyze_text, collective_kind, dot_flops, trip_count
-from .hbm import PRECISION_PASSES, _dot_setting, dot_precision, hbm_bytes, tpu_hbm_bytes
+from .hbm import PRECISION_PASSES, _dot_setting, dot_precision, hbm_bytes, tiled_rereads, tpu_hbm_bytes
 from .hlo import Computation, Instruction, Module
 from .links import DIRECTIONS, collective_links, collective_seconds
 
@@ -555,6 +555,7 @@ class _Simulator:
         if precision != "default":
             self.notes.append(f"f32 matmuls at precision {precision!r} at the rate measured for it")
         rate = measured_matmul_rate(self.chip, dtype, precision)
+        memory += tiled_rereads(self.module, comp, inst) / self.hbm_bandwidth
         return max(flops / rate, memory), "matmul"
 
     def _serial_seconds(self, comp: Computation) -> float:
