@@ -42,9 +42,10 @@ SETS = {
     "fitted": tpu_programs.all_programs,
     "held_out": tpu_programs.held_out,
     "held_out_2": tpu_programs.held_out_second,
+    "held_out_3": tpu_programs.held_out_third,
 }
 #: the file each set is written to (after tpu_<kind>): the second held-out set joins the first
-STEMS = {"fitted": "", "held_out": "_held_out", "held_out_2": "_held_out"}
+STEMS = {"fitted": "", "held_out": "_held_out", "held_out_2": "_held_out", "held_out_3": "_held_out"}
 
 
 def first_lines(error: BaseException, n: int = 6) -> str:
@@ -151,7 +152,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="a folder")
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--only", default="", help="record programs whose name contains this")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="record programs whose name contains this (or one of these, comma-separated)",
+    )
     parser.add_argument("--family", default="", help="record programs of this family only")
     parser.add_argument(
         "--set",
@@ -197,11 +202,14 @@ def main() -> None:
     }
     texts: dict[str, str] = {}
     for program in SETS[args.set]():
-        if args.only not in program.name or args.family not in ("", program.family):
+        if not any(part in program.name for part in args.only.split(",")) or args.family not in (
+            "",
+            program.family,
+        ):
             continue
         row = record_program(program, args.repeats, texts)
-        if args.set == "held_out_2":
-            row["round"] = 2  # recorded after the rules it tests were written
+        if args.set.startswith("held_out_"):
+            row["round"] = int(args.set.rsplit("_", 1)[1])  # recorded after the rules it tests were written
         record["programs"][program.name] = row
         shown = {k: v for k, v in row.items() if k not in ("about",)}
         print(program.name, json.dumps(shown)[:400], flush=True)
