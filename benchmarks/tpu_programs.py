@@ -187,7 +187,13 @@ def vector_rates() -> list[Program]:
     two 64-lane halves joined, and a product with a [tokens, 64] table."""
     rows, cols = 16384, 8192
     f32 = _sds((rows, cols), "float32")
-    out = [Program("polynomial f32", "vector", jax.jit(_polynomial), (f32,), about="degree 32, Horner")]
+    out = [
+        Program("polynomial f32", "vector", jax.jit(_polynomial), (f32,), about="degree 32, Horner"),
+        Program("polynomial x4 f32", "vector", jax.jit(_repeat(_polynomial, 4)), (f32,),
+                about="the degree-32 polynomial four times in a row: 256 ops a element"),
+        Program("polynomial x4 bf16", "vector", jax.jit(_repeat(_polynomial, 4)),
+                (_sds((rows, cols), "bfloat16"),), about="as above, bf16 in and out"),
+    ]  # fmt: skip
     for name, f in VECTOR_CHAINS.items():
         out.append(Program(f"{name} x16 f32", "vector", jax.jit(_repeat(f, 16)), (f32,),
                            about=f"{name} on f32[{rows},{cols}], 16 times in a row"))  # fmt: skip
