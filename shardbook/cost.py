@@ -69,12 +69,21 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .comms import Report, analyze_text, collective_kind, dot_flops, trip_count
-from .hbm import PRECISION_PASSES, _dot_setting, dot_precision, hbm_bytes, tiled_rereads, tpu_hbm_bytes
+from .hbm import (
+    PRECISION_PASSES,
+    _dot_setting,
+    dot_precision,
+    hbm_bytes,
+    tiled_rereads,
+    tpu_hbm_bytes,
+    tpu_hbm_traffic,
+)
 from .hlo import Computation, Instruction, Module
 from .links import DIRECTIONS, collective_links, collective_seconds
 
@@ -102,9 +111,16 @@ class Measured:
     source: str
     f32_high_matmul_flops: float | None = None  # f32 at precision HIGH (three bf16 passes)
     f32_highest_matmul_flops: float | None = None  # f32 at precision HIGHEST (six bf16 passes)
-    # seconds per element of the vector unit's work for the HLO ops that outlast a kernel's HBM traffic
-    # (:data:`VECTOR_OPS`); an op not named costs nothing beyond its bytes
+    # the vector unit: seconds per element of an element-wise op's result (:data:`VECTOR_OPS`), for the
+    # ops named here at their own rate, for every other at ``vector_op_seconds``
     vector_seconds: tuple[tuple[str, float], ...] = ()
+    vector_op_seconds: float = 0.0
+    vector_bf16_op_seconds: float = 0.0  # the same in a kernel whose results are all bf16
+    # bytes/s a kernel reads from HBM, and writes to it, each measured apart
+    hbm_read_bandwidth: float | None = None
+    hbm_write_bandwidth: float | None = None
+    # seconds per element of a slice that strides the last axis in memory (a gather across lanes)
+    lane_stride_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -139,10 +155,31 @@ V5E_MEASURED = Measured(
     f32_high_matmul_flops=6.229e13,
     # "matmul float32 8192 at highest": 2·8192³ FLOP in 35.77 ms back to back (6.0 times the bf16 pass)
     f32_highest_matmul_flops=3.074e13,
-    # "sin x4 f32", "cos x4 f32", "erf x4 f32": four in a row on f32[16384,8192] (2**27 elements) in
-    # 13.63, 13.64 and 3.42 ms, where the kernel's HBM traffic takes 1.63 ms. exp, tanh and log four in
-    # a row take the HBM time (1.67 ms): no rate can be read off them, and they cost nothing here.
-    vector_seconds=(("sine", 2.539e-11), ("cosine", 2.541e-11), ("erf", 6.370e-12)),
+    # The vector unit, per element of an op's result (2**27 elements: f32[16384,8192], whose HBM traffic
+    # takes 1.63 ms). "polynomial x4 f32": 256 multiplies and adds a element in 6.596 ms: 0.192 ps an
+    # op, every op's rate unless named ("polynomial f32", 64 of them, takes just the HBM time); in a
+    # kernel whose results are bf16, "polynomial x4 bf16" (256 ops and 2 converts in 5.771 ms):
+    # 0.167 ps. Named, after the chain's other ops at the plain rate: "sin x4 f32", "cos x4 f32" and
+    # "erf x4 f32" (four in a row: 13.63, 13.64 and 3.42 ms); "divide x16 f32" (16 divides, 32 adds:
+    # 5.75 ms); "rsqrt x16 f32" (16 each of rsqrt, add, abs: 4.00 ms), whose rate sqrt shares. exp,
+    # tanh and log sixteen in a row take just the HBM time (1.67 ms): they are charged the plain rate.
+    vector_seconds=(
+        ("sine", 2.539e-11),
+        ("cosine", 2.541e-11),
+        ("erf", 6.370e-12),
+        ("divide", 2.292e-12),
+        ("rsqrt", 1.479e-12),
+        ("sqrt", 1.479e-12),
+    ),
+    vector_op_seconds=1.920e-13,
+    vector_bf16_op_seconds=1.667e-13,
+    # "row sums f32": 537 MB read (64 KB written) in 0.729 ms, 91% of the 819 GB/s peak; "add f32":
+    # 1.07 GB read (1.46 ms at that rate) and 537 MB written in 2.438 ms: 0.98 ms for the writes
+    hbm_read_bandwidth=7.366e11,
+    hbm_write_bandwidth=5.478e11,
+    # "every other lane f32": x[..., ::2] of f32[32,2048,16,128] in 16.83 ms, of which its copy to
+    # another layout is 1.22 ms of HBM traffic: 15.61 ms for 2**26 elements of the slice
+    lane_stride_seconds=2.326e-10,
 )
 
 CHIPS: dict[str, Chip] = {
@@ -551,37 +588,63 @@ class _Simulator:
                 return max(per_callee, default=0.0), "memory"
             trips = self._trips(inst) if inst.opcode == "while" else 1
             return sum(per_callee) * (1 if trips is None else trips), "memory"
-        nbytes = tpu_hbm_bytes(self.module, comp, inst)
-        if nbytes is None:
+        traffic = tpu_hbm_traffic(self.module, comp, inst)
+        if traffic is None:
             return 0.0, ""
+        read, written = traffic
         flops, _ = self._flops(comp, inst)
-        memory = max(nbytes / self.hbm_bandwidth, self._vector_seconds(inst))
+        if flops:
+            read += tiled_rereads(self.module, comp, inst)
+        work = max(self._hbm_seconds(read, written), self._vector_seconds(inst))
         if not flops:
             if _computes(self.module, inst, UNMEASURED_VECTOR_OPS):
                 self.notes.append(OUTSIDE_THE_MODEL)
-            return memory, "memory"
+            return work, "memory"
         dtype, precision = _dot_setting(self.module, comp, inst)
         if precision != "default":
             self.notes.append(f"f32 matmuls at precision {precision!r} at the rate measured for it")
         rate = measured_matmul_rate(self.chip, dtype, precision)
-        memory += tiled_rereads(self.module, comp, inst) / self.hbm_bandwidth
-        return max(flops / rate, memory), "matmul"
+        return max(flops / rate, work), "matmul"
+
+    def _hbm_seconds(self, read: int, written: int) -> float:
+        """A kernel's HBM time: its reads and its writes at the rates measured for each, where they were
+        (:class:`Measured`), else both at one bandwidth."""
+        m = self.chip.measured
+        if self.tpu and m is not None and m.hbm_read_bandwidth and m.hbm_write_bandwidth:
+            return read / m.hbm_read_bandwidth + written / m.hbm_write_bandwidth
+        return (read + written) / self.hbm_bandwidth
 
     def _vector_seconds(self, inst: Instruction) -> float:
-        """The vector unit's time for the ops ``inst`` runs (fused ones included) that are slower than
-        HBM: each op's elements at the rate measured for it (:attr:`Measured.vector_seconds`)."""
-        rates = dict(self.chip.measured.vector_seconds) if self.chip.measured else {}
-        if not rates:
+        """The time ``inst`` keeps the chip's vector unit busy (fused ops included), which a kernel takes
+        when it is longer than its HBM traffic: each element-wise op's result elements at the rate
+        measured for it (:class:`Measured`), a reduction's input elements at the plain rate (a kernel
+        whose results are bf16 has its own), a slice that strides the last axis in memory at the
+        lane-gather rate."""
+        m = self.chip.measured
+        if m is None or not m.vector_op_seconds:
             return 0.0
+        rates = dict(m.vector_seconds)
+        bf16 = inst.arrays and all(a.dtype == "bf16" for a in inst.arrays)
+        plain = m.vector_bf16_op_seconds if bf16 and m.vector_bf16_op_seconds else m.vector_op_seconds
         total, stack, seen = 0.0, [inst], set()
+        constant: set[str] = set()  # values computed from constants alone: folded, not run per element
         while stack:
             i = stack.pop()
-            if i.opcode in rates:
-                total += rates[i.opcode] * sum(a.elements for a in i.arrays)
+            if i.opcode == "constant" or (
+                i.opcode in VECTOR_OPS + ("broadcast",) and all(o in constant for o in i.operands)
+            ):
+                constant.add(i.name)
+                continue
+            if i.opcode in VECTOR_OPS:
+                total += rates.get(i.opcode, plain) * sum(a.elements for a in i.arrays)
+            elif i.opcode == "reduce" and i.operands:
+                total += m.vector_op_seconds * _operand_elements(self.module, i)
+            elif i.opcode == "slice" and _strides_last_axis(i):
+                total += m.lane_stride_seconds * sum(a.elements for a in i.arrays)
             for _, name in i.called():
                 if name not in seen and (callee := self.module.computations.get(name)) is not None:
                     seen.add(name)
-                    stack += callee.instructions
+                    stack += reversed(callee.instructions)  # popped in order: operands first
         return total
 
     def _serial_seconds(self, comp: Computation) -> float:
@@ -693,6 +756,35 @@ class _Simulator:
                 f"integer matmuls use the calibrated int32 rate (bf16 peak / {INT32_MATMUL_SLOWDOWN})"
             )
         return start + seconds
+
+
+#: The element-wise ops the vector unit runs (:meth:`_Simulator._vector_seconds`).
+VECTOR_OPS = tuple(
+    {
+        "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "convert", "cosine", "divide",
+        "erf", "exponential", "exponential-minus-one", "floor", "is-finite", "log", "log-plus-one",
+        "logistic", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power",
+        "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select", "shift-left",
+        "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan",
+        "tanh", "xor",
+    }
+)  # fmt: skip
+
+
+def _operand_elements(module: Module, inst: Instruction) -> int:
+    """Elements of an instruction's first operand (within its computation)."""
+    comp = module.computations.get(inst.computation)
+    src = comp.by_name.get(inst.operands[0]) if comp is not None else None
+    return sum(a.elements for a in src.arrays) if src is not None else 0
+
+
+def _strides_last_axis(inst: Instruction) -> bool:
+    """Whether a slice takes every k-th element (k > 1) of the axis its layout stores last (the lanes)."""
+    spec = inst.attr("slice") or ""
+    strides = [int(p.split(":")[2]) if p.count(":") == 2 else 1 for p in re.findall(r"\[([^\]]*)\]", spec)]
+    layout = re.search(r"\{(\d+(?:,\d+)*)", inst.type_text.split("]", 1)[1] if "]" in inst.type_text else "")
+    minor = int(layout.group(1).split(",")[0]) if layout else len(strides) - 1
+    return 0 <= minor < len(strides) and strides[minor] > 1
 
 
 def _computes(module: Module, inst: Instruction, opcodes: tuple[str, ...]) -> bool:

@@ -56,7 +56,8 @@ def hbm_bytes(type_text: str) -> int:
 
 
 def tpu_hbm_bytes(module: Module, comp: Computation, inst: Instruction) -> int | None:
-    """HBM bytes one top-level op of a TPU program reads and writes; None for an op that is free.
+    """HBM bytes one top-level op of a TPU program reads and writes; None for an op that is free
+    (:func:`tpu_hbm_traffic` gives the two apart).
 
     * an op reads its operands and writes its result; an array in VMEM costs nothing (:func:`hbm_bytes`);
     * a fusion that reads an operand only through slices inside it (a scanned layer's weights, sliced
@@ -69,6 +70,13 @@ def tpu_hbm_bytes(module: Module, comp: Computation, inst: Instruction) -> int |
     * views, the loop state and allocations (bitcast, get-tuple-element, tuple, parameter, constant,
       ``ConcatBitcast``) are free.
     """
+    traffic = tpu_hbm_traffic(module, comp, inst)
+    return None if traffic is None else sum(traffic)
+
+
+def tpu_hbm_traffic(module: Module, comp: Computation, inst: Instruction) -> tuple[int, int] | None:
+    """(bytes read, bytes written) of one top-level op of a TPU program, counted as
+    :func:`tpu_hbm_bytes` says; None for an op that is free."""
     op = inst.opcode
     if op in _FREE_OPS or op == "while":
         return None
@@ -78,34 +86,36 @@ def tpu_hbm_bytes(module: Module, comp: Computation, inst: Instruction) -> int |
     if op == "copy-start":
         if inst.attr("cross_program_prefetch_index") is not None:
             return None
-        return sum(hbm_bytes(t) for t in types[:2])  # (destination, source, context)
+        return hbm_bytes(types[1]) if len(types) > 1 else 0, hbm_bytes(types[0])  # (dest, source, ctx)
     if op == "slice-start":  # ((source), result, context): reads the slice, writes it
         source = comp.by_name.get(inst.operands[0]) if inst.operands else None
         result = types[1] if len(types) > 1 else ""
         read = _unpadded(result) if source is not None and hbm_bytes(source.type_text) else 0
-        return read + hbm_bytes(result)
+        return read, hbm_bytes(result)
     written = hbm_bytes(inst.type_text)
     operands = [comp.by_name[o] for o in inst.operands if o in comp.by_name]
     if op == "dynamic-update-slice" and len(operands) > 1:
         update = operands[1]
-        return hbm_bytes(update.type_text) + (_unpadded(update.type_text) if written else 0)
+        return hbm_bytes(update.type_text), (_unpadded(update.type_text) if written else 0)
     if op in ("dynamic-slice", "slice", "gather") and operands:
         read = _unpadded(inst.type_text) if hbm_bytes(operands[0].type_text) else 0
-        return read + written + sum(hbm_bytes(o.type_text) for o in operands[1:])
+        return read + sum(hbm_bytes(o.type_text) for o in operands[1:]), written
     if op == "fusion":
         callee = module.computations.get(dict(inst.called()).get("calls", ""))
         if callee is not None:
-            return _fusion_bytes(module, callee, types, operands)
-    return written + sum(hbm_bytes(o.type_text) for o in operands)
+            return _fusion_traffic(module, callee, types, operands)
+    return sum(hbm_bytes(o.type_text) for o in operands), written
 
 
-def _fusion_bytes(module: Module, callee: Computation, types: list[str], operands: list[Instruction]) -> int:
-    """The HBM traffic of a fusion: its results written (an in-place update: the update), its operands
+def _fusion_traffic(
+    module: Module, callee: Computation, types: list[str], operands: list[Instruction]
+) -> tuple[int, int]:
+    """(read, written) of a fusion: its results written (an in-place update: the update), its operands
     read (one read only through slices: the slices)."""
     root = callee.root
     results = root.operands if root.opcode == "tuple" else [root.name]
     in_place: set[int] = set()
-    total = 0
+    written = 0
     for k, type_text in enumerate(types):
         value = _down_views(callee, results[k]) if k < len(results) else None
         if value is not None and value.opcode == "dynamic-update-slice" and len(value.operands) > 1:
@@ -113,16 +123,17 @@ def _fusion_bytes(module: Module, callee: Computation, types: list[str], operand
             if buffer is not None and buffer.opcode == "parameter" and buffer.operand_text.isdigit():
                 in_place.add(int(buffer.operand_text))
             update = callee.by_name.get(value.operands[1])
-            total += _unpadded(update.type_text) if update is not None and hbm_bytes(type_text) else 0
+            written += _unpadded(update.type_text) if update is not None and hbm_bytes(type_text) else 0
         else:
-            total += hbm_bytes(type_text)
+            written += hbm_bytes(type_text)
+    read = 0
     for index, operand in enumerate(operands):
         if index in in_place:
             continue
         full = hbm_bytes(operand.type_text)
         sliced = _sliced_read(module, callee, index) if full else None
-        total += min(full, sliced) if sliced is not None else full
-    return total
+        read += min(full, sliced) if sliced is not None else full
+    return read, written
 
 
 def _sliced_read(module: Module, comp: Computation, index: int, depth: int = 0) -> int | None:
@@ -252,11 +263,12 @@ def tiled_rereads(module: Module, comp: Computation, inst: Instruction) -> int:
     window of each operand one grid step holds); 0 for any other op.
 
     Read for a plain product (a grid of three axes: the output's columns, its rows and the
-    contraction, the innermost); a batched or windowed one is left at each operand once. A window is fetched again whenever its block changes, so an operand
-    is read once per block of the axes outside its innermost axis: with the contraction split into
-    steps, the left operand once per block of output columns and the right one once per block of output
-    rows; with the contraction in one step, the right one stays while the rows go by. An operand the
-    compiler placed in VMEM is read from there. A padded contraction reads its padding too.
+    contraction, the innermost); a batched or windowed one is left at each operand once. A window is
+    fetched again whenever its block changes, so an operand is read once per block of the axes outside
+    its innermost axis: with the contraction split into steps, the left operand once per block of output
+    columns and the right one once per block of output rows; with the contraction in one step, the right
+    one stays while the rows go by. An operand the compiler placed in VMEM is read from there. A padded
+    contraction reads its padding too.
 
     Example: f32[8192,8192] @ f32[8192,8192] at the default precision, as a v5e compiled it: 8 × 8
     blocks of 1024 × 1024, the contraction in 22 steps of 384 (8448, padded): each operand is read
