@@ -272,7 +272,7 @@ def tiled_rereads(module: Module, comp: Computation, inst: Instruction) -> int:
 
     Example: f32[8192,8192] @ f32[8192,8192] at the default precision, as a v5e compiled it: 8 × 8
     blocks of 1024 × 1024, the contraction in 22 steps of 384 (8448, padded): each operand is read
-    8 × 8448 / 8192 times, 4.4 GB where reading each once is 0.54 GB.
+    8 × 8448 / 8192 times: 4.43 GB, 3.89 GB more than reading each once.
 
       >>> import gzip, json
       >>> from pathlib import Path
@@ -280,7 +280,7 @@ def tiled_rereads(module: Module, comp: Computation, inst: Instruction) -> int:
       >>> path = Path(__file__).parent / "data" / "tpu_v5e_programs.json.gz"
       >>> m = parse_module(json.load(gzip.open(path))["matmul float32 8192"])
       >>> round(tiled_rereads(m, m.entry, m.entry.root) / 1e9, 2)
-      3.9
+      3.89
     """
     if inst.opcode != "fusion":
         return 0
