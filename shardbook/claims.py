@@ -209,7 +209,7 @@ def claim_faster(
       Traceback (most recent call last):
       ...
       shardbook.claims.ClaimFailed: the text says "FSDP wins the small batch", but the values printed here
-      do not support it: 152.1 / 147.5 = 1.031, within the model's error of 12%: say they tie
+      do not support it: 152.1 / 147.5 = 1.031, within the model's error of 13%: say they tie
     """
     margin = model_error() if error is None else error
     fast, slow = _seconds(faster), _seconds(slower)
