@@ -565,7 +565,7 @@ def _rotary(x):
 
 def held_out_second() -> list[Program]:
     """A second set held out of the fit, written and recorded after the model's tiling rule and its
-    vector-unit rates (``--set held_out_2``, merged into the held-out record with ``round: 2``): f32
+    sine, cosine and erf rates (``--set held_out_2``, merged into the held-out record with ``round: 2``): f32
     matmuls whose tiling re-reads their operands, transcendental functions in other mixes and dtypes,
     a rotary embedding, a wide f32 MLP step and a GPT step of longer sequences."""
 

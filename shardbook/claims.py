@@ -233,7 +233,7 @@ def claim_tie(
       Traceback (most recent call last):
       ...
       shardbook.claims.ClaimFailed: the text says "the two tie", but the values printed here
-      do not support it: 5.94 / 2.16 = 2.750, outside the model's error of 12%: one wins
+      do not support it: 5.94 / 2.16 = 2.750, outside the model's error of 13%: one wins
     """
     margin = model_error() if error is None else error
     low, high = sorted((_seconds(a), _seconds(b)))
