@@ -10,12 +10,18 @@ machine), ``setup()`` starts them beside the CPU devices, and a chapter may run 
     ...     mesh = jax.make_mesh((2, 4), ("X", "Y"), devices=devices)
     ...     a = jax.ShapeDtypeStruct((256, 512), jnp.float32, sharding=NamedSharding(mesh, P("X", "Y")))
     ...     return jax.jit(lambda a: a.sum()), (a,)
-    >>> shardbook.on_your_chips(build, "the sum")  # doctest: +SKIP
-    measured on your chips (8 TPU v5 lite): the sum, 0.052 ms a call (median of 5 after a warm-up)
+    >>> shardbook.on_your_chips(build, "a sum")  # doctest: +SKIP
+    measured on your chips (8 TPU v5 lite): a sum, 0.052 ms a call (median of the timed calls after a warm-up)
 
 On a runtime without them it prints nothing and returns None. What it returns is a
 :class:`ChipMeasurement`, which :func:`shardbook.claim` refuses: a figure measured on the learner's
 hardware is printed for them, and no sentence of the book rests on it.
+
+Three chapters call it, each with its own ``build(devices)`` functions, those it gives
+``compile_for_tpu``: chapter 3 times the four one-sided matmuls, chapter 5 plain ``jit`` and the ring
+collective matmul (bf16 and int32), chapter 11 the tiny model's training step of each layout on eight
+chips. tests/test_chips.py runs chapter 5's on the simulated devices; none has yet run on 8 real
+accelerators.
 """
 
 from __future__ import annotations
@@ -24,7 +30,6 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .setup import NUM_DEVICES, chips_platform
 
@@ -58,15 +63,30 @@ def your_chips() -> list | None:
     return list(jax.devices(platform))
 
 
-def _materialize(arg: Any) -> Any:
-    """A ShapeDtypeStruct becomes an array of its shape, dtype and sharding (ones: values do not time)."""
+def _materializer(args: tuple) -> Callable[[], tuple]:
+    """Makes fresh arrays for ``args``: each ``jax.ShapeDtypeStruct`` in their pytrees becomes an array of
+    its shape, dtype and sharding (ones: values do not time), anything else is passed as it is. Fresh on
+    every call, since a step may donate its arguments (chapter 11's training step does)."""
     import jax
     import jax.numpy as jnp
 
-    if isinstance(arg, jax.ShapeDtypeStruct):
-        sharding = arg.sharding
-        return jax.jit(lambda: jnp.ones(arg.shape, arg.dtype), out_shardings=sharding)()
-    return arg
+    leaves, tree = jax.tree.flatten(args)
+    abstract = [i for i, x in enumerate(leaves) if isinstance(x, jax.ShapeDtypeStruct)]
+    placed = [i for i in abstract if leaves[i].sharding is not None]
+    ones = jax.jit(
+        lambda: [jnp.ones(leaves[i].shape, leaves[i].dtype) for i in placed],
+        out_shardings=[leaves[i].sharding for i in placed],
+    )
+
+    def make() -> tuple:
+        fresh = list(leaves)
+        for i, array in zip(placed, ones(), strict=True):
+            fresh[i] = array
+        for i in set(abstract) - set(placed):
+            fresh[i] = jnp.ones(leaves[i].shape, leaves[i].dtype)
+        return jax.tree.unflatten(tree, fresh)
+
+    return make
 
 
 def on_your_chips(
@@ -81,7 +101,10 @@ def on_your_chips(
 
     Args:
       build: ``build(devices) -> (fn, args)`` or ``(fn, args, kwargs)``, as for ``compile_for_tpu``:
-        the step on a mesh over ``devices``; ``jax.ShapeDtypeStruct`` arguments are made into arrays.
+        the step on a mesh over ``devices``, built with no mesh set and run with its arguments' mesh
+        set (a bare ``PartitionSpec`` inside resolves against it); each ``jax.ShapeDtypeStruct`` in
+        ``args`` (pytrees too) is made into an array, afresh for every call, so a step that donates
+        its arguments can be timed.
       label: what the step is, in the printed line ("the ring collective matmul").
       devices: the devices to run on (default: :func:`your_chips`; tests pass CPU devices).
       calls: timed calls after one warm-up call; the median is reported.
@@ -92,19 +115,24 @@ def on_your_chips(
     """
     import jax
 
+    from .tpu import _mesh_of
+
     chips = list(devices) if devices is not None else your_chips()
     if not chips or len(chips) < NUM_DEVICES:
         return None
     chips = chips[:NUM_DEVICES]
-    out = build(chips)
-    fn, args = out[0], tuple(_materialize(a) for a in out[1])
+    with jax.set_mesh(None):  # built on the chips, not on a mesh the caller has set
+        out = build(chips)
+    fn, make_args = out[0], _materializer(tuple(out[1]))
     kwargs = dict(out[2]) if len(out) == 3 else {}
-    jax.block_until_ready(fn(*args, **kwargs))  # compile and warm up
     times = []
-    for _ in range(max(1, calls)):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args, **kwargs))
-        times.append(time.perf_counter() - start)
+    with jax.set_mesh(_mesh_of(out[1])):  # as compile_for_tpu lowers it: a bare P() needs the mesh
+        jax.block_until_ready(fn(*make_args(), **kwargs))  # compile and warm up
+        for _ in range(max(1, calls)):
+            args = jax.block_until_ready(make_args())  # not timed
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args, **kwargs))
+            times.append(time.perf_counter() - start)
     measurement = ChipMeasurement(label, chips[0].device_kind, len(chips), statistics.median(times))
     if not quiet:
         print(measurement)

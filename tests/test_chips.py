@@ -6,16 +6,20 @@ measuring runs on the 8 simulated CPU devices handed in as the "chips".
 
 from __future__ import annotations
 
+import ast
 import sys
+from functools import cache, partial
 
 import jax
 import jax.numpy as jnp
+import jupytext
 import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import shardbook
 from shardbook import chips, claims
+from tests.notebooks import ROOT
 
 devices_setup = sys.modules["shardbook.setup"]  # the module; shardbook.setup is the function
 
@@ -57,6 +61,33 @@ def test_a_step_runs_on_the_chips_and_is_printed_as_measured(capsys):
     assert out.startswith("measured on your chips (8 cpu): the doubled sum, ") and " ms a call" in out
 
 
+def test_a_step_that_donates_a_tree_of_arguments_is_timed():
+    # Property: a step whose arguments are pytrees of abstract arrays, and which donates them (chapter
+    # 11's training step), runs every timed call on fresh arrays of the shapes and shardings it asked for.
+    def build(devices):
+        mesh = jax.make_mesh((8,), ("data",), devices=devices)
+        row = jax.ShapeDtypeStruct((64, 16), jnp.float32, sharding=NamedSharding(mesh, P("data")))
+        step = jax.jit(lambda state, x: ({"w": state["w"] + x.sum()}, x.sum()), donate_argnums=0)
+        return step, ({"w": row}, row)
+
+    measured = chips.on_your_chips(build, "a donating step", devices=jax.devices(), calls=2, quiet=True)
+    assert isinstance(measured, chips.ChipMeasurement) and measured.count == 8
+
+
+def test_a_step_with_a_bare_partition_spec_runs_with_its_arguments_mesh():
+    # Property: a step that asks for a layout with a bare P() (chapter 3's matmul with out_sharding=)
+    # runs with its arguments' mesh set, as compile_for_tpu lowers it, whatever mesh the caller has set.
+    def build(devices):
+        mesh = jax.make_mesh((4, 2), ("X", "Y"), devices=devices)
+        x = jax.ShapeDtypeStruct((64, 32), jnp.float32, sharding=NamedSharding(mesh, P("X", "Y")))
+        w = jax.ShapeDtypeStruct((32, 16), jnp.float32, sharding=NamedSharding(mesh, P()))
+        return jax.jit(lambda x, w: jnp.matmul(x, w, out_sharding=P("X", "Y"))), (x, w)
+
+    with jax.set_mesh(jax.make_mesh((8,), ("data",))):
+        measured = chips.on_your_chips(build, "a matmul", devices=jax.devices(), calls=1, quiet=True)
+    assert isinstance(measured, chips.ChipMeasurement) and measured.count == 8
+
+
 def test_without_chips_nothing_runs_and_nothing_is_printed(capsys, monkeypatch):
     # Property: on a runtime without 8 accelerators (Colab's one chip, a laptop) the call is silent.
     monkeypatch.setattr(devices_setup, "_PLAN", None)
@@ -86,3 +117,104 @@ def test_a_false_claim_is_printed_not_raised_off_the_reference_devices(monkeypat
     assert out.startswith("shardbook: not on the book's reference devices, so the text says")
     assert "three is less than two" in out and out.rstrip().endswith(": 3 >= 2")
     assert "three is less than two" not in claims.checked_claims()
+
+
+# --- the chapters that call it ---------------------------------------------------------------------
+
+#: The chapters that time a step on a learner's chips (README's "What runs where" names them).
+CALLERS = ("03_explicit_sharding", "05_collective_matmul", "11_training_a_transformer")
+
+
+@cache
+def _code(stem: str) -> list[ast.Module]:
+    """Each code cell of a chapter's MyST source, parsed."""
+    nb = jupytext.read(ROOT / "book" / f"{stem}.md", fmt="md:myst")
+    return [ast.parse(c.source) for c in nb.cells if c.cell_type == "code"]
+
+
+def _calls(cell: ast.Module, name: str) -> list[ast.Call]:
+    """The cell's calls of `name`, or of `shardbook.name`."""
+    calls = [n for n in ast.walk(cell) if isinstance(n, ast.Call)]
+    return [n for n in calls if getattr(n.func, "id", getattr(n.func, "attr", None)) == name]
+
+
+def _names_behind(expr: ast.AST, cell: ast.Module) -> set[str]:
+    """The names an expression reads, and those read by what the cell assigns to them (a loop's
+    iterable for its target): `partial(build, dtype=dtype)` with `build` from a loop over builders."""
+    assigned: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(cell):
+        pairs = [(t, node.value) for t in node.targets] if isinstance(node, ast.Assign) else []
+        pairs += [(node.target, node.iter)] if isinstance(node, ast.For) else []
+        for target, value in pairs:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(value)
+    seen: set[str] = set()
+    todo = [expr]
+    while todo:
+        for n in ast.walk(todo.pop()):
+            if isinstance(n, ast.Name) and n.id not in seen:
+                seen.add(n.id)
+                todo += assigned.get(n.id, [])
+    return seen
+
+
+def _builders(stem: str) -> dict[str, ast.FunctionDef]:
+    """A chapter's functions that take the devices to build on."""
+    return {
+        n.name: n
+        for cell in _code(stem)
+        for n in ast.walk(cell)
+        if isinstance(n, ast.FunctionDef) and "devices" in [a.arg for a in n.args.args]
+    }
+
+
+def test_the_chapters_that_call_it_are_the_ones_the_readme_names():
+    # Property: the list of chapters that time a step on the learner's chips is the one the README
+    # and chips.py's docstring give.
+    chapters = sorted(p.stem for p in (ROOT / "book").glob("[0-9][0-9]_*.md"))
+    callers = [c for c in chapters if any(_calls(cell, "on_your_chips") for cell in _code(c))]
+    assert tuple(callers) == CALLERS, f"expected {CALLERS}, got {callers}: update README and this list"
+
+
+@pytest.mark.parametrize("stem", CALLERS)
+def test_each_chapter_times_its_own_builders(stem):
+    # Property: every on_your_chips call is handed a chapter function that takes the devices to build
+    # on, and at least one of them is a builder the chapter also gives compile_for_tpu: the same steps.
+    builders, cells = _builders(stem), _code(stem)
+    timed, compiled = set(), set()
+    for cell in cells:
+        for call in _calls(cell, "on_your_chips"):
+            names = _names_behind(call.args[0], cell) & builders.keys()
+            assert names, f"{stem}: on_your_chips({ast.unparse(call.args[0])}) names no build(devices)"
+            timed |= names
+        for call in _calls(cell, "compile_for_tpu"):
+            compiled |= _names_behind(call.args[0], cell) & builders.keys()
+    assert timed & compiled, f"{stem}: timed {sorted(timed)}, given compile_for_tpu {sorted(compiled)}"
+
+
+def _definitions(stem: str) -> dict:
+    """A chapter's imports and functions, defined without running the chapter (a function whose
+    defaults need the chapter's run, such as `mesh=mesh`, is left out)."""
+    namespace: dict = {"shardbook": shardbook}
+    for cell in _code(stem):
+        for node in cell.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef)):
+                try:
+                    exec(compile(ast.Module([node], []), stem, "exec"), namespace)
+                except NameError:
+                    continue
+    return namespace
+
+
+@pytest.mark.parametrize("builder", ["plain_on", "ring_on"])
+def test_a_chapter_builder_runs_on_the_devices_it_is_given(builder):
+    # Property: chapter 5's plain jit and ring, as the chapter hands them to on_your_chips, build
+    # their mesh over the devices handed in (here the 8 simulated ones, in reverse order), not over
+    # the default devices, and run there: a ChipMeasurement comes back.
+    build = partial(_definitions("05_collective_matmul")[builder], dtype=jnp.bfloat16)
+    given = jax.devices("cpu")[::-1]
+    _, args = build(given)
+    assert all(list(a.sharding.mesh.devices.flat) == given for a in args)
+    measured = chips.on_your_chips(build, builder, devices=given, calls=1, quiet=True)
+    assert isinstance(measured, chips.ChipMeasurement) and measured.count == 8
