@@ -65,6 +65,17 @@ def in_process_env(tmp_path_factory) -> dict[str, str]:
     }
 
 
+def in_process_group(assignment: str) -> str:
+    """The pytest-xdist group of every test that reads ``assignment``'s in-process grading.
+
+    An assignment is graded in-process once per pytest-xdist worker (the session fixture
+    graded_in_process), so the tests that read it (tests/test_submissions.py, tests/test_parity.py) share
+    a group, hence a worker: spread over two workers, five assignments were graded twice (12_many_hosts
+    alone 120 s). Assignment 1's results are also compared with its `make grade` batch
+    (tests/test_grading.py), so it joins that group."""
+    return f"in-process-{assignment}" if assignment != GRADED_ASSIGNMENT else "grading"
+
+
 @pytest.fixture(scope="session")
 def graded_in_process(tmp_path_factory):
     """A function: assignment -> {learner: in-process result}, each assignment graded once a session."""
@@ -80,7 +91,11 @@ def graded_in_process(tmp_path_factory):
             subs = submissions.answer_only(assignment)
             waiting = sorted(name for name, sub in subs.items() if sub.expected.get("waits"))
             rest = sorted(set(subs) - set(waiting)) or ["reference_solution"]  # the reference always
-            runs = {"rest": (rest if waiting else [], []), **{n: ([n], ["--no-reference"]) for n in waiting}}
+            # The reference solution's one run also records what tests/test_parity.py checks.
+            runs = {
+                "rest": (rest if waiting else [], ["--parity"]),
+                **{n: ([n], ["--no-reference"]) for n in waiting},
+            }
             procs = {}
             results: dict[str, dict] = {}
             try:
@@ -112,6 +127,12 @@ def graded_in_process(tmp_path_factory):
 # (tests/test_grading_engines.py) is a slice of the same files, compared with this one's results.
 
 GRADED_ASSIGNMENT = "01_meshes"
+#: Each assignment with committed submissions, as a test parameter in its in_process_group.
+IN_PROCESS_ASSIGNMENTS = [
+    pytest.param(a, marks=pytest.mark.xdist_group(in_process_group(a)))
+    for a in submissions.assignments_with_submissions()
+]
+
 CELL_TIMEOUT = 30  # generous: two notebooks are graded at once on a 2-core machine
 #: The solution as a Colab learner hands it in (no cell metadata, a `colab` block, nbformat 4.0,
 #: outputs), with a helper cell of their own for each answer placed as said: full marks, one note.
