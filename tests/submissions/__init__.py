@@ -47,6 +47,7 @@ from grading.assignment import Assignment, grade_id, is_answer, metadata, run_ce
 from tests import notebooks
 
 if TYPE_CHECKING:
+    from grading.mutants import Notebook
     from grading.parity import Recorder
 
 HERE = Path(__file__).resolve().parent
@@ -419,7 +420,7 @@ def grade_assignment(
     return results
 
 
-def parity_of(book: Any, recorder: Recorder) -> dict[str, dict]:
+def parity_of(book: Notebook, recorder: Recorder) -> dict[str, dict]:
     """Function -> ``calls`` (what its self-check and hidden tests called it with, by phase) and
     ``hardcoded``: its first hard-coding mutant (``grading.mutants.hardcoding_of``) as judged by the
     self-check alone (kind, fingerprint, diff, status, killed_by), or None where no value it reads
