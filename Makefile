@@ -144,7 +144,8 @@ site-check: venv
 # reference solutions' one in-process grading instead of running their test cells again, the three
 # hostile `make grade` batches became one and two tests that graded a solution again went: the unit
 # tests alone (`pytest -n 2 --dist loadgroup`, /usr/bin/time, user + sys, this shared machine, the
-# tests starting their own Ray cluster) took 570 s of CPU, against 723 s just before (2026-12-06).
+# tests starting their own Ray cluster) took 553 and 570 s of CPU in two runs, against 723 s just before
+# (2026-12-06).
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
