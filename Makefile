@@ -140,7 +140,12 @@ site-check: venv
 # 527 s (unit 566, 533, 505 s; the machine 1,101, 1,038, 992 s busy). With the PDF and two Colab
 # runtimes, on a machine shared by 8 engineers (load 17 on 2 cores, 2026-12-06): 2,703 s wall, 1,256 s
 # CPU (unit 572, notebooks 389 with every chapter executed, check-exercises 42, site-check 39,
-# pdf-check 48, learner-path 121 with the 26.07 stand-in built once, lint 15).
+# pdf-check 48, learner-path 121 with the 26.07 stand-in built once, lint 15). Then test_parity read the
+# reference solutions' one in-process grading instead of running their test cells again, the three
+# hostile `make grade` batches became one and two tests that graded a solution again went: the unit
+# tests alone (`pytest -n 2 --dist loadgroup`, /usr/bin/time, user + sys, this shared machine, the
+# tests starting their own Ray cluster) took 553 and 570 s of CPU in two runs, against 723 s just before
+# (2026-12-06).
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path

@@ -34,7 +34,7 @@ import time
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from grading.assignment import SETUP, Assignment, grade_id, is_answer, is_test, run_cell
@@ -130,6 +130,22 @@ def hardcoding(nb: Notebook, base: dict, functions: list[str] | None = None) -> 
         if functions is None or fn in functions:
             found = parity.record_function(base, fn, nb.tests[fn], fresh, probed_source(nb.answers[fn]))
             out += hardcoding_of(nb, fn, found)
+    return out
+
+
+def first_hardcoding_judged(nb: Notebook, found: dict) -> dict[str, Mutant | None]:
+    """Function -> its first hard-coding mutant (the earliest value read, or the mesh argument replaced
+    by the global mesh) judged by the function's self-check alone, or None where no value it reads
+    varies (parsing a text, say). ``found``: function -> what its tests did (grading.parity.Recording),
+    from one run of the reference solution. `make mutants` judges them all, hidden tests included."""
+    base = base_namespace(nb)
+    visible_only = replace(
+        nb, tests={fn: [(g, s) for g, s in cells if g.endswith("_visible")] for fn, cells in nb.tests.items()}
+    )
+    out: dict[str, Mutant | None] = {}
+    for fn, rec in found.items():
+        mutants = hardcoding_of(nb, fn, rec)
+        out[fn] = judge(visible_only, base, mutants[0]) if mutants else None
     return out
 
 

@@ -4,9 +4,13 @@ A learner who writes down a value of the self-check (the ring length 4, k = 2, t
 ``b``, the notebook's global mesh) passes a self-check that never changes it and loses every hidden
 point. The rule (tests/test_parity.py): **every dimension the tests vary, the self-check varies**.
 
-The dimensions are not listed by hand: :func:`record_function` takes the reference solution's
-namespace (``grading.mutants.base_namespace``), wraps a graded function, and runs its self-check and
-then its hidden tests, noting the *features* of every call (:func:`features`): of each argument, a
+The dimensions are not listed by hand: a :class:`Recorder` wraps every graded function while the
+reference solution's cells run, and notes the *features* of each call its self-check and its hidden
+tests make (:func:`features`). The tests (tests/test_parity.py) read what it noted during the
+reference solution's in-process grading (``python -m tests.submissions grade --parity``), which runs
+every cell once, in order, as nbgrader does; :func:`record_function` runs one function's test cells
+in a copy of the reference solution's namespace (``grading.mutants.base_namespace``), for
+`make mutants`. The features: of each argument, a
 mesh's shape and axis names; an array's every dimension and dtype, and the shape and axis names of
 the mesh it is laid out on; a dict's keys (the tensor names) and a list's length, with the arrays
 they hold; a number's or a short string's value; of the result, a dict's keys (names read from a
@@ -28,10 +32,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.abc
+import importlib.machinery
+import inspect
 import io
 import json
 import os
 import re
+import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
@@ -156,39 +165,12 @@ def wrap_in_worker(namespace: dict, name: str) -> None:
 
     def sink(found: dict[str, str]) -> None:
         with open(log, "a") as f:
-            f.write(json.dumps({"phase": phase, "features": found}) + "\n")
+            f.write(json.dumps({"function": name, "phase": phase, "features": found}) + "\n")
 
     wrapped = recording(fn, sink)
     if namespace.get("__entry__") is fn:
         namespace["__entry__"] = wrapped
     namespace[name] = wrapped
-
-
-@contextlib.contextmanager
-def _workers_record(name: str, log: Path) -> Iterator[None]:
-    """While inside: a function sent to worker processes records ``name``'s calls there too."""
-    from shardbook import hosts
-
-    original = hosts.function_source
-
-    def with_recorder(fn: Callable) -> str:
-        text = original(inspect_unwrap(fn))
-        return text + f"\nimport grading.parity as _parity\n_parity.wrap_in_worker(globals(), {name!r})\n"
-
-    hosts.function_source = with_recorder
-    os.environ[LOG_ENV] = str(log)
-    try:
-        yield
-    finally:
-        hosts.function_source = original
-        os.environ.pop(LOG_ENV, None)
-        os.environ.pop(PHASE_ENV, None)
-
-
-def inspect_unwrap(fn: Callable) -> Callable:
-    import inspect
-
-    return inspect.unwrap(fn)
 
 
 Calls = dict[str, list[dict[str, str]]]  # phase -> features of each call
@@ -218,21 +200,180 @@ def _value_text(value: object) -> str:
     return text if len(text) < 200 else text[:200]
 
 
-#: The recording the probe writes into (this process's), and the phase running.
-_ACTIVE: dict[str, Any] = {"recording": None, "phase": ["visible"]}
+#: The recording the probe writes into (that of the direct call running, if any), and the phase.
+_ACTIVE: dict[str, Any] = {"recording": None, "phase": "visible"}
 
 
 def hardcoding_probe(k: int, value: object) -> object:
     """``value``, noted as site ``k``'s (the probed answer cell calls this around each site)."""
     found = _ACTIVE["recording"]
     if found is not None:
-        if _ACTIVE["phase"][0] == "visible":
+        if _ACTIVE["phase"] == "visible":
             found.first.setdefault(k, value)
         with contextlib.suppress(Exception):
             texts = found.taken.setdefault(k, set())
             if len(texts) < 8:
                 texts.add(_value_text(value))
     return value
+
+
+def phase_of(grade_id: str) -> str | None:
+    """The phase of a cell: "visible" (a self-check), "hidden" (a hidden test), or None (any other)."""
+    return "visible" if grade_id.endswith("_visible") else "hidden" if grade_id.endswith("_hidden") else None
+
+
+class Recorder:
+    """Records what each graded function's self-check and hidden tests call it with, while the cells run.
+
+    ``tests``: function -> its graded cells, ``(grade_id, source)`` (``grading.mutants.Notebook.tests``);
+    ``probed``: function -> its answer cell with the hard-coding sites probed. Use as a context
+    manager around running the cells, in order, in one namespace (a notebook's, or a copy of the
+    reference solution's): each answer cell's source is :meth:`source` (the probed one), after it
+    :meth:`wrap`; each cell runs inside :meth:`cell`. Then :attr:`found` holds a :class:`Recording` per
+    function.
+
+    A call is recorded when a cell of that function's tests makes it: from the cell's code, a grader,
+    or JAX tracing it, but not from inside another answer (a function's tests see the others as the
+    reference has them). Its probed sites are read during such a call only. Calls in worker processes
+    (``shardbook.hosts``) are recorded there: the source a check sends gains a line that wraps the
+    function; this holds when the hardening prologue of grading drops ``shardbook.hosts`` before a
+    test cell, as each fresh import of it is patched again.
+    """
+
+    def __init__(self, tests: dict[str, list[tuple[str, str]]], probed: dict[str, str] | None = None):
+        self.found = {fn: Recording() for fn in tests}
+        self.probed = dict(probed or {})
+        self._of_cell: dict[str, list[str]] = {}
+        for fn, cells in tests.items():
+            for gid in dict.fromkeys(gid for gid, _ in cells):
+                self._of_cell.setdefault(gid, []).append(fn)
+        self._recording: list[str] = []  # the functions whose test cell is running
+        self._phase: str | None = None
+        self._depth = 0  # answers running (a call from inside one is not its tests' call)
+        self._folder: str | None = None
+        self._patched: list[tuple[Any, Callable]] = []  # (shardbook.hosts module, its function_source)
+        self._finder: _PatchOnImport | None = None
+
+    def source(self, grade_id: str, source: str) -> str:
+        """The source to run for a cell: an answer's probed source, any other cell's own."""
+        return self.probed.get(grade_id, source)
+
+    def wrap(self, namespace: dict, function: str) -> None:
+        """Puts ``function`` (an answer cell has just defined it in ``namespace``) behind the recorder."""
+        answer = namespace.get(function)
+        if function not in self.found or not callable(answer):
+            return
+        from grading.mutations import PROBE
+
+        namespace.setdefault(PROBE, hardcoding_probe)
+        found = self.found[function]
+
+        @functools.wraps(answer)
+        def recorded(*args, **kwargs):
+            direct = self._depth == 0 and function in self._recording
+            before = _ACTIVE["recording"]
+            _ACTIVE["recording"] = found if direct else None
+            self._depth += 1
+            result: Any = None
+            try:
+                result = answer(*args, **kwargs)
+                return result
+            finally:
+                self._depth -= 1
+                _ACTIVE["recording"] = before
+                if direct:
+                    with contextlib.suppress(Exception):
+                        found.calls[self._phase or "visible"].append(features(args, kwargs, result))
+
+        namespace[function] = recorded
+
+    @contextlib.contextmanager
+    def cell(self, grade_id: str | None, namespace: dict) -> Iterator[None]:
+        """Around running one cell: a self-check or hidden test cell records its functions' calls."""
+        from jax.sharding import Mesh
+
+        phase = phase_of(grade_id or "")
+        self._recording = self._of_cell.get(grade_id or "", []) if phase else []
+        self._phase = _ACTIVE["phase"] = phase
+        if phase:
+            os.environ[PHASE_ENV] = phase
+        try:
+            yield
+        finally:
+            if phase == "visible":
+                meshes = [n for n, v in namespace.items() if isinstance(v, Mesh) and not n.startswith("_")]
+                for fn in self._recording:
+                    self.found[fn].meshes = sorted(meshes, key=lambda n: n != "mesh")
+            self._recording, self._phase = [], None
+            os.environ.pop(PHASE_ENV, None)
+
+    def _patch(self, hosts: Any) -> None:
+        """``hosts.function_source`` adds to what it sends a line recording the functions being tested."""
+        original = hosts.function_source
+
+        def with_recorder(fn: Callable) -> str:
+            # The probe travels as an import of this module's (the prologue may have dropped it).
+            sys.modules[__name__] = _THIS_MODULE
+            text = original(inspect.unwrap(fn))
+            lines = [f"_parity.wrap_in_worker(globals(), {name!r})" for name in self._recording]
+            return text + "\nimport grading.parity as _parity\n" + "\n".join(lines) + "\n"
+
+        hosts.function_source = with_recorder
+        self._patched.append((hosts, original))
+
+    def __enter__(self) -> Recorder:
+        from shardbook import hosts
+
+        self._folder = tempfile.mkdtemp(prefix="parity-")
+        os.environ[LOG_ENV] = str(Path(self._folder) / "calls.jsonl")
+        self._patch(hosts)
+        self._finder = _PatchOnImport("shardbook.hosts", self._patch)
+        sys.meta_path.insert(0, self._finder)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._folder is not None
+        if self._finder in sys.meta_path:
+            sys.meta_path.remove(self._finder)
+        for hosts, original in reversed(self._patched):
+            hosts.function_source = original
+        self._patched.clear()
+        os.environ.pop(LOG_ENV, None)
+        os.environ.pop(PHASE_ENV, None)
+        log = Path(self._folder) / "calls.jsonl"
+        if log.exists():
+            for line in log.read_text().splitlines():
+                entry = json.loads(line)
+                if entry["function"] in self.found:
+                    self.found[entry["function"]].calls[entry["phase"]].append(entry["features"])
+        shutil.rmtree(self._folder, ignore_errors=True)
+        _ACTIVE["recording"] = None
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Finds module ``name`` as Python would, and hands it to ``patch`` each time it is executed."""
+
+    def __init__(self, name: str, patch: Callable[[Any], None]):
+        self.name, self.patch = name, patch
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        loader = getattr(spec, "loader", None)
+        if loader is not None and hasattr(loader, "exec_module"):
+            run = loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                run(module)
+                self.patch(module)
+
+            loader.exec_module = exec_module  # this spec's own loader
+        return spec
+
+
+#: This module (the hardening prologue of grading drops it from sys.modules before each test cell).
+_THIS_MODULE = sys.modules[__name__]
 
 
 def record_function(
@@ -252,46 +393,24 @@ def record_function(
     Raises:
       RuntimeError: a cell failed (the reference must pass, or the calls would stop early).
     """
-    from jax.sharding import Mesh
-
     from grading.assignment import run_cell
 
-    found = Recording()
     namespace = fresh(base)
-    phase = _ACTIVE["phase"] = ["visible"]
-    _ACTIVE["recording"] = found
     namespace[probe] = hardcoding_probe  # importable: a function sent to worker processes can take it
-    if probed is not None:
-        run_cell(probed, f"<{function}>", namespace)
-    answer = namespace[function] if probed is not None else base[function]
-    with tempfile.TemporaryDirectory(prefix="parity-") as folder:
-        log = Path(folder) / "calls.jsonl"
-        with _workers_record(function, log):
-            for gid, source in cells:
-                kind = (
-                    "visible" if gid.endswith("_visible") else "hidden" if gid.endswith("_hidden") else None
-                )
-                if kind is None:
-                    continue
-                phase[0] = kind
-                os.environ[PHASE_ENV] = kind
-                namespace[function] = recording(answer, found.calls[kind].append)
+    with Recorder({function: cells}) as recorder:
+        if probed is not None:
+            run_cell(probed, f"<{function}>", namespace)
+        recorder.wrap(namespace, function)
+        for gid, source in cells:
+            if phase_of(gid) is None:
+                continue
+            with recorder.cell(gid, namespace):
                 try:
                     with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
                         run_cell(source, f"<{gid}>", namespace)
                 except Exception as e:
                     raise RuntimeError(f"{gid} failed with the reference solution: {e}") from e
-                if kind == "visible":
-                    meshes = [
-                        n for n, v in namespace.items() if isinstance(v, Mesh) and not n.startswith("_")
-                    ]
-                    found.meshes = sorted(meshes, key=lambda n: n != "mesh")
-        if log.exists():
-            for line in log.read_text().splitlines():
-                entry = json.loads(line)
-                found.calls[entry["phase"]].append(entry["features"])
-    _ACTIVE["recording"] = None
-    return found
+    return recorder.found[function]
 
 
 def violations(calls: Calls) -> list[str]:

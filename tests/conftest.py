@@ -65,6 +65,17 @@ def in_process_env(tmp_path_factory) -> dict[str, str]:
     }
 
 
+def in_process_group(assignment: str) -> str:
+    """The pytest-xdist group of every test that reads ``assignment``'s in-process grading.
+
+    An assignment is graded in-process once per pytest-xdist worker (the session fixture
+    graded_in_process), so the tests that read it (tests/test_submissions.py, tests/test_parity.py) share
+    a group, hence a worker: spread over two workers, five assignments were graded twice (12_many_hosts
+    alone 120 s). Assignment 1's results are also compared with its `make grade` batch
+    (tests/test_grading.py), so it joins that group."""
+    return f"in-process-{assignment}" if assignment != GRADED_ASSIGNMENT else "grading"
+
+
 @pytest.fixture(scope="session")
 def graded_in_process(tmp_path_factory):
     """A function: assignment -> {learner: in-process result}, each assignment graded once a session."""
@@ -80,7 +91,11 @@ def graded_in_process(tmp_path_factory):
             subs = submissions.answer_only(assignment)
             waiting = sorted(name for name, sub in subs.items() if sub.expected.get("waits"))
             rest = sorted(set(subs) - set(waiting)) or ["reference_solution"]  # the reference always
-            runs = {"rest": (rest if waiting else [], []), **{n: ([n], ["--no-reference"]) for n in waiting}}
+            # The reference solution's one run also records what tests/test_parity.py checks.
+            runs = {
+                "rest": (rest if waiting else [], ["--parity"]),
+                **{n: ([n], ["--no-reference"]) for n in waiting},
+            }
             procs = {}
             results: dict[str, dict] = {}
             try:
@@ -112,6 +127,12 @@ def graded_in_process(tmp_path_factory):
 # (tests/test_grading_engines.py) is a slice of the same files, compared with this one's results.
 
 GRADED_ASSIGNMENT = "01_meshes"
+#: Each assignment with committed submissions, as a test parameter in its in_process_group.
+IN_PROCESS_ASSIGNMENTS = [
+    pytest.param(a, marks=pytest.mark.xdist_group(in_process_group(a)))
+    for a in submissions.assignments_with_submissions()
+]
+
 CELL_TIMEOUT = 30  # generous: two notebooks are graded at once on a 2-core machine
 #: The solution as a Colab learner hands it in (no cell metadata, a `colab` block, nbformat 4.0,
 #: outputs), with a helper cell of their own for each answer placed as said: full marks, one note.
@@ -164,13 +185,93 @@ def graded_batch(tmp_path_factory):
     args = [GRADED_ASSIGNMENT, str(downloads), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
     assert grade.main([*args, "--jobs", "2"]) == 0
     reports = course / "grading" / "reports" / GRADED_ASSIGNMENT
-    with open(reports / "scores.csv") as f:
-        rows = {row["learner"]: row for row in csv.DictReader(f)}
     return SimpleNamespace(
         assignment=GRADED_ASSIGNMENT,
         course=course,
         reports=reports,
-        rows=rows,
+        rows=scores_csv(reports),
         downloads=downloads,
         submissions=submissions.load(GRADED_ASSIGNMENT),
     )
+
+
+# ---------------------------------------------------------------------------------------------------
+# One batch of hostile hand-ins of assignment 1, graded by `python -m grading.grade` as a process once a
+# session, beside the reference solution and a wrong answer: each module of HOSTILE_MODULES writes its
+# own notebooks into the batch's folder with a function hand_in(folder). A batch costs a course, a
+# start of nbgrader and the kernels of its neighbours (about 30 s of CPU); these three were three.
+
+#: tests/test_grading_hostile.py (names, files and caps), tests/test_grading_hostile_kernel.py (attacks
+#: on how the cells run), tests/test_feedback.py (script in a feedback page).
+HOSTILE_MODULES = ("tests.test_grading_hostile", "tests.test_grading_hostile_kernel", "tests.test_feedback")
+#: The neighbours: whatever the others do, these score what they score alone.
+HOSTILE_WRONG = "wrong_axis_order"
+#: The batch's file cap: the graded notebook of test_grading_hostile's huge_pages (three displays of
+#: 1.5 MB each) passes it, every other graded notebook and page is far below it.
+HOSTILE_CAP_MB = 4
+
+
+def grade_process(course: Path, folder: Path, tmp: Path) -> subprocess.CompletedProcess:
+    """`python -m grading.grade` of assignment 1 on ``folder`` as a process (2 jobs, the hostile
+    batch's file cap, sandboxed where bubblewrap is), which must succeed and leave nothing in its
+    temporary folder."""
+    from grading import sandbox
+
+    scratch = tmp / f"tmp-{folder.name}"
+    scratch.mkdir()
+    args = [GRADED_ASSIGNMENT, str(folder), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
+    args += ["--unsandboxed"] if sandbox.missing(str(course)) else []  # as tests/test_classreport.py
+    done = subprocess.run(
+        [sys.executable, "-m", "grading.grade", *args, "--jobs", "2", "--max-file-mb", str(HOSTILE_CAP_MB)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TMPDIR=str(scratch), PYTHONPATH=str(submissions.ROOT)),
+        timeout=1800,
+    )
+    left = [p.name for p in scratch.iterdir()]
+    assert done.returncode == 0 and not left, (
+        done.returncode,
+        left,
+        done.stdout[-3000:],
+        done.stderr[-3000:],
+    )
+    return done
+
+
+def scores_csv(reports: Path) -> dict[str, dict[str, str]]:
+    """Learner -> their row of a report folder's scores.csv."""
+    with open(reports / "scores.csv") as f:
+        return {row["learner"]: row for row in csv.DictReader(f)}
+
+
+@pytest.fixture(scope="session")
+def hostile_batch(tmp_path_factory):
+    """The hostile batch, graded: ``tmp`` (its folder), ``course``, ``folder`` (what was handed in),
+    ``run`` (the finished process), ``rows`` (scores.csv), ``kept`` (each learner's kept JSON, without
+    the note of a machine that grades unsandboxed) and ``first``, a ReportFolder of the reports as the
+    batch left them: tests/test_grading_hostile.py grades a later batch into the same course, so the
+    others read ``first``."""
+    import importlib
+    import shutil
+
+    from grading import worker
+    from grading.record import ReportFolder
+
+    tmp = tmp_path_factory.mktemp("hostile")
+    course = worker.copy_course(tmp)
+    folder = tmp / "downloads"
+    folder.mkdir()
+    (folder / REFERENCE).write_bytes(submissions.colab_bytes(None, GRADED_ASSIGNMENT))
+    wrong = submissions.load(GRADED_ASSIGNMENT)[HOSTILE_WRONG]
+    (folder / f"{HOSTILE_WRONG}.ipynb").write_bytes(submissions.colab_bytes(wrong, GRADED_ASSIGNMENT))
+    for module in HOSTILE_MODULES:
+        importlib.import_module(module).hand_in(folder)
+    run = grade_process(course, folder, tmp)
+    reports = course / "grading" / "reports" / GRADED_ASSIGNMENT
+    first = ReportFolder(tmp / "first", GRADED_ASSIGNMENT)
+    shutil.copytree(reports, first.path)
+    kept = {p.stem: json.loads(p.read_text()) for p in first.learners.glob("*.json")}
+    for record in kept.values():  # a machine without bubblewrap grades unsandboxed, each with a note
+        record["notes"] = [n for n in record["notes"] if n != worker.UNSANDBOXED_NOTE]
+    rows = scores_csv(first.path)
+    return SimpleNamespace(tmp=tmp, course=course, folder=folder, run=run, rows=rows, kept=kept, first=first)

@@ -547,17 +547,14 @@ def test_a_crash_s_comment_is_a_plain_sentence_and_points_to_no_page(graded_fold
     assert "usage: nbgrader" in crashed.report_txt.read_text()  # the instructor keeps the log
 
 
-@pytest.mark.xdist_group("grading")  # runs `make grade` (see CONTRIBUTING.md)
-def test_a_hostile_notebook_graded_by_make_grade_gets_a_page_that_runs_none_of_it(tmp_path):
-    # The issue's hand-in, through the real pipeline (nbgrader's generate_feedback with the course's
-    # template, then the driver's box): the reference answers plus a markdown cell and a cell of the
-    # learner's own that display script. Full marks, a page that holds no script, and in Chromium the
-    # real score with no learner script run.
+def hand_in(folder: Path) -> None:
+    """This module's notebook of the session's hostile batch (tests/conftest.py: hostile_batch), graded
+    by `make grade`: the issue's hand-in, the reference answers plus a markdown cell and a cell of the
+    learner's own that display script."""
     import json
 
-    from grading import grade, worker
     from tests import submissions
-    from tests.conftest import CELL_TIMEOUT, GRADED_ASSIGNMENT
+    from tests.conftest import GRADED_ASSIGNMENT
 
     download = json.loads(submissions.colab_bytes(None, GRADED_ASSIGNMENT))
     shows = (
@@ -569,16 +566,19 @@ def test_a_hostile_notebook_graded_by_make_grade_gets_a_page_that_runs_none_of_i
         {"cell_type": "markdown", "metadata": {}, "source": HOSTILE_MARKDOWN},
         {"cell_type": "code", "metadata": {}, "source": shows, "outputs": [], "execution_count": None},
     ]
-    folder = tmp_path / "downloads"
-    folder.mkdir()
     (folder / "mallory.ipynb").write_text(json.dumps(download))
-    course = worker.copy_course(tmp_path)
-    args = [GRADED_ASSIGNMENT, str(folder), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
-    args += ["--unsandboxed"] if grade.sandbox.missing(str(course)) else []
-    assert grade.main(args) == 0
-    kept = ReportFolder(course, GRADED_ASSIGNMENT)
-    (record,) = kept.records()
-    assert record.result and record.result.total == record.result.max_score > 0
+
+
+@pytest.mark.xdist_group("grading")  # reads the session's hostile batch, a `make grade` (see CONTRIBUTING.md)
+def test_a_hostile_notebook_graded_by_make_grade_gets_a_page_that_runs_none_of_it(hostile_batch):
+    # The issue's hand-in (hand_in above), through the real pipeline (nbgrader's generate_feedback with
+    # the course's template, then the driver's box): full marks, a page that holds no script, and in
+    # Chromium the real score with no learner script run.
+    from tests.conftest import GRADED_ASSIGNMENT
+
+    kept = hostile_batch.first
+    record = kept.read("mallory")
+    assert record and record.result and record.result.total == record.result.max_score > 0
     page = kept.page("mallory")
     text = page.read_text()
     assert "<script" not in text.lower() and "&lt;script&gt;" in text and "not run on this page" in text

@@ -40,6 +40,16 @@ BATCH = [
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def own_excepthook():
+    """Importing Ray (grading.local_ray does, to start or probe a cluster) replaces sys.excepthook
+    (ray._private.worker): after this module the worker's later tests get the interpreter's own back
+    (tests/test_protocol.py holds that only IPython's and the book's hooks are registered)."""
+    hook = sys.excepthook
+    yield
+    sys.excepthook = hook
+
+
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
     """A head node and one worker node on this machine, one CPU each.

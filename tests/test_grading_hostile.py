@@ -1,8 +1,9 @@
-"""A hostile batch through `python -m grading.grade`, as a process: file names that read as options
-(`--help.ipynb`, `-rf.ipynb`), a name in another script, an upper-case ending, files that are not
-notebooks, a notebook that writes a large file, one whose graded notebook is over the file cap, a
-file handed in over that cap, another assignment's notebook, then a later empty file for a learner
-graded before.
+"""Hostile hand-ins through `python -m grading.grade`, as a process (the session's hostile batch,
+tests/conftest.py: hostile_batch, which holds the attacks of tests/test_grading_hostile_kernel.py and
+tests/test_feedback.py too): file names that read as options (`--help.ipynb`, `-rf.ipynb`), a name in
+another script, an upper-case ending, files that are not notebooks, a notebook that writes a large
+file, one whose graded notebook is over the file cap, a file handed in over that cap, another
+assignment's notebook, then a later empty file for a learner graded before.
 
 Every correct notebook must score full marks, whatever its name; nothing may stop the batch; what is
 not graded or not kept is said (a file over the cap is not even read); an earlier hand-in is kept
@@ -10,25 +11,18 @@ with its results (issue 46, items 2, 7, 8).
 """
 
 import copy
-import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import nbformat
 import pytest
 
-from grading import sandbox, worker
-from tests import submissions
-from tests.conftest import CELL_TIMEOUT, GRADED_ASSIGNMENT, REFERENCE
+from tests.conftest import GRADED_ASSIGNMENT, HOSTILE_CAP_MB, HOSTILE_WRONG, REFERENCE, grade_process
 from tools import handed_in
 
 pytestmark = pytest.mark.xdist_group("grading")
 
-ROOT = Path(__file__).resolve().parents[1]
 #: Correct notebooks under hostile or unusual names -> the learner id each must be graded as.
 CORRECT = {
     REFERENCE: "reference_solution",
@@ -37,10 +31,9 @@ CORRECT = {
     "José Núñez.ipynb": "José_Núñez",
     "UPPER_CASE.IPYNB": "UPPER_CASE",
 }
-WRONG = "wrong_axis_order"
-#: Megabytes the writer's cell writes beside its notebook; and the file cap of the batch, which the
-#: graded notebook of HUGE (three displays of 1.5 MB each) passes and every other notebook's is far below.
-WRITTEN_MB, CAP_MB = 50, 4
+WRONG = HOSTILE_WRONG
+#: Megabytes the writer's cell writes beside its notebook; the file cap of the batch.
+WRITTEN_MB, CAP_MB = 50, HOSTILE_CAP_MB
 WRITER_CELL = (
     "import os\n"
     f"with open('big.bin', 'wb') as f:\n    f.write(b'0' * {WRITTEN_MB} * 2**20)\n"
@@ -58,39 +51,13 @@ def _with_cell(nb, source: str, copies: int = 1):
     return nb
 
 
-def _grade(course: Path, folder: Path, tmp: Path) -> subprocess.CompletedProcess:
-    scratch = tmp / f"tmp-{folder.name}"
-    scratch.mkdir()
-    args = [GRADED_ASSIGNMENT, str(folder), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
-    args += ["--unsandboxed"] if sandbox.missing(str(course)) else []  # as tests/test_classreport.py
-    done = subprocess.run(
-        [sys.executable, "-m", "grading.grade", *args, "--jobs", "2", "--max-file-mb", str(CAP_MB)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, TMPDIR=str(scratch), PYTHONPATH=str(ROOT)),
-        timeout=1800,
-    )
-    left = [p.name for p in scratch.iterdir()]
-    assert done.returncode == 0 and not left, (
-        done.returncode,
-        left,
-        done.stdout[-3000:],
-        done.stderr[-3000:],
-    )
-    return done
-
-
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("hostile")
-    course = worker.copy_course(tmp)
-    folder = tmp / "downloads"
-    folder.mkdir()
+def hand_in(folder: Path) -> None:
+    """This module's notebooks of the session's hostile batch (tests/conftest.py: hostile_batch), which
+    also holds the reference solution under REFERENCE and the wrong answer WRONG."""
     solved = handed_in.solved_notebook(GRADED_ASSIGNMENT)
     for name in CORRECT:
-        handed_in.write_colab_download(solved, folder / name)
-    wrong = submissions.load(GRADED_ASSIGNMENT)[WRONG]
-    (folder / f"{WRONG}.ipynb").write_bytes(submissions.colab_bytes(wrong, GRADED_ASSIGNMENT))
+        if name != REFERENCE:  # the batch's own
+            handed_in.write_colab_download(solved, folder / name)
     handed_in.write_colab_download(_with_cell(solved, WRITER_CELL), folder / "big_writer.ipynb")
     handed_in.write_colab_download(_with_cell(solved, HUGE_CELL, copies=3), folder / "huge_pages.ipynb")
     other = handed_in.solved_notebook("02_auto_sharding")
@@ -98,28 +65,26 @@ def hostile(tmp_path_factory):
     (folder / "huge_file.ipynb").write_bytes(b" " * (CAP_MB + 1) * 2**20)  # over the cap: never read
     for name in SKIPPED:
         (folder / name).write_bytes(b"PK\x03\x04" if name.endswith(".zip") else b"{}")
-    first = _grade(course, folder, tmp)
-    reports = course / "grading" / "reports" / GRADED_ASSIGNMENT
-    with open(reports / "scores.csv") as f:
-        rows = {row["learner"]: row for row in csv.DictReader(f)}
-    kept = {p.stem: json.loads(p.read_text()) for p in (reports / "learners").glob("*.json")}
-    for record in kept.values():  # a machine without bubblewrap grades unsandboxed, each with a note
-        record["notes"] = [n for n in record["notes"] if n != worker.UNSANDBOXED_NOTE]
-    earlier_html = (reports / "feedback" / "reference_solution.html").read_text()
-    # Later: an empty file for the reference solution's learner, the same file again for -rf.
-    later = tmp / "later"
+
+
+@pytest.fixture(scope="module")
+def hostile(hostile_batch):
+    # The batch, then later: an empty file for the reference solution's learner, the same file again
+    # for -rf, graded into the same course.
+    batch = hostile_batch
+    later = batch.tmp / "later"  # short paths: a kernel's sockets live under the temporary folder
     later.mkdir()
     (later / REFERENCE).write_bytes(b"")
-    (later / "-rf.ipynb").write_bytes((folder / "-rf.ipynb").read_bytes())
-    second = _grade(course, later, tmp)
+    (later / "-rf.ipynb").write_bytes((batch.folder / "-rf.ipynb").read_bytes())
+    second = grade_process(batch.course, later, batch.tmp)
     return SimpleNamespace(
-        course=course,
-        folder=folder,
-        reports=reports,
-        first=first,
-        rows=rows,
-        kept=kept,
-        earlier_html=earlier_html,
+        course=batch.course,
+        folder=batch.folder,
+        reports=batch.course / "grading" / "reports" / GRADED_ASSIGNMENT,
+        first=batch.run,
+        rows=batch.rows,
+        kept=batch.kept,
+        earlier_html=batch.first.page("reference_solution").read_text(),
         second=second,
     )
 

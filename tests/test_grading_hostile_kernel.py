@@ -1,5 +1,7 @@
 """End to end: notebooks that attack how their cells run, graded by `make grade` in one batch beside the
-reference solution and a wrong answer (grading/README.md, *What grading defends against*).
+reference solution and a wrong answer (grading/README.md, *What grading defends against*): the
+session's hostile batch (tests/conftest.py: hostile_batch), which tests/test_grading_hostile.py and
+tests/test_feedback.py hand their hostile notebooks into as well.
 
 * Blank notebooks that make every test cell pass without running it: one with an IPython input
   transformer, an AST transformer and event callbacks (undone before each test: grading.tamper
@@ -20,18 +22,18 @@ tests/test_preprocessors.py and tests/test_protocol.py.
 
 from __future__ import annotations
 
-import csv
 import html as htmllib
 import json
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from grading import grade, protocol, worker
+from grading import protocol, worker
 from grading.assignment import grade_id, is_answer, is_test
 from tests import submissions
-from tests.conftest import CELL_TIMEOUT, GRADED_ASSIGNMENT
+from tests.conftest import GRADED_ASSIGNMENT, HOSTILE_WRONG
 from tests.notebooks import ROOT
 
 # Runs `make grade`: never at the same time as another module that does (see CONTRIBUTING.md).
@@ -168,24 +170,18 @@ def _page_text(path) -> str:
     return htmllib.unescape(re.sub(r"<[^>]+>", "", path.read_text()))
 
 
-@pytest.fixture(scope="module")
-def batch(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("hostile")
-    course = worker.copy_course(tmp)
-    downloads = tmp / "downloads"
-    downloads.mkdir()
+def hand_in(folder: Path) -> None:
+    """This module's notebooks of the session's hostile batch (tests/conftest.py: hostile_batch), which
+    also holds the reference solution and the wrong answer HOSTILE_WRONG."""
     for name, build in HOSTILE.items():
-        nbformat.write(build(), downloads / f"{name}.ipynb")
-    (downloads / "reference_solution.ipynb").write_bytes(submissions.colab_bytes(None, ASSIGNMENT))
-    wrong = submissions.load(ASSIGNMENT)["wrong_axis_order"]
-    (downloads / "wrong_axis_order.ipynb").write_bytes(submissions.colab_bytes(wrong, ASSIGNMENT))
-    args = [ASSIGNMENT, str(downloads), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
-    assert grade.main([*args, "--jobs", "2"]) == 0
-    reports = course / "grading" / "reports" / ASSIGNMENT
-    with open(reports / "scores.csv") as f:
-        rows = {row["learner"]: row for row in csv.DictReader(f)}
-    learners = {p.stem: json.loads(p.read_text()) for p in (reports / "learners").glob("*.json")}
-    return course, reports, rows, learners, wrong
+        nbformat.write(build(), folder / f"{name}.ipynb")
+
+
+@pytest.fixture(scope="module")
+def batch(hostile_batch):
+    # The reports as the batch left them (tests/test_grading_hostile.py grades more into its course later).
+    wrong = submissions.load(ASSIGNMENT)[HOSTILE_WRONG]
+    return hostile_batch.course, hostile_batch.first.path, hostile_batch.rows, hostile_batch.kept, wrong
 
 
 def _notes(learners: dict, learner: str) -> str:
@@ -199,7 +195,7 @@ def test_neighbours_score_what_they_score_alone(batch):
     assert learners["reference_solution"]["notes"] == []
     lost = wrong.lost(list(cells))
     for gid, points in cells.items():
-        assert float(rows["wrong_axis_order"][gid]) == (0.0 if gid in lost else points), gid
+        assert float(rows[HOSTILE_WRONG][gid]) == (0.0 if gid in lost else points), gid
 
 
 def test_a_blank_notebook_that_hooks_ipython_scores_what_its_answers_earn(batch):

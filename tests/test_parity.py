@@ -3,13 +3,13 @@ alone kills a hard-coded answer (the hard-coding mutants of grading/mutations.py
 
 A learner who writes down the ring length, k, the tensor names or the notebook's global mesh passes a
 self-check that never changes them and loses every hidden point (issue 48). For each of the 44 graded
-functions, the reference solution's self-check and hidden tests run once with the function wrapped
-and its reads probed; what they called it with gives the rule's dimensions (nothing here lists them),
-and the values the probed sites took give the hard-coding mutants.
+functions, the reference solution's self-check and hidden tests run with the function wrapped and its
+reads probed; what they called it with gives the rule's dimensions (nothing here lists them), and the
+values the probed sites took give the hard-coding mutants. That is the reference solution's one
+in-process grading (tests/conftest.py: graded_in_process), which tests/test_submissions.py reads too.
 """
 
 import dataclasses
-import functools
 
 import jax
 import numpy as np
@@ -20,6 +20,7 @@ from jax.sharding import PartitionSpec as P
 from grading import mutants as M
 from grading import parity
 from grading.mutations import hardcoding_mutants, hardcoding_sites, instrumented
+from tests.conftest import IN_PROCESS_ASSIGNMENTS
 from tests.notebooks import ASSIGNMENTS
 
 # Functions whose self-check does not yet vary every dimension its hidden tests vary: each a known gap
@@ -135,29 +136,78 @@ def test_a_value_the_tests_never_vary_makes_no_mutant():
     assert none == [] and len(one) == 1 and 'd = np.dtype("float32")' in one[0].source
 
 
+F_ANSWER = "def f(x):\n    ### BEGIN SOLUTION\n    n = x.shape[0]\n    return n\n    ### END SOLUTION\n"
+G_ANSWER = "def g(x):\n    ### BEGIN SOLUTION\n    return f(x) + 1\n    ### END SOLUTION\n"
+F_TESTS = [("test_f_visible", "assert f(np.ones(2)) == 2"), ("test_f_hidden", "assert f(np.ones(3)) == 3")]
+G_TESTS = [
+    ("test_g_visible", "assert g(np.ones(4)) == f(np.ones(6)) - 1"),  # a test of f's too (it names f)
+    ("test_g_hidden", "assert g(np.ones(5)) == 6"),
+]
+
+
+def test_one_run_of_every_cell_records_each_function_from_its_own_test_cells(monkeypatch):
+    # Property: every cell run once, in order, in one namespace with every answer probed and wrapped
+    # (as the reference solution's grading runs them) records what each function's cells alone would:
+    # inside g, f's calls are g's business: neither calls of f's tests (one of g's cells is also f's)
+    # nor values that f's probes, or g's, take. A test cell that drops shardbook.hosts and
+    # grading.parity and imports the first again (as grading's hardening prologue does) still gets a
+    # function_source that records in the workers and sends the probe as an import.
+    import sys
+
+    import shardbook
+    from grading.assignment import run_cell
+    from shardbook import hosts
+
+    monkeypatch.setitem(sys.modules, "shardbook.hosts", hosts)  # the originals again afterwards
+    monkeypatch.setitem(sys.modules, "grading.parity", parity)
+    monkeypatch.setattr(shardbook, "hosts", hosts)
+    reimport = (
+        "import importlib, sys\n"
+        "for name in ('grading.parity', 'shardbook.hosts'):\n"
+        "    del sys.modules[name]\n"
+        "hosts = importlib.import_module('shardbook.hosts')\n"
+    )
+    sent = reimport + "SENT = hosts.function_source(f)"
+    tests = {"f": [*F_TESTS, G_TESTS[0], ("test_f_sent_hidden", sent)], "g": G_TESTS}
+    probed = {"f": M.probed_source(F_ANSWER), "g": M.probed_source(G_ANSWER)}
+    namespace: dict = {"__name__": "__main__"}
+    run_cell("import numpy as np", "<imports>", namespace)
+    cells = [("f", F_ANSWER), ("g", G_ANSWER), *F_TESTS, *G_TESTS, ("test_f_sent_hidden", sent)]
+    with parity.Recorder(tests, probed) as recorder:
+        for gid, source in cells:
+            with recorder.cell(gid, namespace):
+                run_cell(recorder.source(gid, source), f"<{gid}>", namespace)
+            recorder.wrap(namespace, gid)
+    f, g = recorder.found["f"], recorder.found["g"]
+    assert [c["argument 0 shape[0]"] for c in f.calls["visible"] + f.calls["hidden"]] == ["2", "6", "3"]
+    assert [c["argument 0 shape[0]"] for c in g.calls["visible"] + g.calls["hidden"]] == ["4", "5"]
+    assert f.first[0] == 2 and f.taken[0] == {"2", "6", "3"}  # site 0, x.shape[0]: never 4 or 5
+    assert not {"4", "5"} & set().union(*g.taken.values())
+    assert "_parity.wrap_in_worker(globals(), 'f')" in namespace["SENT"]
+    assert "from grading.parity import hardcoding_probe as __hardcoding_probe__" in namespace["SENT"]
+
+
 # ---------------------------------------------------------------------------------------------------
-# Every graded function of every assignment (the reference solution's tests, run once each).
+# Every graded function of every assignment: what the reference solution's one in-process grading
+# recorded (tests/conftest.py: graded_in_process, with --parity; tests/submissions: grade_assignment),
+# the run tests/test_submissions.py also reads. tests/test_submissions.py checks that run scored full
+# marks with no error, so no call stopped early.
 
 
-@functools.cache
-def recorded_assignment(assignment: str) -> tuple[M.Notebook, dict, dict[str, parity.Recording]]:
-    nb = M.load(assignment)
-    base = M.base_namespace(nb)
-    found = {
-        fn: parity.record_function(base, fn, nb.tests[fn], M.fresh, M.probed_source(nb.answers[fn]))
-        for fn in nb.answers
-    }
-    return nb, base, found
+def test_every_assignment_is_recorded():
+    # Each assignment of solutions/ is graded in-process (it has committed submissions), so the two
+    # tests below hold every one of them to the rule.
+    assert [p.values[0] for p in IN_PROCESS_ASSIGNMENTS] == ASSIGNMENTS
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_the_self_check_varies_every_dimension_the_hidden_tests_vary(assignment):
-    nb, _, found = recorded_assignment(assignment)
-    assert set(found) == set(nb.answers)
+@pytest.mark.parametrize("assignment", IN_PROCESS_ASSIGNMENTS)
+def test_the_self_check_varies_every_dimension_the_hidden_tests_vary(assignment, graded_in_process):
+    found = graded_in_process(assignment)["reference_solution"]["parity"]
+    assert set(found) == set(M.load(assignment).answers)
     problems, gaps = [], KNOWN_GAPS.get(assignment, set())
     for fn, rec in found.items():
-        assert rec.calls["visible"] and rec.calls["hidden"], f"{fn}: no call was recorded"
-        broken = parity.violations(rec.calls)
+        assert rec["calls"]["visible"] and rec["calls"]["hidden"], f"{fn}: no call was recorded"
+        broken = parity.violations(rec["calls"])
         if fn in gaps:
             assert broken, f"{fn} now varies every dimension: take it off KNOWN_GAPS"
         elif broken:
@@ -165,20 +215,15 @@ def test_the_self_check_varies_every_dimension_the_hidden_tests_vary(assignment)
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_the_self_check_alone_kills_a_hard_coded_answer(assignment):
+@pytest.mark.parametrize("assignment", IN_PROCESS_ASSIGNMENTS)
+def test_the_self_check_alone_kills_a_hard_coded_answer(assignment, graded_in_process):
     # One hard-coding mutant per function (the first: the earliest value read, or the mesh argument
-    # replaced by the global mesh); `make mutants` runs them all.
-    nb, base, found = recorded_assignment(assignment)
-    visible_only = dataclasses.replace(
-        nb, tests={fn: [(g, s) for g, s in cells if g.endswith("_visible")] for fn, cells in nb.tests.items()}
-    )
+    # replaced by the global mesh), judged by the self-check alone in the same process
+    # (grading.mutants.first_hardcoding_judged); `make mutants` runs them all.
+    found = graded_in_process(assignment)["reference_solution"]["parity"]
     survivors = []
     for fn, rec in found.items():
-        if fn in KNOWN_GAPS.get(assignment, set()):
-            continue
-        mutants = M.hardcoding_of(nb, fn, rec)  # none when no value it reads varies (parsing a text, say)
-        if mutants:
-            if M.judge(visible_only, base, mutants[0]).status == "survived":
-                survivors.append(mutants[0].diff)
+        mutant = rec["hardcoded"]  # None when no value it reads varies (parsing a text, say)
+        if fn not in KNOWN_GAPS.get(assignment, set()) and mutant and mutant["status"] == "survived":
+            survivors.append(mutant["diff"])
     assert not survivors, "\n".join(survivors)

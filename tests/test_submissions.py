@@ -16,17 +16,10 @@ import pytest
 from grading import worker
 from grading.assignment import grade_id, metadata
 from tests import submissions
-from tests.conftest import GRADED_ASSIGNMENT, LLVM_LEVEL_FLAG
+from tests.conftest import GRADED_ASSIGNMENT, IN_PROCESS_ASSIGNMENTS, LLVM_LEVEL_FLAG
 from tests.submissions import SubmissionError
 
-# An assignment is graded in-process once per pytest-xdist worker (the session fixture
-# graded_in_process), so both tests of an assignment share a group, hence a worker: spread over two
-# workers, five assignments were graded twice (12_many_hosts alone 120 s). Assignment 1's results are
-# also compared with its `make grade` batch (tests/test_grading.py), so it joins that group.
-ASSIGNMENTS = [
-    pytest.param(a, marks=pytest.mark.xdist_group(f"in-process-{a}" if a != GRADED_ASSIGNMENT else "grading"))
-    for a in submissions.assignments_with_submissions()
-]
+ASSIGNMENTS = IN_PROCESS_ASSIGNMENTS
 # A hidden test must leave room under the cell time limit of `make grade` (the default, 120 s) on a
 # busy 2-core grading machine: in-process, without a kernel to start, it takes well under a tenth of
 # it in CPU time (the slowest cell takes about 7 s). CPU time, not wall time: a loaded CI machine

@@ -39,12 +39,16 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nbformat
 
 from grading.assignment import Assignment, grade_id, is_answer, metadata, run_cell, strip_solution_markers
 from tests import notebooks
+
+if TYPE_CHECKING:
+    from grading.mutants import Notebook
+    from grading.parity import Recorder
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -236,7 +240,11 @@ def cells_to_run(
 
 
 def grade_in_process(
-    nb: nbformat.NotebookNode, assignment: str, root: Path = ROOT, only: set[str] | None = None
+    nb: nbformat.NotebookNode,
+    assignment: str,
+    root: Path = ROOT,
+    only: set[str] | None = None,
+    recorder: Recorder | None = None,
 ) -> dict:
     """Runs a notebook's code cells in order in a fresh namespace of this process; scores its test cells.
 
@@ -247,21 +255,25 @@ def grade_in_process(
     ``errors``: ``"cell N (grade_id)": message`` for every other cell that raised; ``diagnostics``: for a
     cell whose multi-process check stopped its workers (``shardbook.hosts.run_check``), every thread's
     Python stack in each, JAX's frames too (never part of the grade or the feedback).
-    ``only``: run only these test cells (every other cell runs).
+    ``only``: run only these test cells (every other cell runs). ``recorder`` (a
+    ``grading.parity.Recorder``, entered): each answer cell runs as its probed source and each test
+    cell's calls of its functions are recorded (:func:`grade_assignment` with ``parity``).
     """
     tests = graded_test_cells(assignment, root)
     # The hardening prologue drops the course's modules from sys.modules: put back this process's own
     # afterwards, or objects made before (a Report, a CheckFailed) would stop matching their classes.
     mine = {k: v for k, v in sys.modules.items() if k.split(".")[0] in ("grading", "shardbook")}
     try:
-        return _run_cells(nb, assignment, root, only, tests)
+        return _run_cells(nb, assignment, root, only, tests, recorder)
     finally:
         for k in [k for k in sys.modules if k.split(".")[0] in ("grading", "shardbook")]:
             del sys.modules[k]
         sys.modules.update(mine)
 
 
-def _run_cells(nb, assignment: str, root: Path, only: set[str] | None, tests: dict) -> dict:
+def _run_cells(
+    nb, assignment: str, root: Path, only: set[str] | None, tests: dict, recorder: Recorder | None
+) -> dict:
     from grading.preprocessors import feedback_lines
 
     namespace: dict = {"__name__": "__main__"}
@@ -279,9 +291,14 @@ def _run_cells(nb, assignment: str, root: Path, only: set[str] | None, tests: di
         out = io.StringIO()
         start, cpu_start = time.monotonic(), time.process_time()
         error = None
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        recorded = recorder.cell(gid, namespace) if recorder else contextlib.nullcontext()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), recorded:
             try:
-                run_cell(source, f"<cell {index} {gid or ''}>", namespace)
+                run_cell(
+                    recorder.source(gid, source) if recorder and gid else source,
+                    f"<cell {index} {gid or ''}>",
+                    namespace,
+                )
             except Exception as e:  # as the feedback page shows it
                 error = "\n".join(feedback_lines(type(e).__name__, str(e)))
                 if stacks := getattr(e, "worker_stacks", ""):  # a multi-process check stopped them
@@ -290,6 +307,8 @@ def _run_cells(nb, assignment: str, root: Path, only: set[str] | None, tests: di
                 if not _raised_by_cell(e):
                     raise
                 error = f"{type(e).__name__}: {e}"
+        if recorder and gid and not error:
+            recorder.wrap(namespace, gid)  # an answer cell: its function, recorded from now on
         if gid in tests:
             result["scores"][gid] = 0.0 if error else tests[gid][0]
             result["output"][gid] = out.getvalue() + (error or "")
@@ -360,6 +379,7 @@ def grade_assignment(
     root: Path = ROOT,
     all_tests: bool = False,
     reference: bool = True,
+    parity: bool = False,
 ) -> dict[str, dict]:
     """In-process results of the reference solution (``reference_solution``) and each answer-only
     submission of ``assignment`` (or those in ``names``); call in a process of its own.
@@ -368,11 +388,26 @@ def grade_assignment(
     get the reference solution's result, and ``ran`` lists the test cells that did run. Without
     ``reference`` the reference solution is not graded, and each submission's result holds only the
     test cells that ran (:func:`merged` completes it with a reference graded elsewhere).
+
+    ``parity``: the reference solution is graded with its answers probed and each graded function's
+    calls recorded (``grading.parity``), and its result gains ``parity``: :func:`parity_of` what that
+    one run recorded (tests/test_parity.py reads it).
     """
     subs = answer_only(assignment, root)
     results = {}
     if reference:
-        results["reference_solution"] = grade_in_process(notebook(None, assignment, root), assignment, root)
+        solved = notebook(None, assignment, root)
+        if parity:
+            from grading import mutants
+            from grading.parity import Recorder
+
+            book = mutants.load(assignment)
+            probed = {fn: mutants.probed_source(source) for fn, source in book.answers.items()}
+            with Recorder(book.tests, probed) as recorder:
+                results["reference_solution"] = grade_in_process(solved, assignment, root, recorder=recorder)
+            results["reference_solution"]["parity"] = parity_of(book, recorder)
+        else:
+            results["reference_solution"] = grade_in_process(solved, assignment, root)
         results["reference_solution"]["ran"] = sorted(results["reference_solution"]["scores"])
     for name in names if names is not None else list(subs):
         if name == "reference_solution":
@@ -383,6 +418,26 @@ def grade_assignment(
         got["ran"] = sorted(got["scores"])
         results[name] = merged(results["reference_solution"], got) if reference else got
     return results
+
+
+def parity_of(book: Notebook, recorder: Recorder) -> dict[str, dict]:
+    """Function -> ``calls`` (what its self-check and hidden tests called it with, by phase) and
+    ``hardcoded``: its first hard-coding mutant (``grading.mutants.hardcoding_of``) as judged by the
+    self-check alone (kind, fingerprint, diff, status, killed_by), or None where no value it reads
+    varies. ``book``: the assignment's ``grading.mutants.Notebook``."""
+    from grading import mutants
+
+    judged = mutants.first_hardcoding_judged(book, recorder.found)
+    out = {}
+    for fn, found in recorder.found.items():
+        m = judged[fn]
+        kept = (
+            None
+            if m is None
+            else {k: getattr(m, k) for k in ("kind", "fingerprint", "diff", "status", "killed_by")}
+        )
+        out[fn] = {"calls": found.calls, "hardcoded": kept}
+    return out
 
 
 def merged(reference: dict, got: dict) -> dict:

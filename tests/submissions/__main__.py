@@ -1,5 +1,5 @@
 """python -m tests.submissions convert <assignment> [--keep-all]   wrong_*.ipynb -> answer-only .py
-python -m tests.submissions grade <assignment> [--out results.json] [--no-reference] [names...]
+python -m tests.submissions grade <assignment> [--out results.json] [--no-reference] [--parity] [names...]
     grades the reference solution and the answer-only submissions in this (fresh) process
 python -m tests.submissions build <assignment> <name> <out.ipynb>   the notebook, as Colab downloads it
 """
@@ -36,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         help="grade only the submissions named, each result holding only the test cells that ran",
     )
     g.add_argument(
+        "--parity",
+        action="store_true",
+        help="record, while the reference solution is graded, what tests/test_parity.py checks",
+    )
+    g.add_argument(
         "--memory-gb",
         type=float,
         default=MEMORY_GB,
@@ -63,7 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault(COURSE_ROOT_ENV, str(submissions.ROOT))
     os.chdir(submissions.ROOT / "exercises" / args.assignment)
     results = submissions.grade_assignment(
-        args.assignment, args.names or None, all_tests=args.all_tests, reference=not args.no_reference
+        args.assignment,
+        args.names or None,
+        all_tests=args.all_tests,
+        reference=not args.no_reference,
+        parity=args.parity,
     )
     text = json.dumps(results, indent=1)
     if args.out:
