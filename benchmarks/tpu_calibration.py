@@ -1,7 +1,7 @@
 """The cost model against one-chip programs timed on a real TPU v5e: the table, printed.
 
 Run: ``python -m benchmarks.tpu_calibration``. Nothing here runs on a TPU, nor compiles anything:
-:func:`shardbook.cost.calibration` reads the committed record (``shardbook/data/tpu_v5e.json``, written by
+:func:`shardbook.records.calibration` reads the committed record (``shardbook/data/tpu_v5e.json``, written by
 ``benchmarks/tpu_record.py`` on the chip, and ``tpu_v5e_programs.json.gz``, the program the chip's
 compiler wrote for each), estimates every program that ran from its own TPU program and gives the
 estimate next to the measurement, split into the model's parts:
@@ -14,9 +14,9 @@ estimate next to the measurement, split into the model's parts:
   kernels' timeline.
 
 Then the same for the programs held out of the fit in three rounds (:func:`shardbook.held_out`), whose
-largest error among those the model neither flags nor names as a miss (:data:`shardbook.cost.MISSED`) is
+largest error among those the model neither flags nor names as a miss (:data:`shardbook.records.MISSED`) is
 :data:`shardbook.OUT_OF_SAMPLE_ERROR`, the model's stated accuracy. Appendix A prints the same rows;
-``tests/test_cost.py`` keeps every fitted one within :data:`shardbook.cost.CALIBRATION_TARGET` and every
+``tests/test_cost.py`` keeps every fitted one within :data:`shardbook.records.CALIBRATION_TARGET` and every
 other held-out one within the stated accuracy.
 """
 
@@ -33,7 +33,7 @@ from shardbook import (
     held_out,
     tpu_record,
 )
-from shardbook.cost import MISSED, RECORDS
+from shardbook.records import MISSED, RECORDS
 
 MS_COLUMNS = ("measured ms", "estimate ms", "matmul ms", "memory ms", "fixed ms")
 

@@ -23,9 +23,10 @@ chapters). The modules are where a maintainer reads them:
   hlo     -- the parser of XLA's program text that comms and cost read.
   tpu     -- compile for a TPU topology on any machine (compile_for_tpu): the TPU compiler's program,
              its memory and its fits/does-not-fit verdict, cached by the program's fingerprint.
-  cost    -- the TPU cost model (estimate, draw_timeline), and its errors against the times recorded on a
-             real chip (tpu_record, calibration). Its parts: links (collectives on the ICI links, one
-             stream per direction) and hbm (a TPU program's HBM traffic).
+  cost    -- the TPU cost model (estimate, draw_timeline). Its parts: links (collectives on the ICI links,
+             one stream per direction) and hbm (a TPU program's HBM traffic and vector-unit ops).
+  records -- the cost model against a real chip: the records of one-chip programs timed on a v5e
+             (tpu_record), the fitted ones (calibration) and those held out (held_out, OUT_OF_SAMPLE_ERROR).
   pipeline -- pipeline schedules (GPipe, 1F1B): the table, its bubble, the activations kept, a picture.
   hosts   -- many JAX processes on one machine (run_workers): multi-host programs on localhost.
   claims  -- claim(): a comparative sentence of a chapter checked against the values its page printed;
@@ -88,12 +89,15 @@ _EXPORTS = {
     "MODEL_MARGIN": "cost",
     "INT32_MATMUL_SLOWDOWN": "cost",
     "V5E_MEASURED": "cost",
-    "tpu_record": "cost",
-    "calibration": "cost",
-    "Calibrated": "cost",
-    "CALIBRATION_TARGET": "cost",
-    "held_out": "cost",
-    "OUT_OF_SAMPLE_ERROR": "cost",
+    "tpu_record": "records",
+    "calibration": "records",
+    "Calibrated": "records",
+    "CALIBRATION_TARGET": "records",
+    "held_out": "records",
+    "OUT_OF_SAMPLE_ERROR": "records",
+    "MISSED": "records",
+    "tiled_rereads": "hbm",
+    "parse_module": "hlo",
     "route_counts": "viz",
     "draw_routing": "viz",
     "draw_gradient_reduction": "viz",
@@ -135,6 +139,7 @@ _MODULES = (
     "hlo",
     "tpu",
     "cost",
+    "records",
     "pipeline",
     "hosts",
     "claims",

@@ -166,10 +166,10 @@ def model_error() -> float:
     """The cost model's stated error on programs it was not fitted on, as a fraction.
 
     Two estimates closer than this tie: :func:`claim_faster` and :func:`claim_tie` read it. It is
-    :data:`shardbook.cost.OUT_OF_SAMPLE_ERROR`, measured on programs recorded on a real v5e that the
+    :data:`shardbook.records.OUT_OF_SAMPLE_ERROR`, measured on programs recorded on a real v5e that the
     model was not fitted on (appendix A).
     """
-    from .cost import OUT_OF_SAMPLE_ERROR
+    from .records import OUT_OF_SAMPLE_ERROR
 
     return OUT_OF_SAMPLE_ERROR
 

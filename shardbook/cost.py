@@ -38,12 +38,11 @@ What the compute stream runs depends on which compiler wrote the program (``repo
 
 Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
 also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from
-one-chip programs timed on a real one (``shardbook/data/tpu_v5e.json``); estimated from the chip's own
-programs, all 65 of them are within 15% of the measured times (:func:`calibration`; ``python -m
-benchmarks.tpu_calibration`` prints the table). Of 46 programs held out of the fit in three rounds,
-43 are within :data:`OUT_OF_SAMPLE_ERROR`; one is flagged and two are named misses (:func:`held_out`,
-:data:`MISSED`). An f32 matmul is charged at the rate measured for the precision its compiled dot asks
-for (``operand_precision`` or ``algorithm``: one, three or six bf16 passes). One constant is fitted, not
+one-chip programs timed on a real one (``shardbook/data/tpu_v5e.json``). :mod:`shardbook.records` sets
+the estimates beside those times: all 65 programs of the record within 15%, and 43 of 46 programs held
+out of the fit in three rounds within its stated accuracy (one flagged, two named misses). An f32
+matmul is charged at the rate measured for the precision its compiled dot asks for
+(``operand_precision`` or ``algorithm``: one, three or six bf16 passes). One constant is fitted, not
 measured: the throughput of **int32** matmuls (:data:`INT32_MATMUL_SLOWDOWN`).
 
 Example: the sharded matmul of :func:`shardbook.comms.analyze`'s example, whose all-gather of A over
@@ -69,19 +68,18 @@ Example: the sharded matmul of :func:`shardbook.comms.analyze`'s example, whose 
 
 from __future__ import annotations
 
-import gzip
-import json
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from .comms import Report, analyze_text, collective_kind, dot_flops, trip_count
+from .comms import Report, collective_kind, dot_flops, trip_count
 from .hbm import (
     PRECISION_PASSES,
+    VECTOR_OPS,
     _dot_setting,
     dot_precision,
     hbm_bytes,
+    operand_elements,
+    strides_last_axis,
     tiled_rereads,
     tpu_hbm_bytes,
     tpu_hbm_traffic,
@@ -357,144 +355,17 @@ def estimate(report: Report, chip: str | Chip = "v5e") -> Estimate:
     return Estimate(chip, max(end, fixed), compute, comm, sim.events, notes, memory, fixed, end, "tpu")
 
 
-#: The records of real chips (benchmarks/tpu_record.py): ``tpu_<chip>.json`` (each program's median
-#: time, memory and provenance) and ``tpu_<chip>_programs.json.gz`` (the program the chip compiled).
-RECORDS = Path(__file__).parent / "data"
-
-#: Every recorded program's estimate is within this fraction of its measured time (tests/test_cost.py).
-CALIBRATION_TARGET = 0.15
-
-#: The model's stated accuracy out of sample: every program of :func:`held_out` (recorded on a real v5e,
-#: none of the model's constants read off it, three rounds each recorded before the rules it tests were
-#: written) is within this fraction of its measured time, except the programs the model flags
-#: (:data:`OUTSIDE_THE_MODEL`) and those of :data:`MISSED`; the worst, +12.3%, is an exact (erf) GELU
-#: in f32 (tests/test_cost.py holds it). Two estimates closer than this tie.
-OUT_OF_SAMPLE_ERROR = 0.13
-
-#: Held-out programs the model misses by more than :data:`OUT_OF_SAMPLE_ERROR` without flagging them,
-#: each with what it does that the programs the rates were read off do not (appendix A shows them).
-MISSED = {
-    "MLP forward float32, exact GELU": "the erf GELU is computed on the second matmul's input, inside its "
-    "kernel, whose tiling fetches that input about four times over; the model charges the GELU once, "
-    "and the program took 3.5 ms more than the estimate",
-    "sinusoidal table f32": "sines and cosines of a [16384, 4096] table of angles, then the two halves "
-    "joined: the chip took about the sines' and cosines' time alone, where the model adds the join",
-}
-
 #: Work no chip was timed on, and the note an estimate carries where a kernel does it: three functions
 #: that are long polynomials whose cost was never measured (other ops never timed alone, such as power
 #: or floor, are charged the plain rate unflagged), and a slice that strides the last axis of an array
 #: that is not f32 (the lane-gather rate was read off an f32 one; a bf16 array packs two values in a
-#: lane). The flag for bf16 lanes and :data:`MISSED` were written after the third held-out round was
-#: opened.
+#: lane). The flag for bf16 lanes and :data:`shardbook.records.MISSED` were written after the third
+#: held-out round was opened.
 UNMEASURED_VECTOR_OPS = ("tan", "atan2", "cbrt")
 OUTSIDE_THE_MODEL = (
     "a kernel computes tan, atan2 or cbrt, or strides the last axis of a non-f32 array: work whose "
     "cost was never measured"
 )
-
-
-@dataclass(frozen=True)
-class Calibrated:
-    """One program timed on a real chip: its measured median time and the model's estimate, in seconds."""
-
-    program: str
-    family: str  # "matmul", "memory", "vector", "layout", "mlp", "attention", "training", "precision"
-    measured: float
-    estimated: float
-    matmul: float  # the matmul kernels' time
-    memory: float  # the other kernels' time
-    fixed: float  # the least one call takes
-    notes: tuple[str, ...] = ()  # the estimate's notes (OUTSIDE_THE_MODEL among them, where it applies)
-    round: int = 0  # 0: the fitted record; 1, 2, 3: the held-out round it was recorded in
-
-    @property
-    def outside(self) -> bool:
-        """Whether the estimate says the program does work the model does not charge."""
-        return OUTSIDE_THE_MODEL in self.notes
-
-    @property
-    def error(self) -> float:
-        """(estimated - measured) / measured."""
-        return self.estimated / self.measured - 1
-
-
-def tpu_record(chip: str = "v5e") -> dict[str, Any]:
-    """The record of one-chip programs timed on a real ``chip`` (``shardbook/data/tpu_<chip>.json``):
-    its provenance (``device_kind``, ``jax``, ``libtpu``, ``date``, ``command``, ``timing``) and
-    ``programs``, each with its ``family``, ``seconds`` (absent where the chip refused it), FLOPs,
-    bytes and memory_analysis."""
-    path = RECORDS / f"tpu_{chip}.json"
-    if not path.exists():
-        raise ValueError(f"no record of a real TPU {chip}: expected {path}")
-    result: dict[str, Any] = json.loads(path.read_text())
-    for entry in result["programs"].values():  # each entry knows it is measured (shardbook.sources)
-        entry["source"] = f"measured on a {chip}"
-    return result
-
-
-def calibration(chip: str = "v5e") -> list[Calibrated]:
-    """Every program of ``tpu_record(chip)`` that ran, estimated from the program the chip itself compiled
-    (the TPU-program path of :func:`estimate`) next to its measured time.
-
-    The model's measured constants are read off 15 of these programs (:data:`V5E_MEASURED` names each),
-    so those agree by construction; the other 50 are predictions, 10 of them f32 matmuls at other
-    precisions. :func:`held_out` gives programs none of the constants was read off.
-
-    Example:
-      >>> rows = calibration("v5e")
-      >>> len(rows), max(abs(r.error) for r in rows) < CALIBRATION_TARGET
-      (65, True)
-    """
-    return _compared(chip, "")
-
-
-def held_out(chip: str = "v5e") -> list[Calibrated]:
-    """The programs of ``shardbook/data/tpu_<chip>_held_out.json``, recorded on a real chip and not used
-    to fit the model, each estimated from its own TPU program next to its measured time: the model's
-    out-of-sample accuracy (:data:`OUT_OF_SAMPLE_ERROR`). Three rounds (:attr:`Calibrated.round`), each
-    recorded before the rules it tests: 17 programs of other shapes, precisions and dtypes (an MLP, a
-    cross-entropy, an element-wise chain, GPT steps); 15 recorded after the tiling rule and the sine,
-    cosine and erf rates (large f32 matmuls, transcendental functions, a rotary embedding, a wide MLP
-    step); 14 written before the vector unit's other rates were recorded and before the rules for them
-    and for separate read and write bandwidths (a model's pieces in today's form: SwiGLU, RMSNorm,
-    rotary embeddings, a sinusoidal table, attention with 64-wide heads).
-
-    Example:
-      >>> rows = held_out("v5e")
-      >>> inside = [r for r in rows if not r.outside and r.program not in MISSED]
-      >>> len(rows), len(inside), max(abs(r.error) for r in inside) <= OUT_OF_SAMPLE_ERROR
-      (46, 43, True)
-    """
-    return _compared(chip, "_held_out")
-
-
-def _compared(chip: str, which: str) -> list[Calibrated]:
-    path = RECORDS / f"tpu_{chip}{which}.json"
-    if not path.exists():
-        raise ValueError(f"no record of a real TPU {chip}: expected {path}")
-    programs = json.loads(path.read_text())["programs"]
-    with gzip.open(RECORDS / f"tpu_{chip}{which}_programs.json.gz", "rt") as f:
-        texts = json.load(f)
-    rows = []
-    for name, entry in programs.items():
-        if "seconds" not in entry:  # the chip refused it (did not fit): nothing to compare
-            continue
-        est = estimate(analyze_text(texts[name]), CHIPS[chip])
-        rows.append(
-            Calibrated(
-                name,
-                entry["family"],
-                entry["seconds"],
-                est.seconds,
-                est.compute_seconds,
-                est.memory_seconds,
-                est.fixed_seconds,
-                tuple(est.notes),
-                entry.get("round", 1) if which else 0,
-            )
-        )
-    return rows
 
 
 def _num_params(comp: Computation) -> int:
@@ -665,8 +536,8 @@ class _Simulator:
             if i.opcode in VECTOR_OPS:
                 total += rates.get(i.opcode, plain) * sum(a.elements for a in i.arrays)
             elif i.opcode == "reduce" and i.operands:
-                total += m.vector_op_seconds * _operand_elements(self.module, i)
-            elif i.opcode == "slice" and _strides_last_axis(i):
+                total += m.vector_op_seconds * operand_elements(self.module, i)
+            elif i.opcode == "slice" and strides_last_axis(i):
                 total += m.lane_stride_seconds * sum(a.elements for a in i.arrays)
                 if any(a.dtype != "f32" for a in i.arrays):
                     self.notes.append(OUTSIDE_THE_MODEL)
@@ -787,35 +658,6 @@ class _Simulator:
         return start + seconds
 
 
-#: The element-wise ops the vector unit runs (:meth:`_Simulator._vector_seconds`).
-VECTOR_OPS = frozenset(
-    {
-        "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "convert", "cosine", "divide",
-        "erf", "exponential", "exponential-minus-one", "floor", "is-finite", "log", "log-plus-one",
-        "logistic", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power",
-        "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select", "shift-left",
-        "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan",
-        "tanh", "xor",
-    }
-)  # fmt: skip
-
-
-def _operand_elements(module: Module, inst: Instruction) -> int:
-    """Elements of an instruction's first operand (within its computation)."""
-    comp = module.computations.get(inst.computation)
-    src = comp.by_name.get(inst.operands[0]) if comp is not None else None
-    return sum(a.elements for a in src.arrays) if src is not None else 0
-
-
-def _strides_last_axis(inst: Instruction) -> bool:
-    """Whether a slice takes every k-th element (k > 1) of the axis its layout stores last (the lanes)."""
-    spec = inst.attr("slice") or ""
-    strides = [int(p.split(":")[2]) if p.count(":") == 2 else 1 for p in re.findall(r"\[([^\]]*)\]", spec)]
-    layout = re.search(r"\{(\d+(?:,\d+)*)", inst.type_text.split("]", 1)[1] if "]" in inst.type_text else "")
-    minor = int(layout.group(1).split(",")[0]) if layout else len(strides) - 1
-    return 0 <= minor < len(strides) and strides[minor] > 1
-
-
 def _computes(module: Module, inst: Instruction, opcodes: tuple[str, ...]) -> bool:
     """Whether ``inst`` or a computation it calls (fused ones included) runs one of ``opcodes``."""
     stack, seen = [inst], set()
@@ -918,10 +760,8 @@ def draw_timeline(est: Estimate, ax: Any = None, title: str | None = None) -> An
 __all__ = [
     "CHIPS",
     "INT32_MATMUL_SLOWDOWN",
-    "MISSED",
     "OUTSIDE_THE_MODEL",
     "UNMEASURED_VECTOR_OPS",
-    "OUT_OF_SAMPLE_ERROR",
     "V5E_MEASURED",
     "Chip",
     "Estimate",

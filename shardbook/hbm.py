@@ -1,6 +1,9 @@
 """A TPU program's HBM traffic: the bytes each top-level op of a program the TPU compiler wrote moves
-between HBM and the chip (:func:`tpu_hbm_bytes`), which :mod:`shardbook.cost` charges at the measured
-bandwidth. Slices and in-place updates move their part, arrays placed in VMEM move nothing, views are free.
+between HBM and the chip (:func:`tpu_hbm_bytes`, :func:`tpu_hbm_traffic`), which :mod:`shardbook.cost`
+charges at the measured bandwidths. Slices and in-place updates move their part, arrays placed in VMEM
+move nothing, views are free, and a matmul reads its operands as often as its tiling fetches them
+(:func:`tiled_rereads`). Also what the cost model charges on the vector unit instead: its element-wise
+ops (:data:`VECTOR_OPS`) and slices that gather across lanes (:func:`strides_last_axis`).
 """
 
 from __future__ import annotations
@@ -346,3 +349,35 @@ def _parameter_read(module: Module, comp: Computation, name: str, depth: int = 0
                 continue
         return None
     return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# the vector unit: which ops it runs, and the slices that gather across lanes
+
+#: The element-wise ops the vector unit runs (what :mod:`shardbook.cost` charges at the vector unit's rates).
+VECTOR_OPS = frozenset(
+    {
+        "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "convert", "cosine", "divide",
+        "erf", "exponential", "exponential-minus-one", "floor", "is-finite", "log", "log-plus-one",
+        "logistic", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power",
+        "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select", "shift-left",
+        "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan",
+        "tanh", "xor",
+    }
+)  # fmt: skip
+
+
+def operand_elements(module: Module, inst: Instruction) -> int:
+    """Elements of an instruction's first operand (within its computation)."""
+    comp = module.computations.get(inst.computation)
+    src = comp.by_name.get(inst.operands[0]) if comp is not None else None
+    return sum(a.elements for a in src.arrays) if src is not None else 0
+
+
+def strides_last_axis(inst: Instruction) -> bool:
+    """Whether a slice takes every k-th element (k > 1) of the axis its layout stores last (the lanes)."""
+    spec = inst.attr("slice") or ""
+    strides = [int(p.split(":")[2]) if p.count(":") == 2 else 1 for p in re.findall(r"\[([^\]]*)\]", spec)]
+    layout = re.search(r"\{(\d+(?:,\d+)*)", inst.type_text.split("]", 1)[1] if "]" in inst.type_text else "")
+    minor = int(layout.group(1).split(",")[0]) if layout else len(strides) - 1
+    return 0 <= minor < len(strides) and strides[minor] > 1

@@ -69,7 +69,7 @@ def test_a_winner_between_two_estimates_only_outside_the_model_error():
     # property: claim_faster refuses a winner that rests on a difference inside model_error() (the
     # 3% of chapter 11's FSDP and data parallel, issue 47) and takes one outside it; claim_tie the reverse
     from shardbook import claim_faster, claim_tie, model_error
-    from shardbook.cost import OUT_OF_SAMPLE_ERROR
+    from shardbook.records import OUT_OF_SAMPLE_ERROR
 
     assert model_error() == OUT_OF_SAMPLE_ERROR  # the measured out-of-sample error, not a guess
     claim_faster("the pipeline is slower", 2161.6, 5939.2)

@@ -13,7 +13,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from benchmarks.programs import ring_matmul
-from shardbook import comms, cost, links
+from shardbook import comms, cost, links, records
 
 matplotlib.use("Agg")
 
@@ -298,7 +298,7 @@ def test_estimate_of_a_tpu_program_charges_every_kernel():
 
 def test_v5e_measured_rates_are_read_off_the_record():
     # property: each measured constant is what its program of shardbook/data/tpu_v5e.json says (0.5%)
-    record = cost.tpu_record("v5e")["programs"]
+    record = records.tpu_record("v5e")["programs"]
     m = cost.V5E_MEASURED
 
     def rate(name):
@@ -328,8 +328,8 @@ def test_v5e_measured_rates_are_read_off_the_record():
 def test_tpu_estimates_within_fifteen_percent_of_the_v5e_record():
     # property: the TPU-program path estimates every recorded one-chip program that ran within 15% of
     # its measured median, from the program the chip's own compiler wrote
-    TARGET = cost.CALIBRATION_TARGET
-    rows = cost.calibration("v5e")
+    TARGET = records.CALIBRATION_TARGET
+    rows = records.calibration("v5e")
     assert len(rows) == 65, f"expected the 65 programs that ran on the v5e, got {len(rows)}"
     wrong = [
         f"{r.program}: measured {r.measured * 1e3:.3f} ms, estimated {r.estimated * 1e3:.3f} ms "
@@ -343,10 +343,10 @@ def test_tpu_estimates_within_fifteen_percent_of_the_v5e_record():
 def test_tpu_loops_run_every_trip_without_known_trip_count():
     # regression: the TPU compiler drops known_trip_count from a scan over layers; the analyzer reads
     # the count (12 layers) from the loop's condition, so the GPT step's FLOPs are not counted once
-    with gzip.open(cost.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
+    with gzip.open(records.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
         text = json.load(f)["GPT 0.16B Adam step"]
     report = comms.analyze_text(text)
-    body_once = cost.tpu_record("v5e")["programs"]["GPT 0.16B Adam step"]["flops"]
+    body_once = records.tpu_record("v5e")["programs"]["GPT 0.16B Adam step"]["flops"]
     assert "no known trip count" not in " ".join(report.notes)
     # 6 × 124M non-embedding parameters × 8192 tokens, plus the recomputed forward and attention
     assert 7.5e12 < report.flops < 9e12, f"expected about 8.2 TFLOP, got {report.flops:.3g}"
@@ -357,12 +357,12 @@ def test_precision_of_a_compiled_dot_sets_its_rate():
     # property: an f32 matmul at HIGH or HIGHEST (JAX's levels or the BF16_BF16_F32_X3/_X6 presets, as
     # the TPU compiler writes them) is charged at the rate measured for it: each is within 3% of the
     # chip's back-to-back time at 2048, 4096 and 8192, where one rate for every f32 dot was 57-83% short
-    rows = {r.program: r for r in cost.calibration("v5e") if r.family == "precision"}
+    rows = {r.program: r for r in records.calibration("v5e") if r.family == "precision"}
     assert len(rows) == 12, sorted(rows)
     for name, r in rows.items():
         limit = 0.13 if name.endswith("8192 at BF16_BF16_F32") else 0.03  # the f32 8192 default: -12%
         assert abs(r.error) <= limit, f"{name}: {r.error:+.1%}"
-    with gzip.open(cost.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
+    with gzip.open(records.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
         texts = json.load(f)
     highest = cost.estimate(comms.analyze_text(texts["matmul float32 4096 at highest"]), "v5e")
     default = cost.estimate(comms.analyze_text(texts["matmul float32 4096"]), "v5e")
@@ -394,18 +394,18 @@ def test_out_of_sample_error_is_the_held_out_programs():
     # property: every program recorded on the v5e and held out of the fit is within the model's stated
     # out-of-sample error, except those its estimate flags and the named misses (each of which really is
     # beyond it); the stated error is the measured worst, not a loose bound (within one point of it)
-    rows = cost.held_out("v5e")
+    rows = records.held_out("v5e")
     assert len(rows) == 46 and {r.round for r in rows} == {1, 2, 3}
     families = {r.family for r in rows}
     assert {"matmul", "mlp", "memory", "vector", "attention", "training"} <= families
-    inside = [r for r in rows if not r.outside and r.program not in cost.MISSED]
+    inside = [r for r in rows if not r.outside and r.program not in records.MISSED]
     worst = max(abs(r.error) for r in inside)
-    assert worst <= cost.OUT_OF_SAMPLE_ERROR < worst + 0.01, f"worst held-out error {worst:.1%}"
+    assert worst <= records.OUT_OF_SAMPLE_ERROR < worst + 0.01, f"worst held-out error {worst:.1%}"
     assert [r.program for r in rows if r.outside] == ["rotary embedding bf16"]
-    missed = {r.program: r for r in rows if r.program in cost.MISSED}
-    assert set(missed) == set(cost.MISSED), "a named miss is not in the held-out record"
-    assert all(abs(r.error) > cost.OUT_OF_SAMPLE_ERROR for r in missed.values()), "a named miss is not one"
-    fitted = set(cost.tpu_record("v5e")["programs"])
+    missed = {r.program: r for r in rows if r.program in records.MISSED}
+    assert set(missed) == set(records.MISSED), "a named miss is not in the held-out record"
+    assert all(abs(r.error) > records.OUT_OF_SAMPLE_ERROR for r in missed.values()), "a named miss is not one"
+    fitted = set(records.tpu_record("v5e")["programs"])
     assert not fitted & {r.program for r in rows}, "a held-out program is also in the fitted record"
     # non-default precision, a bf16 training step and GPT steps of other shapes are among them
     names = " ".join(r.program for r in inside)
@@ -420,7 +420,7 @@ def test_tiled_rereads_count_the_windows_a_matmul_fetches():
     from shardbook.hbm import tiled_rereads
     from shardbook.hlo import parse_module
 
-    with gzip.open(cost.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
+    with gzip.open(records.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
         texts = json.load(f)
     m = parse_module(texts["matmul float32 8192"])
     operand = 8192 * 8192 * 4
@@ -433,9 +433,9 @@ def test_vector_unit_work_sets_a_kernel_longer_than_its_traffic():
     # property: four sines a element take four times one sine's vector time, far over the HBM time; a
     # kernel of exp, tanh or log stays at its HBM time; a slice that strides the lanes of an f32 array is
     # charged the lane-gather rate, and of a bf16 array is flagged as outside the model
-    rows = {r.program: r for r in cost.calibration("v5e")}
+    rows = {r.program: r for r in records.calibration("v5e")}
     assert rows["sin x4 f32"].estimated > 3.9 * rows["sin f32"].estimated
     assert rows["exp x16 f32"].estimated == pytest.approx(rows["add f32"].estimated * 0.7, rel=0.01)
     assert rows["every other lane f32"].estimated > 6 * rows["join 64-lane halves f32"].estimated / 2
-    held = {r.program: r for r in cost.held_out("v5e")}
+    held = {r.program: r for r in records.held_out("v5e")}
     assert held["rotary embedding bf16"].outside and not held["rotary embedding f32"].outside

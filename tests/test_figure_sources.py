@@ -3,7 +3,7 @@
 import nbformat
 import pytest
 
-from shardbook import Table, comms, cost, sources
+from shardbook import Table, comms, cost, records, sources
 from shardbook.comms import TpuProgram
 from tests.test_cost import _TPU_SNIPPET
 from tools import prose
@@ -21,7 +21,7 @@ def test_each_object_knows_its_source():
 
     cpu = cost.estimate(comms.analyze(jax.jit(lambda a: a @ a), jnp.ones((64, 64))), chip="v5e")
     tpu = cost.estimate(comms.analyze_text(_TPU_SNIPPET), chip="v5e")
-    entry = next(iter(cost.tpu_record("v5e")["programs"].values()))
+    entry = next(iter(records.tpu_record("v5e")["programs"].values()))
     assert sources.tag(_program(needs_bytes=2**34)) == "TPU compiler"
     assert (sources.tag(tpu), tpu.platform) == ("model · TPU program", "tpu")
     assert (sources.tag(cpu), cpu.platform) == ("model · XLA:CPU program", "cpu")

@@ -1,0 +1,160 @@
+"""The cost model against a real chip: the records of one-chip programs timed on a TPU v5e, and each
+program's estimate beside its measured time.
+
+``benchmarks/tpu_record.py`` writes the records on the chip (``shardbook/data/tpu_<chip>.json``, each
+program's median time, memory and provenance, and ``tpu_<chip>_programs.json.gz``, the program the
+chip compiled); :func:`calibration` compares the model with the programs its rates were read off and
+checked on, :func:`held_out` with the programs held out of the fit, three rounds each recorded before
+the rules it tests. :data:`OUT_OF_SAMPLE_ERROR` is the model's stated accuracy, what
+:func:`shardbook.claims.model_error` reads; ``python -m benchmarks.tpu_calibration`` prints both tables.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .comms import analyze_text
+from .cost import CHIPS, OUTSIDE_THE_MODEL, estimate
+
+#: The records of real chips (benchmarks/tpu_record.py): ``tpu_<chip>.json`` (each program's median
+#: time, memory and provenance) and ``tpu_<chip>_programs.json.gz`` (the program the chip compiled).
+RECORDS = Path(__file__).parent / "data"
+
+#: Every recorded program's estimate is within this fraction of its measured time (tests/test_cost.py).
+CALIBRATION_TARGET = 0.15
+
+#: The model's stated accuracy out of sample: every program of :func:`held_out` (recorded on a real v5e,
+#: none of the model's constants read off it, three rounds each recorded before the rules it tests were
+#: written) is within this fraction of its measured time, except the programs the model flags
+#: (:data:`OUTSIDE_THE_MODEL`) and those of :data:`MISSED`; the worst, +12.3%, is an exact (erf) GELU
+#: in f32 (tests/test_cost.py holds it). Two estimates closer than this tie.
+OUT_OF_SAMPLE_ERROR = 0.13
+
+#: Held-out programs the model misses by more than :data:`OUT_OF_SAMPLE_ERROR` without flagging them,
+#: each with what it does that the programs the rates were read off do not (appendix A shows them).
+MISSED = {
+    "MLP forward float32, exact GELU": "the erf GELU is computed on the second matmul's input, inside its "
+    "kernel, whose tiling fetches that input about four times over; the model charges the GELU once, "
+    "and the program took 3.5 ms more than the estimate",
+    "sinusoidal table f32": "sines and cosines of a [16384, 4096] table of angles, then the two halves "
+    "joined: the chip took about the sines' and cosines' time alone, where the model adds the join",
+}
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """One program timed on a real chip: its measured median time and the model's estimate, in seconds."""
+
+    program: str
+    family: str  # "matmul", "memory", "vector", "layout", "mlp", "attention", "training", "precision"
+    measured: float
+    estimated: float
+    matmul: float  # the matmul kernels' time
+    memory: float  # the other kernels' time
+    fixed: float  # the least one call takes
+    notes: tuple[str, ...] = ()  # the estimate's notes (OUTSIDE_THE_MODEL among them, where it applies)
+    round: int = 0  # 0: the fitted record; 1, 2, 3: the held-out round it was recorded in
+
+    @property
+    def outside(self) -> bool:
+        """Whether the estimate says the program does work the model does not charge."""
+        return OUTSIDE_THE_MODEL in self.notes
+
+    @property
+    def error(self) -> float:
+        """(estimated - measured) / measured."""
+        return self.estimated / self.measured - 1
+
+
+def tpu_record(chip: str = "v5e") -> dict[str, Any]:
+    """The record of one-chip programs timed on a real ``chip`` (``shardbook/data/tpu_<chip>.json``):
+    its provenance (``device_kind``, ``jax``, ``libtpu``, ``date``, ``command``, ``timing``) and
+    ``programs``, each with its ``family``, ``seconds`` (absent where the chip refused it), FLOPs,
+    bytes and memory_analysis."""
+    path = RECORDS / f"tpu_{chip}.json"
+    if not path.exists():
+        raise ValueError(f"no record of a real TPU {chip}: expected {path}")
+    result: dict[str, Any] = json.loads(path.read_text())
+    for entry in result["programs"].values():  # each entry knows it is measured (shardbook.sources)
+        entry["source"] = f"measured on a {chip}"
+    return result
+
+
+def calibration(chip: str = "v5e") -> list[Calibrated]:
+    """Every program of ``tpu_record(chip)`` that ran, estimated from the program the chip itself compiled
+    (the TPU-program path of :func:`estimate`) next to its measured time.
+
+    The model's measured constants are read off 15 of these programs (:data:`V5E_MEASURED` names each),
+    so those agree by construction; the other 50 are predictions, 10 of them f32 matmuls at other
+    precisions. :func:`held_out` gives programs none of the constants was read off.
+
+    Example:
+      >>> rows = calibration("v5e")
+      >>> len(rows), max(abs(r.error) for r in rows) < CALIBRATION_TARGET
+      (65, True)
+    """
+    return _compared(chip, "")
+
+
+def held_out(chip: str = "v5e") -> list[Calibrated]:
+    """The programs of ``shardbook/data/tpu_<chip>_held_out.json``, recorded on a real chip and not used
+    to fit the model, each estimated from its own TPU program next to its measured time: the model's
+    out-of-sample accuracy (:data:`OUT_OF_SAMPLE_ERROR`). Three rounds (:attr:`Calibrated.round`), each
+    recorded before the rules it tests: 17 programs of other shapes, precisions and dtypes (an MLP, a
+    cross-entropy, an element-wise chain, GPT steps); 15 recorded after the tiling rule and the sine,
+    cosine and erf rates (large f32 matmuls, transcendental functions, a rotary embedding, a wide MLP
+    step); 14 written before the vector unit's other rates were recorded and before the rules for them
+    and for separate read and write bandwidths (a model's pieces in today's form: SwiGLU, RMSNorm,
+    rotary embeddings, a sinusoidal table, attention with 64-wide heads).
+
+    Example:
+      >>> rows = held_out("v5e")
+      >>> inside = [r for r in rows if not r.outside and r.program not in MISSED]
+      >>> len(rows), len(inside), max(abs(r.error) for r in inside) <= OUT_OF_SAMPLE_ERROR
+      (46, 43, True)
+    """
+    return _compared(chip, "_held_out")
+
+
+def _compared(chip: str, which: str) -> list[Calibrated]:
+    path = RECORDS / f"tpu_{chip}{which}.json"
+    if not path.exists():
+        raise ValueError(f"no record of a real TPU {chip}: expected {path}")
+    programs = json.loads(path.read_text())["programs"]
+    with gzip.open(RECORDS / f"tpu_{chip}{which}_programs.json.gz", "rt") as f:
+        texts = json.load(f)
+    rows = []
+    for name, entry in programs.items():
+        if "seconds" not in entry:  # the chip refused it (did not fit): nothing to compare
+            continue
+        est = estimate(analyze_text(texts[name]), CHIPS[chip])
+        rows.append(
+            Calibrated(
+                name,
+                entry["family"],
+                entry["seconds"],
+                est.seconds,
+                est.compute_seconds,
+                est.memory_seconds,
+                est.fixed_seconds,
+                tuple(est.notes),
+                entry.get("round", 1) if which else 0,
+            )
+        )
+    return rows
+
+
+__all__ = [
+    "CALIBRATION_TARGET",
+    "MISSED",
+    "OUT_OF_SAMPLE_ERROR",
+    "RECORDS",
+    "Calibrated",
+    "calibration",
+    "held_out",
+    "tpu_record",
+]
