@@ -146,6 +146,10 @@ site-check: venv
 # tests alone (`pytest -n 2 --dist loadgroup`, /usr/bin/time, user + sys, this shared machine, the
 # tests starting their own Ray cluster) took 553 and 570 s of CPU in two runs, against 723 s just before
 # (2026-12-06).
+# The merged tree after that, chapters executed from a clean cache (the helper package had changed), the
+# machine otherwise quiet (2026-12-06): 891 s wall, 1,272 s CPU (unit 666, notebooks 373, learner-path
+# 85, pdf-check 49, check-exercises 38, site-check 37, book 13, ray 8): over the 900 s of CPU issue 49
+# asks for; chapter 11's layout table (16 XLA:CPU compiles, about 65 s) is the largest single piece left.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
