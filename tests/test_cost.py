@@ -62,7 +62,8 @@ def test_estimate_collective_matmul_overlaps(mesh):
     args = _args(mesh, jnp.bfloat16)
     plain = cost.estimate(comms.analyze(_plain(mesh), *args))
     ring = cost.estimate(comms.analyze(_collective(mesh), *args))
-    assert ring.seconds < plain.seconds
+    modelled = {"plain": plain.seconds, "ring": ring.seconds}  # the cost model's estimates, not a clock
+    assert min(modelled, key=modelled.__getitem__) == "ring", modelled
     assert ring.exposed_communication_seconds < plain.exposed_communication_seconds
     assert len([e for e in ring.events if e.kind == "collective-permute"]) == 3
     assert len([e for e in ring.events if e.kind == "matmul"]) == 4
