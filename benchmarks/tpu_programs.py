@@ -668,6 +668,83 @@ def held_out_third() -> list[Program]:
     ]  # fmt: skip
 
 
+def kernel_sharing() -> list[Program]:
+    """What one kernel shares or pays for once per fetch (recorded with the fourth held-out set, before
+    the rules read off them): a sine and a cosine of one array, a function applied to a matmul's
+    operand inside its kernel (f32 and bf16, on the left and on the right), every other lane of a bf16
+    array, a reciprocal sixteen times in a row, and an array written from almost nothing."""
+    rows, cols = 16384, 8192
+    f32 = _sds((rows, cols), "float32")
+    left, right = ((4096, 16384), (16384, 4096))
+
+    def matmul(label, fn, dtype):
+        return Program(
+            label,
+            "vector",
+            jax.jit(fn),
+            (_sds(left, dtype), _sds(right, dtype)),
+            about=f"{dtype}[4096,16384] @ [16384,4096], the function inside the matmul kernel",
+        )
+
+    return [
+        Program("sine and cosine of one array f32", "vector", jax.jit(lambda x: (jnp.sin(x), jnp.cos(x))),
+                (f32,), about="two outputs of one argument"),
+        Program("every other lane bf16", "layout", jax.jit(lambda x: x[..., ::2]),
+                (_sds((32, 2048, 16, 128), "bfloat16"),), about="x[..., ::2], 128 lanes to 64"),
+        Program("reciprocal x16 f32", "vector", jax.jit(_repeat(lambda x: 1.0 / (jnp.abs(x) + 1.0), 16)),
+                (f32,), about="1 / (|x| + 1), 16 times in a row"),
+        Program("write a row broadcast f32", "memory",
+                jax.jit(lambda r: jnp.broadcast_to(r, (rows, cols)) * 2), (_sds((cols,), "float32"),),
+                about="537 MB written, 32 KB read"),
+        matmul("sine into a matmul f32", lambda x, w: jnp.sin(x) @ w, "float32"),
+        matmul("sine into a matmul bf16", lambda x, w: jnp.sin(x) @ w, "bfloat16"),
+        matmul("polynomial into a matmul f32", lambda x, w: _polynomial(x) @ w, "float32"),
+        matmul("sine into a matmul's right f32", lambda x, w: x @ jnp.sin(w), "float32"),
+    ]  # fmt: skip
+
+
+def held_out_fourth() -> list[Program]:
+    """A fourth set held out of the fit, written and recorded before the rules of
+    :func:`kernel_sharing` (``--set held_out_4``, merged into the held-out record with ``round: 4``):
+    element-wise work inside matmul kernels, sines and cosines together, bf16 lane gathers, writes,
+    and a model's pieces at other shapes and dtypes."""
+
+    def prog(name, family, fn, *shapes, about=""):
+        return Program(name, family, jax.jit(fn), tuple(_sds(*s) for s in shapes), about=about)
+
+    f32, bf16 = "float32", "bfloat16"
+    return [
+        prog("MLP forward float32, tanh GELU, width 8192", "mlp", _mlp_forward, ((8192, 2048), f32),
+             ((2048, 8192), f32), ((8192, 2048), f32)),
+        prog("MLP forward bfloat16, exact GELU", "mlp",
+             lambda x, w1, w2: jax.nn.gelu(x @ w1, approximate=False) @ w2,
+             ((4096, 4096), bf16), ((4096, 16384), bf16), ((16384, 4096), bf16)),
+        prog("SwiGLU MLP forward float32", "mlp", _swiglu, ((4096, 2048), f32), ((2048, 5632), f32),
+             ((2048, 5632), f32), ((5632, 2048), f32)),
+        prog("sinusoidal table f32, 32768 x 1024", "vector", _sinusoids, ((32768,), f32), ((1024,), f32)),
+        prog("rotary embedding bf16, 16 heads", "vector", _rotary, ((32, 2048, 16, 128), bf16)),
+        prog("even and odd lanes f32", "layout", lambda x: x[..., ::2] * x[..., 1::2],
+             ((16, 4096, 8, 256), f32), about="the two halves of each pair, multiplied"),
+        prog("cross-entropy float32 logits, 50304", "memory", jax.value_and_grad(_cross_entropy),
+             ((4096, 50304), f32), ((4096,), "int32")),
+        prog("softmax bf16 to f32", "memory", lambda x: jax.nn.softmax(x.astype(jnp.float32), -1),
+             ((16384, 8192), bf16)),
+        prog("layernorm f32, 4096 wide", "memory", _layernorm, ((32768, 4096), f32), ((4096,), f32)),
+        prog("attention bfloat16 1024, 8 heads of 256", "attention", attention,
+             ((16, 1024, 8, 256), bf16), ((16, 1024, 8, 256), bf16), ((16, 1024, 8, 256), bf16)),
+        prog("matmul bfloat16 3000x5000x7000", "matmul", jnp.matmul, ((3000, 5000), bf16),
+             ((5000, 7000), bf16), about="no side a multiple of 128"),
+        prog("matmul float32 4096x8192x4096 at highest", "matmul", _dot_at("highest"),
+             ((4096, 8192), f32), ((8192, 4096), f32)),
+        Program("MLP SGD step bfloat16, width 4096", "mlp", jax.jit(_mlp_sgd_step, donate_argnums=(0,)),
+                ([_sds((4096, 4096), bf16)] * 2 + [_sds((4096, 1024), bf16)], _sds((8192, 4096), bf16),
+                 _sds((8192, 1024), bf16)), feeds_back=1,
+                about="4096 -> 4096 -> 4096 -> 1024, 8192 rows, ReLU, MSE, SGD, donated"),
+        gpt_step("GPT width 1024, 16 layers, bfloat16", GPT(50304, 1024, 16, 4096, 16, 1024),
+                 batch=8, dtype="bfloat16"),
+    ]  # fmt: skip
+
+
 def memory_steps(scale: int = 1) -> list[Program]:
     """One-chip Adam steps that straddle a v5e's HBM (``benchmarks/tpu_memory.py``): donated f32 steps of
     large state (width 1280, 8 × 1024 tokens, 28 to 36 layers), donated steps of small state (GPT-2
@@ -699,7 +776,10 @@ def arguments_for(program: Program, seed: int = 0) -> list:
 
 def all_programs() -> list[Program]:
     """Every program of the fitted record (``shardbook/data/tpu_v5e.json``), cheapest family first."""
-    return matmuls() + memory_bound() + vector_unit() + attentions() + training_steps() + precision_matmuls()
+    return (
+        matmuls() + memory_bound() + vector_unit() + attentions() + training_steps()
+        + precision_matmuls() + kernel_sharing()
+    )  # fmt: skip
 
 
 def flops_of_matmul(program: Program) -> float:

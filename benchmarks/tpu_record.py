@@ -43,9 +43,10 @@ SETS = {
     "held_out": tpu_programs.held_out,
     "held_out_2": tpu_programs.held_out_second,
     "held_out_3": tpu_programs.held_out_third,
+    "held_out_4": tpu_programs.held_out_fourth,
 }
 #: the file each set is written to (after tpu_<kind>): the second held-out set joins the first
-STEMS = {"fitted": "", "held_out": "_held_out", "held_out_2": "_held_out", "held_out_3": "_held_out"}
+STEMS = {"fitted": ""} | {name: "_held_out" for name in SETS if name.startswith("held_out")}
 
 
 def first_lines(error: BaseException, n: int = 6) -> str:
