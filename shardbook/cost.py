@@ -74,18 +74,16 @@ from typing import Any
 from .comms import Report, collective_kind, dot_flops, trip_count
 from .hbm import (
     PRECISION_PASSES,
-    VECTOR_OPS,
     _dot_setting,
     dot_precision,
     hbm_bytes,
-    operand_elements,
-    strides_last_axis,
     tiled_rereads,
     tpu_hbm_bytes,
     tpu_hbm_traffic,
 )
 from .hlo import Computation, Instruction, Module
 from .links import DIRECTIONS, collective_links, collective_seconds
+from .vector import UNMEASURED_VECTOR_OPS, vector_seconds
 
 # Sources:
 #   [GC]  Google Cloud TPU documentation, "TPU v4", "TPU v5e", "TPU v6e" system architecture pages
@@ -119,8 +117,15 @@ class Measured:
     # bytes/s a kernel reads from HBM (measured on a kernel that only reads), and writes to it
     hbm_read_bandwidth: float | None = None
     hbm_write_bandwidth: float | None = None
-    # seconds per element of a slice that strides the last axis in memory (a gather across lanes)
+    hbm_write_alone_bandwidth: float | None = None  # bytes/s a kernel that reads nothing writes
+    # seconds per element of a slice that strides the last axis in memory (a gather across lanes): f32, bf16
     lane_stride_seconds: float = 0.0
+    lane_stride_bf16_seconds: float = 0.0
+    reciprocal_seconds: float = 0.0  # per element of 1 / x (a divide of the constant 1)
+    sincos_second_seconds: float = 0.0  # per element of the second of a sine and a cosine of one value
+    # the fraction of the shorter of a matmul kernel's MXU time and vector time that the longer does
+    # not hide
+    vector_matmul_exposed: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,22 @@ V5E_MEASURED = Measured(
     # "every other lane f32": x[..., ::2] of f32[32,2048,16,128] in 16.83 ms, of which its copy to
     # another layout is 1.22 ms of HBM traffic: 15.61 ms for 2**26 elements of the slice
     lane_stride_seconds=2.326e-10,
+    # Read off the programs of benchmarks/tpu_programs.kernel_sharing (recorded 2026-12-06 with the
+    # fourth held-out set, before these rules were written). "every other lane bf16": the same slice
+    # of bf16 in 8.850 ms, of which its copy is 0.61 ms: about the f32 rate per byte, not per element.
+    lane_stride_bf16_seconds=1.228e-10,
+    # "write a row broadcast f32": 537 MB written from a row in VMEM in 0.750 ms; a kernel that also
+    # reads writes at the inferred rate above
+    hbm_write_alone_bandwidth=7.161e11,
+    # "reciprocal x16 f32": 16 each of 1 / y, abs and add in 5.400 ms (a divide x / y: 2.29 ps)
+    reciprocal_seconds=2.130e-12,
+    # "sine and cosine of one array f32": both of f32[16384,8192] in 3.521 ms, 0.11 ms more than a sine
+    sincos_second_seconds=8.46e-13,
+    # "sine into a matmul f32" (and bf16, a polynomial, a sine on the right operand): the operand's
+    # function is computed at each of the tiling's fetches (3 for the f32 sine: 5.14 ms of sines) and
+    # the matmul (3.00 ms) does not hide it: 7.94 ms. max(MXU, vector) + 0.77 × the shorter puts all
+    # four within 6.5% (a least-squares fit gives 0.79)
+    vector_matmul_exposed=0.77,
 )
 
 CHIPS: dict[str, Chip] = {
@@ -361,7 +382,6 @@ def estimate(report: Report, chip: str | Chip = "v5e") -> Estimate:
 #: that is not f32 (the lane-gather rate was read off an f32 one; a bf16 array packs two values in a
 #: lane). The flag for bf16 lanes and :data:`shardbook.records.MISSED` were written after the third
 #: held-out round was opened.
-UNMEASURED_VECTOR_OPS = ("tan", "atan2", "cbrt")
 OUTSIDE_THE_MODEL = (
     "a kernel computes tan, atan2 or cbrt, or strides the last axis of a non-f32 array: work whose "
     "cost was never measured"
@@ -493,59 +513,32 @@ class _Simulator:
         flops, _ = self._flops(comp, inst)
         if flops:
             read += tiled_rereads(self.module, comp, inst)
-        work = max(self._hbm_seconds(read, written), self._vector_seconds(inst))
+        m = self.chip.measured
+        vector, on_operands, outside = vector_seconds(self.module, inst, m) if m else (0.0, 0.0, False)
+        if outside:
+            self.notes.append(OUTSIDE_THE_MODEL)
+        hbm = self._hbm_seconds(read, written, alone=not flops and inst.opcode != "copy-start")
         if not flops:
-            if _computes(self.module, inst, UNMEASURED_VECTOR_OPS):
-                self.notes.append(OUTSIDE_THE_MODEL)
-            return work, "memory"
+            return max(hbm, vector), "memory"
         dtype, precision = _dot_setting(self.module, comp, inst)
         if precision != "default":
             self.notes.append(f"f32 matmuls at precision {precision!r} at the rate measured for it")
-        rate = measured_matmul_rate(self.chip, dtype, precision)
-        return max(flops / rate, work), "matmul"
+        mxu = flops / measured_matmul_rate(self.chip, dtype, precision)
+        # work on an operand inside a plain product's kernel, at each fetch: the matrix unit and the
+        # vector unit overlap, but not wholly, and the shorter of the two is partly exposed
+        exposed = m.vector_matmul_exposed * min(mxu, on_operands) if m is not None else 0.0
+        return max(max(mxu, vector) + exposed, hbm), "matmul"
 
-    def _hbm_seconds(self, read: int, written: int) -> float:
+    def _hbm_seconds(self, read: int, written: int, alone: bool = False) -> float:
         """A kernel's HBM time: its reads and its writes at the rates measured for each, where they were
-        (:class:`Measured`), else both at one bandwidth."""
+        (:class:`Measured`), else both at one bandwidth; with ``alone``, a kernel that reads nothing
+        writes at the rate measured for that."""
         m = self.chip.measured
         if self.tpu and m is not None and m.hbm_read_bandwidth and m.hbm_write_bandwidth:
+            if alone and not read and m.hbm_write_alone_bandwidth:
+                return written / m.hbm_write_alone_bandwidth
             return read / m.hbm_read_bandwidth + written / m.hbm_write_bandwidth
         return (read + written) / self.hbm_bandwidth
-
-    def _vector_seconds(self, inst: Instruction) -> float:
-        """The time ``inst`` keeps the chip's vector unit busy (fused ops included), which a kernel takes
-        when it is longer than its HBM traffic: each element-wise op's result elements at the rate
-        measured for it (:class:`Measured`), a reduction's input elements at the plain rate (a kernel
-        whose results are bf16 has its own), a slice that strides the last axis in memory at the
-        lane-gather rate."""
-        m = self.chip.measured
-        if m is None or not m.vector_op_seconds:
-            return 0.0
-        rates = dict(m.vector_seconds)
-        bf16 = inst.arrays and all(a.dtype == "bf16" for a in inst.arrays)
-        plain = m.vector_bf16_op_seconds if bf16 and m.vector_bf16_op_seconds else m.vector_op_seconds
-        total, stack, seen = 0.0, [inst], set()
-        constant: set[str] = set()  # values computed from constants alone: folded, not run per element
-        while stack:
-            i = stack.pop()
-            if i.opcode == "constant" or (
-                (i.opcode in VECTOR_OPS or i.opcode == "broadcast") and all(o in constant for o in i.operands)
-            ):
-                constant.add(i.name)
-                continue
-            if i.opcode in VECTOR_OPS:
-                total += rates.get(i.opcode, plain) * sum(a.elements for a in i.arrays)
-            elif i.opcode == "reduce" and i.operands:
-                total += m.vector_op_seconds * operand_elements(self.module, i)
-            elif i.opcode == "slice" and strides_last_axis(i):
-                total += m.lane_stride_seconds * sum(a.elements for a in i.arrays)
-                if any(a.dtype != "f32" for a in i.arrays):
-                    self.notes.append(OUTSIDE_THE_MODEL)
-            for _, name in i.called():
-                if name not in seen and (callee := self.module.computations.get(name)) is not None:
-                    seen.add(name)
-                    stack += reversed(callee.instructions)  # popped in order: operands first
-        return total
 
     def _serial_seconds(self, comp: Computation) -> float:
         """Kernel time of a computation of a TPU program, its kernels run one after another."""

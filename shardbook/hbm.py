@@ -2,8 +2,8 @@
 between HBM and the chip (:func:`tpu_hbm_bytes`, :func:`tpu_hbm_traffic`), which :mod:`shardbook.cost`
 charges at the measured bandwidths. Slices and in-place updates move their part, arrays placed in VMEM
 move nothing, views are free, and a matmul reads its operands as often as its tiling fetches them
-(:func:`tiled_rereads`). Also what the cost model charges on the vector unit instead: its element-wise
-ops (:data:`VECTOR_OPS`) and slices that gather across lanes (:func:`strides_last_axis`).
+(:func:`tiled_rereads`), and the work inside a matmul kernel is done once per fetch
+(:func:`operand_fetches`). What the vector unit costs is :mod:`shardbook.vector`'s.
 """
 
 from __future__ import annotations
@@ -285,24 +285,13 @@ def tiled_rereads(module: Module, comp: Computation, inst: Instruction) -> int:
       >>> round(tiled_rereads(m, m.entry, m.entry.root) / 1e9, 2)
       3.89
     """
-    if inst.opcode != "fusion":
+    tiled = _matmul_tiling(module, inst)
+    if tiled is None:
         return 0
-    window = inst.backend_config().get("window_config") or {}
-    bounds = [int(b) for b in window.get("iteration_bounds", [])]
-    callee = module.computations.get(dict(inst.called()).get("calls", ""))
-    if len(bounds) != 3 or callee is None:
-        return 0  # a grid of another shape (a batched or windowed product): not read here
-    dot = next((i for i in callee.instructions if i.opcode in ("convolution", "dot")), None)
-    if dot is None or len(dot.operands) < 2 or dot.attr("window") is not None:
-        return 0
-    n_axis, m_axis, k_axis = 0, 1, 2
-    batch: set[int] = set()
+    callee, dot, bounds, window = tiled
     operands = [comp.by_name.get(o) for o in inst.operands]
     extra = 0
-    for role, key, axes in (
-        (0, "input_window_bounds", batch | {m_axis, k_axis}),
-        (1, "kernel_window_bounds", batch | {n_axis, k_axis}),
-    ):
+    for role, key, axes in _ROLES:
         index = _parameter_read(module, callee, dot.operands[role])
         if index is None or index >= len(operands) or (operand := operands[index]) is None:
             continue
@@ -315,6 +304,77 @@ def tiled_rereads(module: Module, comp: Computation, inst: Instruction) -> int:
             read = _fetches(bounds, axes) * elements * DTYPE_BYTES.get(arrays[0].dtype, 4)
             extra += max(0, read - full)
     return extra
+
+
+#: each operand of a plain product: its role, its window's key, the grid axes its block moves along
+#: (the grid is [output columns, output rows, contraction])
+_ROLES = ((0, "input_window_bounds", {1, 2}), (1, "kernel_window_bounds", {0, 2}))
+
+
+def _matmul_tiling(
+    module: Module, inst: Instruction
+) -> tuple[Computation, Instruction, list[int], dict] | None:
+    """(fused computation, its dot, grid, window_config) of a plain product's matmul kernel; None for
+    any other op, a batched or windowed product, or one whose tiling the program does not give."""
+    if inst.opcode != "fusion":
+        return None
+    window = inst.backend_config().get("window_config") or {}
+    bounds = [int(b) for b in window.get("iteration_bounds", [])]
+    callee = module.computations.get(dict(inst.called()).get("calls", ""))
+    if len(bounds) != 3 or callee is None:
+        return None
+    dot = next((i for i in callee.instructions if i.opcode in ("convolution", "dot")), None)
+    if dot is None or len(dot.operands) < 2 or dot.attr("window") is not None:
+        return None
+    return callee, dot, bounds, window
+
+
+def operand_fetches(module: Module, inst: Instruction) -> dict[str, float]:
+    """For a TPU matmul kernel, how many times over its tiling fetches each value its dot reads (the
+    values of the fused computation, by name, that the dot's operands are computed from): element-wise
+    work on an operand inside the kernel is done again at every fetch. An operand whose window is the
+    whole of it is fetched once. Empty for any other op (a batched or windowed product included).
+
+    Example: ``sin(x) @ w`` of f32[4096,16384] @ [16384,4096], as a v5e compiled it: a grid of 3 column
+    blocks, 5 row blocks of 824 and 64 contraction steps of 256; ``x``'s window is fetched 960 times,
+    3.02 times its elements, and so is its sine.
+
+      >>> import gzip, json
+      >>> from pathlib import Path
+      >>> from shardbook.hlo import parse_module
+      >>> path = Path(__file__).parent / "data" / "tpu_v5e_programs.json.gz"
+      >>> m = parse_module(json.load(gzip.open(path))["sine into a matmul f32"])
+      >>> fusion = next(i for i in m.entry.instructions if i.opcode == "fusion")
+      >>> sorted({round(f, 2) for f in operand_fetches(m, fusion).values()})
+      [3.02]
+    """
+    tiled = _matmul_tiling(module, inst)
+    if tiled is None:
+        return {}
+    callee, dot, bounds, window = tiled
+    times: dict[str, float] = {}
+    for role, key, axes in _ROLES:
+        source = callee.by_name.get(dot.operands[role])
+        elements = _window_elements(window.get(key, []))
+        if source is None or not elements or not source.arrays:
+            continue
+        whole = source.arrays[0].elements
+        factor = 1.0 if elements >= whole else max(1.0, _fetches(bounds, axes) * elements / whole)
+        for name in _computed_from(callee, source.name):
+            times[name] = max(times.get(name, 1.0), factor)
+    return times
+
+
+def _computed_from(comp: Computation, name: str) -> set[str]:
+    """``name`` and every value of ``comp`` it is computed from."""
+    out, stack = set(), [name]
+    while stack:
+        n = stack.pop()
+        if n in out or (i := comp.by_name.get(n)) is None:
+            continue
+        out.add(n)
+        stack += i.operands
+    return out
 
 
 def _window_elements(window: list) -> int:
@@ -349,35 +409,3 @@ def _parameter_read(module: Module, comp: Computation, name: str, depth: int = 0
                 continue
         return None
     return None
-
-
-# ---------------------------------------------------------------------------------------------------
-# the vector unit: which ops it runs, and the slices that gather across lanes
-
-#: The element-wise ops the vector unit runs (what :mod:`shardbook.cost` charges at the vector unit's rates).
-VECTOR_OPS = frozenset(
-    {
-        "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "convert", "cosine", "divide",
-        "erf", "exponential", "exponential-minus-one", "floor", "is-finite", "log", "log-plus-one",
-        "logistic", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power",
-        "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select", "shift-left",
-        "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan",
-        "tanh", "xor",
-    }
-)  # fmt: skip
-
-
-def operand_elements(module: Module, inst: Instruction) -> int:
-    """Elements of an instruction's first operand (within its computation)."""
-    comp = module.computations.get(inst.computation)
-    src = comp.by_name.get(inst.operands[0]) if comp is not None else None
-    return sum(a.elements for a in src.arrays) if src is not None else 0
-
-
-def strides_last_axis(inst: Instruction) -> bool:
-    """Whether a slice takes every k-th element (k > 1) of the axis its layout stores last (the lanes)."""
-    spec = inst.attr("slice") or ""
-    strides = [int(p.split(":")[2]) if p.count(":") == 2 else 1 for p in re.findall(r"\[([^\]]*)\]", spec)]
-    layout = re.search(r"\{(\d+(?:,\d+)*)", inst.type_text.split("]", 1)[1] if "]" in inst.type_text else "")
-    minor = int(layout.group(1).split(",")[0]) if layout else len(strides) - 1
-    return 0 <= minor < len(strides) and strides[minor] > 1

@@ -1,0 +1,137 @@
+"""The vector unit of a TPU program's kernels: the time its element-wise work takes, which
+:mod:`shardbook.cost` sets against the kernel's HBM traffic and its matmul.
+
+Each element-wise op (:data:`VECTOR_OPS`) is charged its result's elements at the rate measured for it
+(:class:`shardbook.cost.Measured`), every op without a rate of its own at the plain one (a kernel whose
+results are all bf16 has its own plain rate); a reduction its input's elements at the plain rate; a
+slice that strides the lanes at the lane-gather rate of its dtype. Values computed from constants alone
+are folded, not run. Three things a kernel shares or repeats, each read off a program of the record:
+
+* a sine and a cosine of one value share their range reduction: the second costs
+  ``sincos_second_seconds`` an element;
+* a divide of the constant 1 (a reciprocal) has a rate of its own, ``reciprocal_seconds``;
+* inside a matmul kernel, the work on an operand is done again at every fetch of it
+  (:func:`shardbook.hbm.operand_fetches`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from .hbm import operand_fetches
+from .hlo import Computation, Instruction, Module
+
+if TYPE_CHECKING:
+    from .cost import Measured
+
+#: The element-wise ops the vector unit runs (what :mod:`shardbook.cost` charges at the vector unit's rates).
+VECTOR_OPS = frozenset(
+    {
+        "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "convert", "cosine", "divide",
+        "erf", "exponential", "exponential-minus-one", "floor", "is-finite", "log", "log-plus-one",
+        "logistic", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power",
+        "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select", "shift-left",
+        "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan",
+        "tanh", "xor",
+    }
+)  # fmt: skip
+
+#: element-wise ops no program of the record measured: a kernel that runs one is outside the model
+UNMEASURED_VECTOR_OPS = ("tan", "atan2", "cbrt")
+
+#: the dtypes whose lane gathers were measured (:attr:`Measured.lane_stride_seconds`)
+LANE_GATHER_DTYPES = ("f32", "bf16")
+
+
+def vector_seconds(module: Module, inst: Instruction, m: Measured) -> tuple[float, float, bool]:
+    """(seconds, operand seconds, outside): the time ``inst`` (fused ops included) keeps the vector
+    unit busy; the part of it spent on a plain product's operands inside its matmul kernel, once per
+    fetch (:func:`shardbook.hbm.operand_fetches`); and whether it runs work no program of the record
+    measured (an unmeasured op, a lane gather of another dtype than :data:`LANE_GATHER_DTYPES`)."""
+    if not m.vector_op_seconds:
+        return 0.0, 0.0, False
+    rates = dict(m.vector_seconds)
+    bf16 = inst.arrays and all(a.dtype == "bf16" for a in inst.arrays)
+    plain = m.vector_bf16_op_seconds if bf16 and m.vector_bf16_op_seconds else m.vector_op_seconds
+    times = operand_fetches(module, inst)  # a matmul kernel's operand work, once per fetch
+    total, on_operands, outside = 0.0, 0.0, False
+    stack: list[tuple[Instruction, float, bool]] = [(inst, 1.0, False)]
+    seen: set[str] = set()
+    constant: set[str] = set()  # values computed from constants alone: folded, not run per element
+    ones: set[str] = set()  # the constant 1, and broadcasts of it
+    second: set[str] = set()  # the second of a sine and a cosine of one value
+    while stack:
+        i, fetched, operand = stack.pop()
+        before = total
+        if i.opcode == "constant" or (
+            (i.opcode in VECTOR_OPS or i.opcode == "broadcast") and all(o in constant for o in i.operands)
+        ):
+            constant.add(i.name)
+            if _is_one(i) or (i.opcode == "broadcast" and i.operands and i.operands[0] in ones):
+                ones.add(i.name)
+            continue
+        elements = fetched * sum(a.elements for a in i.arrays)
+        if i.opcode in VECTOR_OPS:
+            if i.name in second and m.sincos_second_seconds:
+                rate = m.sincos_second_seconds
+            elif i.opcode == "divide" and i.operands[0] in ones and m.reciprocal_seconds:
+                rate = m.reciprocal_seconds
+            else:
+                rate = rates.get(i.opcode, plain)
+            total += rate * elements
+            outside = outside or i.opcode in UNMEASURED_VECTOR_OPS
+        elif i.opcode == "reduce" and i.operands:
+            total += m.vector_op_seconds * fetched * operand_elements(module, i)
+        elif i.opcode == "slice" and strides_last_axis(i):
+            dtypes = {a.dtype for a in i.arrays}
+            rate = m.lane_stride_bf16_seconds if dtypes == {"bf16"} else m.lane_stride_seconds
+            total += (rate or m.lane_stride_seconds) * elements
+            outside = outside or not dtypes <= set(LANE_GATHER_DTYPES)
+        if operand:
+            on_operands += total - before
+        for _, name in i.called():
+            if name not in seen and (callee := module.computations.get(name)) is not None:
+                seen.add(name)
+                second |= _second_of_pairs(callee)
+                own = times if i is inst else {}
+                stack += [
+                    (c, fetched * own.get(c.name, 1.0), operand or c.name in own)
+                    for c in reversed(callee.instructions)
+                ]
+    return total, on_operands, outside
+
+
+def _is_one(inst: Instruction) -> bool:
+    return inst.opcode == "constant" and inst.operand_text in ("1", "1.0", "1.")
+
+
+def _second_of_pairs(comp: Computation) -> set[str]:
+    """The cosines of values whose sine ``comp`` also computes, and the sines of values whose cosine it
+    computes first: the second of each pair."""
+    first: dict[str, str] = {}
+    out = set()
+    for i in comp.instructions:
+        if i.opcode in ("sine", "cosine") and i.operands:
+            other = first.get(i.operands[0])
+            if other is None:
+                first[i.operands[0]] = i.opcode
+            elif other != i.opcode:
+                out.add(i.name)
+    return out
+
+
+def operand_elements(module: Module, inst: Instruction) -> int:
+    """Elements of an instruction's first operand (within its computation)."""
+    comp = module.computations.get(inst.computation)
+    src = comp.by_name.get(inst.operands[0]) if comp is not None else None
+    return sum(a.elements for a in src.arrays) if src is not None else 0
+
+
+def strides_last_axis(inst: Instruction) -> bool:
+    """Whether a slice takes every k-th element (k > 1) of the axis its layout stores last (the lanes)."""
+    spec = inst.attr("slice") or ""
+    strides = [int(p.split(":")[2]) if p.count(":") == 2 else 1 for p in re.findall(r"\[([^\]]*)\]", spec)]
+    layout = re.search(r"\{(\d+(?:,\d+)*)", inst.type_text.split("]", 1)[1] if "]" in inst.type_text else "")
+    minor = int(layout.group(1).split(",")[0]) if layout else len(strides) - 1
+    return 0 <= minor < len(strides) and strides[minor] > 1
