@@ -209,7 +209,7 @@ def claim_faster(
       Traceback (most recent call last):
       ...
       shardbook.claims.ClaimFailed: the text says "FSDP wins the small batch", but the values printed here
-      do not support it: 152.1 / 147.5 = 1.031, within the model's error of 13%: say they tie
+      do not support it: 152.1 / 147.5 = 1.031, within the model's error of 11%: say they tie
     """
     margin = model_error() if error is None else error
     fast, slow = _seconds(faster), _seconds(slower)
@@ -233,7 +233,7 @@ def claim_tie(
       Traceback (most recent call last):
       ...
       shardbook.claims.ClaimFailed: the text says "the two tie", but the values printed here
-      do not support it: 5.94 / 2.16 = 2.750, outside the model's error of 13%: one wins
+      do not support it: 5.94 / 2.16 = 2.750, outside the model's error of 11%: one wins
     """
     margin = model_error() if error is None else error
     low, high = sorted((_seconds(a), _seconds(b)))

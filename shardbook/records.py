@@ -4,7 +4,7 @@ program's estimate beside its measured time.
 ``benchmarks/tpu_record.py`` writes the records on the chip (``shardbook/data/tpu_<chip>.json``, each
 program's median time, memory and provenance, and ``tpu_<chip>_programs.json.gz``, the program the
 chip compiled); :func:`calibration` compares the model with the programs its rates were read off and
-checked on, :func:`held_out` with the programs held out of the fit, three rounds each recorded before
+checked on, :func:`held_out` with the programs held out of the fit, four rounds each recorded before
 the rules it tests. :data:`OUT_OF_SAMPLE_ERROR` is the model's stated accuracy, what
 :func:`shardbook.claims.model_error` reads; ``python -m benchmarks.tpu_calibration`` prints both tables.
 """
@@ -28,20 +28,19 @@ RECORDS = Path(__file__).parent / "data"
 CALIBRATION_TARGET = 0.15
 
 #: The model's stated accuracy out of sample: every program of :func:`held_out` (recorded on a real v5e,
-#: none of the model's constants read off it, three rounds each recorded before the rules it tests were
+#: none of the model's constants read off it, four rounds each recorded before the rules it tests were
 #: written) is within this fraction of its measured time, except the programs the model flags
-#: (:data:`OUTSIDE_THE_MODEL`) and those of :data:`MISSED`; the worst, +12.3%, is an exact (erf) GELU
-#: in f32 (tests/test_cost.py holds it). Two estimates closer than this tie.
-OUT_OF_SAMPLE_ERROR = 0.13
+#: (:data:`OUTSIDE_THE_MODEL`) and those of :data:`MISSED`: under today's model the worst of the four
+#: rounds is 10.5%, an MLP step of round 2, and round 4's own worst 4.7% (tests/test_cost.py holds
+#: both). Two estimates closer than this tie.
+OUT_OF_SAMPLE_ERROR = 0.11
 
 #: Held-out programs the model misses by more than :data:`OUT_OF_SAMPLE_ERROR` without flagging them,
 #: each with what it does that the programs the rates were read off do not (appendix A shows them).
 MISSED = {
-    "MLP forward float32, exact GELU": "the erf GELU is computed on the second matmul's input, inside its "
-    "kernel, whose tiling fetches that input about four times over; the model charges the GELU once, "
-    "and the program took 3.5 ms more than the estimate",
-    "sinusoidal table f32": "sines and cosines of a [16384, 4096] table of angles, then the two halves "
-    "joined: the chip took about the sines' and cosines' time alone, where the model adds the join",
+    "attention bfloat16 1024, 8 heads of 256": "attention with heads of 256, where every recorded "
+    "attention had heads of 128 or 64: the chip took 0.34 ms more than the estimate, and the cause is "
+    "not established (the model reads no tiling for a batched product and charges its operands once)",
 }
 
 
@@ -57,7 +56,7 @@ class Calibrated:
     memory: float  # the other kernels' time
     fixed: float  # the least one call takes
     notes: tuple[str, ...] = ()  # the estimate's notes (OUTSIDE_THE_MODEL among them, where it applies)
-    round: int = 0  # 0: the fitted record; 1, 2, 3: the held-out round it was recorded in
+    round: int = 0  # 0: the fitted record; 1 to 4: the held-out round it was recorded in
 
     @property
     def outside(self) -> bool:
@@ -88,14 +87,15 @@ def calibration(chip: str = "v5e") -> list[Calibrated]:
     """Every program of ``tpu_record(chip)`` that ran, estimated from the program the chip itself compiled
     (the TPU-program path of :func:`estimate`) next to its measured time.
 
-    The model's measured constants are read off 15 of these programs (:data:`V5E_MEASURED` names each),
-    so those agree by construction; the other 50 are predictions, 10 of them f32 matmuls at other
-    precisions. :func:`held_out` gives programs none of the constants was read off.
+    The model's measured constants are read off 23 of these programs (:data:`V5E_MEASURED` names each),
+    so those agree by construction (within 6.7% for the four one constant was fitted to); the other 50
+    are predictions, 10 of them f32 matmuls at other precisions. :func:`held_out` gives programs none of
+    the constants was read off.
 
     Example:
       >>> rows = calibration("v5e")
       >>> len(rows), max(abs(r.error) for r in rows) < CALIBRATION_TARGET
-      (65, True)
+      (73, True)
     """
     return _compared(chip, "")
 
@@ -103,19 +103,21 @@ def calibration(chip: str = "v5e") -> list[Calibrated]:
 def held_out(chip: str = "v5e") -> list[Calibrated]:
     """The programs of ``shardbook/data/tpu_<chip>_held_out.json``, recorded on a real chip and not used
     to fit the model, each estimated from its own TPU program next to its measured time: the model's
-    out-of-sample accuracy (:data:`OUT_OF_SAMPLE_ERROR`). Three rounds (:attr:`Calibrated.round`), each
+    out-of-sample accuracy (:data:`OUT_OF_SAMPLE_ERROR`). Four rounds (:attr:`Calibrated.round`), each
     recorded before the rules it tests: 17 programs of other shapes, precisions and dtypes (an MLP, a
     cross-entropy, an element-wise chain, GPT steps); 15 recorded after the tiling rule and the sine,
     cosine and erf rates (large f32 matmuls, transcendental functions, a rotary embedding, a wide MLP
     step); 14 written before the vector unit's other rates were recorded and before the rules for them
     and for separate read and write bandwidths (a model's pieces in today's form: SwiGLU, RMSNorm,
-    rotary embeddings, a sinusoidal table, attention with 64-wide heads).
+    rotary embeddings, a sinusoidal table, attention with 64-wide heads); 14 written and recorded before
+    the rules of ``benchmarks.tpu_programs.kernel_sharing`` (work inside matmul kernels, sines with
+    cosines, bf16 lane gathers, and a model's pieces at other shapes and dtypes).
 
     Example:
       >>> rows = held_out("v5e")
       >>> inside = [r for r in rows if not r.outside and r.program not in MISSED]
       >>> len(rows), len(inside), max(abs(r.error) for r in inside) <= OUT_OF_SAMPLE_ERROR
-      (46, 43, True)
+      (60, 59, True)
     """
     return _compared(chip, "_held_out")
 

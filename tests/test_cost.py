@@ -13,7 +13,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from benchmarks.programs import ring_matmul
-from shardbook import comms, cost, links, records
+from shardbook import comms, cost, hbm, links, records, vector
 
 matplotlib.use("Agg")
 
@@ -283,13 +283,16 @@ def test_tpu_hbm_bytes_slices_and_in_place_updates():
 
 def test_estimate_of_a_tpu_program_charges_every_kernel():
     # property: each kernel of a TPU program takes its HBM reads and writes at the measured read and
-    # write bandwidths, one after another; a call takes at least the measured fixed cost
+    # write bandwidths (a kernel that only writes, at the rate measured for that), one after another; a
+    # call takes at least the measured fixed cost
     est = cost.estimate(comms.analyze_text(_TPU_SNIPPET), chip="v5e")
     measured = cost.CHIPS["v5e"].measured
     assert measured is not None
     assert measured.hbm_read_bandwidth and measured.hbm_write_bandwidth
-    reads, writes = _LAYER + 0 + _LAYER + _STACK, 0 + _LAYER + _LAYER + _STACK  # per the four kernels
+    assert measured.hbm_write_alone_bandwidth
+    reads, writes = _LAYER + _LAYER + _STACK, _LAYER + _STACK  # the first, third and fourth kernels
     kernels = reads / measured.hbm_read_bandwidth + writes / measured.hbm_write_bandwidth
+    kernels += _LAYER / measured.hbm_write_alone_bandwidth  # the second reads nothing: it only writes
     assert [e.kind for e in est.events] == ["memory"] * 4
     assert est.device_seconds == pytest.approx(kernels)
     assert est.memory_seconds == pytest.approx(kernels) and est.compute_seconds == 0
@@ -322,6 +325,18 @@ def test_v5e_measured_rates_are_read_off_the_record():
     divides = record["divide x16 f32"]["seconds"] / n - 32 * m.vector_op_seconds
     assert rates["divide"] == pytest.approx(divides / 16, rel=0.005)
     assert m.call_seconds == pytest.approx(record["one small add"]["seconds"], rel=0.005)
+    # what kernels share or repeat (benchmarks.tpu_programs.kernel_sharing)
+    assert m.sincos_second_seconds == pytest.approx(
+        (record["sine and cosine of one array f32"]["seconds"] - n * rates["sine"]) / n, rel=0.005
+    )
+    reciprocals = record["reciprocal x16 f32"]["seconds"] / n - 32 * m.vector_op_seconds
+    assert m.reciprocal_seconds == pytest.approx(reciprocals / 16, rel=0.005)
+    assert m.hbm_write_alone_bandwidth == pytest.approx(
+        2**29 / record["write a row broadcast f32"]["seconds"], rel=0.005
+    )
+    copy = 2**28 / m.hbm_read_bandwidth + 2**27 / m.hbm_write_bandwidth  # its copy to another layout
+    bf16_lanes = (record["every other lane bf16"]["seconds"] - copy) / 2**26
+    assert m.lane_stride_bf16_seconds == pytest.approx(bf16_lanes, rel=0.005)
     assert m.f32_high_matmul_flops == pytest.approx(rate("matmul float32 8192 at high"), rel=0.005)
     assert m.f32_highest_matmul_flops == pytest.approx(rate("matmul float32 8192 at highest"), rel=0.005)
 
@@ -331,7 +346,7 @@ def test_tpu_estimates_within_fifteen_percent_of_the_v5e_record():
     # its measured median, from the program the chip's own compiler wrote
     TARGET = records.CALIBRATION_TARGET
     rows = records.calibration("v5e")
-    assert len(rows) == 65, f"expected the 65 programs that ran on the v5e, got {len(rows)}"
+    assert len(rows) == 73, f"expected the 73 programs that ran on the v5e, got {len(rows)}"
     wrong = [
         f"{r.program}: measured {r.measured * 1e3:.3f} ms, estimated {r.estimated * 1e3:.3f} ms "
         f"({r.error:+.1%}; matmuls {r.matmul * 1e3:.3f}, memory {r.memory * 1e3:.3f} ms)"
@@ -396,13 +411,16 @@ def test_out_of_sample_error_is_the_held_out_programs():
     # out-of-sample error, except those its estimate flags and the named misses (each of which really is
     # beyond it); the stated error is the measured worst, not a loose bound (within one point of it)
     rows = records.held_out("v5e")
-    assert len(rows) == 46 and {r.round for r in rows} == {1, 2, 3}
+    assert len(rows) == 60 and {r.round for r in rows} == {1, 2, 3, 4}
     families = {r.family for r in rows}
     assert {"matmul", "mlp", "memory", "vector", "attention", "training"} <= families
     inside = [r for r in rows if not r.outside and r.program not in records.MISSED]
     worst = max(abs(r.error) for r in inside)
     assert worst <= records.OUT_OF_SAMPLE_ERROR < worst + 0.01, f"worst held-out error {worst:.1%}"
-    assert [r.program for r in rows if r.outside] == ["rotary embedding bf16"]
+    assert not [r.program for r in rows if r.outside]
+    # round 4, recorded before the rules it tests: its own worst, the named miss aside
+    fourth = [r for r in inside if r.round == 4]
+    assert len(fourth) == 13 and max(abs(r.error) for r in fourth) < 0.05
     missed = {r.program: r for r in rows if r.program in records.MISSED}
     assert set(missed) == set(records.MISSED), "a named miss is not in the held-out record"
     assert all(abs(r.error) > records.OUT_OF_SAMPLE_ERROR for r in missed.values()), "a named miss is not one"
@@ -432,11 +450,50 @@ def test_tiled_rereads_count_the_windows_a_matmul_fetches():
 
 def test_vector_unit_work_sets_a_kernel_longer_than_its_traffic():
     # property: four sines a element take four times one sine's vector time, far over the HBM time; a
-    # kernel of exp, tanh or log stays at its HBM time; a slice that strides the lanes of an f32 array is
-    # charged the lane-gather rate, and of a bf16 array is flagged as outside the model
+    # kernel of exp, tanh or log stays at its HBM time; a slice that strides the lanes of an f32 or bf16
+    # array is charged its dtype's lane-gather rate (bf16 about half of f32, per element), and one of
+    # another dtype is flagged as outside the model
     rows = {r.program: r for r in records.calibration("v5e")}
     assert rows["sin x4 f32"].estimated > 3.9 * rows["sin f32"].estimated
     assert rows["exp x16 f32"].estimated == pytest.approx(rows["add f32"].estimated * 0.7, rel=0.01)
     assert rows["every other lane f32"].estimated > 6 * rows["join 64-lane halves f32"].estimated / 2
+    assert 0.45 < rows["every other lane bf16"].estimated / rows["every other lane f32"].estimated < 0.6
     held = {r.program: r for r in records.held_out("v5e")}
-    assert held["rotary embedding bf16"].outside and not held["rotary embedding f32"].outside
+    assert not held["rotary embedding bf16"].outside and not held["rotary embedding f32"].outside
+    text = _LANE_SLICE.replace("bf16", "f16")
+    assert cost.OUTSIDE_THE_MODEL in cost.estimate(comms.analyze_text(text), chip="v5e").notes
+    assert cost.OUTSIDE_THE_MODEL not in cost.estimate(comms.analyze_text(_LANE_SLICE), chip="v5e").notes
+
+
+# every other lane of a bf16 array, as a TPU program writes it
+_LANE_SLICE = (
+    "HloModule m, is_scheduled=true\n"
+    "ENTRY %e (p: bf16[64,128]) -> bf16[64,64] {\n"
+    "  %p = bf16[64,128]{1,0:T(8,128)(2,1)} parameter(0)\n"
+    "  ROOT %s = bf16[64,64]{1,0:T(8,128)(2,1)} slice(%p), slice={[0:64], [0:128:2]}\n"
+    "}\n"
+)
+
+
+def test_a_kernel_shares_a_sine_and_a_cosine_and_repeats_work_on_a_matmul_operand():
+    # property: the sine and the cosine of one array cost about one sine (the pair was timed at 3.52 ms,
+    # one sine at 3.38); a sine inside a matmul's kernel is computed at each of the tiling's fetches of
+    # its operand (3 here) and partly exposed beside the matmul, where charging it once would be 35% short
+    rows = {r.program: r for r in records.calibration("v5e")}
+    assert rows["sine and cosine of one array f32"].estimated < 1.1 * rows["sin f32"].estimated
+    held = {r.program: r for r in records.held_out("v5e")}
+    assert held["sin times cos f32"].estimated > 1.9 * rows["sin f32"].estimated  # two arrays: no pair
+    from shardbook.hlo import parse_module
+
+    path = records.RECORDS / "tpu_v5e_programs.json.gz"
+    with gzip.open(path, "rt") as f:
+        m = parse_module(json.load(f)["sine into a matmul f32"])
+    fusion = next(i for i in m.entry.instructions if i.opcode == "fusion")
+    fetched = hbm.operand_fetches(m, fusion)  # x's values 3.02 times, w's 5.16 times
+    assert sorted({round(f, 2) for f in fetched.values()}) == [3.02, 5.16]
+    measured = cost.V5E_MEASURED
+    total, on_operands, outside = vector.vector_seconds(m, fusion, measured)
+    sines = 3.02 * 4096 * 16384 * dict(measured.vector_seconds)["sine"]
+    assert total == on_operands == pytest.approx(sines, rel=0.01) and not outside
+    row = rows["sine into a matmul f32"]
+    assert abs(row.error) < 0.07 and row.estimated > row.measured * 0.9
