@@ -52,7 +52,7 @@ def main(chip: str = "v5e") -> list[Calibrated]:
     missed = ", ".join(f"{r.program} {r.error:+.1%}" for r in held if r.program in MISSED)
     print(f"\nlargest error the model neither flags nor names: {worst.error:+.1%} ({worst.program})")
     print(f"stated: within {OUT_OF_SAMPLE_ERROR:.0%}; flagged as outside the model: {flagged or 'none'}")
-    print(f"named misses (shardbook.cost.MISSED): {missed or 'none'}")
+    print(f"named misses (shardbook.records.MISSED): {missed or 'none'}")
     return rows
 
 

@@ -210,7 +210,9 @@ def main() -> None:
             continue
         row = record_program(program, args.repeats, texts)
         if args.set.startswith("held_out_"):
-            row["round"] = int(args.set.rsplit("_", 1)[1])  # recorded after the rules it tests were written
+            row["round"] = int(
+                args.set.rsplit("_", 1)[1]
+            )  # its held-out round (appendix A: what each came before)
         record["programs"][program.name] = row
         shown = {k: v for k, v in row.items() if k not in ("about",)}
         print(program.name, json.dumps(shown)[:400], flush=True)

@@ -42,8 +42,10 @@ one-chip programs timed on a real one (``shardbook/data/tpu_v5e.json``). :mod:`s
 the estimates beside those times: all 73 programs of the record within 15%, and 59 of 60 programs held
 out of the fit in four rounds within its stated accuracy (one named miss). An f32
 matmul is charged at the rate measured for the precision its compiled dot asks for
-(``operand_precision`` or ``algorithm``: one, three or six bf16 passes). One constant is fitted, not
-measured: the throughput of **int32** matmuls (:data:`INT32_MATMUL_SLOWDOWN`).
+(``operand_precision`` or ``algorithm``: one, three or six bf16 passes). Two constants are fitted,
+not measured: the throughput of **int32** matmuls (:data:`INT32_MATMUL_SLOWDOWN`), and how much of the
+work on a matmul's operands inside its kernel the matrix unit leaves exposed
+(:attr:`Measured.vector_matmul_exposed`, fitted to four programs of the record).
 
 Example: the sharded matmul of :func:`shardbook.comms.analyze`'s example, whose all-gather of A over
 'Y' blocks the matmul (8 simulated CPU devices, as ``shardbook.setup()`` gives):
@@ -193,16 +195,18 @@ V5E_MEASURED = Measured(
     lane_stride_bf16_seconds=1.228e-10,
     # "write a row broadcast f32": 537 MB written from a row in VMEM in 0.750 ms. Only a kernel that
     # reads nothing, runs no matmul and is not a copy out of VMEM writes at it; the others write at the
-    # inferred rate above (at this one, the fitted GPT steps' estimates fall by about 3 points)
+    # inferred rate above (had every kernel that reads nothing written at this rate, the three fitted GPT
+    # steps' estimates would fall by 0.3 to 3.2 points)
     hbm_write_alone_bandwidth=7.161e11,
     # "reciprocal x16 f32": 16 each of 1 / y, abs and add in 5.400 ms (a divide x / y: 2.29 ps)
     reciprocal_seconds=2.130e-12,
-    # "sine and cosine of one array f32": both of f32[16384,8192] in 3.521 ms, 0.11 ms more than a sine
+    # "sine and cosine of one array f32": both of f32[16384,8192] in 3.521 ms, 0.11 ms more than the
+    # sine rate charges
     sincos_second_seconds=8.46e-13,
     # "sine into a matmul f32" (and bf16, a polynomial, a sine on the right operand): the operand's
     # function is computed at each of the tiling's fetches (3 for the f32 sine: 5.14 ms of sines) and
     # the matmul (3.00 ms) does not hide it: 7.94 ms. max(MXU, vector) + 0.77 × the shorter puts all
-    # four within 6.5% (a least-squares fit gives 0.79)
+    # four within 6.7% (a least-squares fit gives 0.79)
     vector_matmul_exposed=0.77,
 )
 

@@ -40,7 +40,8 @@ VECTOR_OPS = frozenset(
 #: element-wise ops no program of the record measured: a kernel that runs one is outside the model
 UNMEASURED_VECTOR_OPS = ("tan", "atan2", "cbrt")
 
-#: the dtypes whose lane gathers were measured (:attr:`Measured.lane_stride_seconds`)
+#: the dtypes whose lane gathers were measured (:attr:`Measured.lane_stride_seconds`, f32, and
+#: :attr:`Measured.lane_stride_bf16_seconds`)
 LANE_GATHER_DTYPES = ("f32", "bf16")
 
 
