@@ -73,12 +73,12 @@ def test_a_winner_between_two_estimates_only_outside_the_model_error():
 
     assert model_error() == OUT_OF_SAMPLE_ERROR  # the measured out-of-sample error, not a guess
     claim_faster("the pipeline is slower", 2161.6, 5939.2)
-    with pytest.raises(ClaimFailed, match="within the model's error of 13%: say they tie"):
+    with pytest.raises(ClaimFailed, match="within the model's error of 11%: say they tie"):
         claim_faster("FSDP wins the small batch", 147.5, 152.1)
     with pytest.raises(ClaimFailed, match="the other one is lower"):
         claim_faster("data parallel wins", 152.1, 147.5)
     claim_tie("they tie within the model's accuracy", 547.5, 525.8)
-    with pytest.raises(ClaimFailed, match="outside the model's error of 13%: one wins"):
+    with pytest.raises(ClaimFailed, match="outside the model's error of 11%: one wins"):
         claim_tie("they tie", 2161.6, 5939.2)
     claim_faster("wins by 5%", 100.0, 105.0, error=0.04)  # a chapter may state a tighter error
     with pytest.raises(ClaimFailed, match="3.77 \\(measured 3.9"):
