@@ -17,13 +17,33 @@ are folded, not run. Three things a kernel shares or repeats, each read off a pr
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .hbm import operand_fetches
 from .hlo import Computation, Instruction, Module
 
-if TYPE_CHECKING:
-    from .cost import Measured
+
+class VectorRates(Protocol):
+    """The vector unit's rates of a chip, per element (what :class:`shardbook.cost.Measured` holds):
+    ``vector_seconds``, the ops with a rate of their own; ``vector_op_seconds``, every other op
+    (``vector_bf16_op_seconds`` in a kernel whose results are all bf16); the lane gathers of f32 and of
+    bf16; a reciprocal; the second of a sine and a cosine of one value."""
+
+    @property
+    def vector_seconds(self) -> tuple[tuple[str, float], ...]: ...
+    @property
+    def vector_op_seconds(self) -> float: ...
+    @property
+    def vector_bf16_op_seconds(self) -> float: ...
+    @property
+    def lane_stride_seconds(self) -> float: ...
+    @property
+    def lane_stride_bf16_seconds(self) -> float: ...
+    @property
+    def reciprocal_seconds(self) -> float: ...
+    @property
+    def sincos_second_seconds(self) -> float: ...
+
 
 #: The element-wise ops the vector unit runs (what :mod:`shardbook.cost` charges at the vector unit's rates).
 VECTOR_OPS = frozenset(
@@ -45,7 +65,7 @@ UNMEASURED_VECTOR_OPS = ("tan", "atan2", "cbrt")
 LANE_GATHER_DTYPES = ("f32", "bf16")
 
 
-def vector_seconds(module: Module, inst: Instruction, m: Measured) -> tuple[float, float, bool]:
+def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[float, float, bool]:
     """(seconds, operand seconds, outside): the time ``inst`` (fused ops included) keeps the vector
     unit busy; the part of it spent on a plain product's operands inside its matmul kernel, once per
     fetch (:func:`shardbook.hbm.operand_fetches`); and whether it runs work no program of the record
