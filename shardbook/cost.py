@@ -424,6 +424,9 @@ class _Simulator:
         self.tpu = report.platform == "tpu"  # a TPU program: every kernel is charged
         measured = chip.measured
         self.hbm_bandwidth = measured.hbm_bandwidth if measured and self.tpu else chip.hbm_bandwidth
+        # an op's kernel time and flops, worked out once per op (a loop's body is played many times)
+        self._kernel_memo: dict[int, tuple[tuple[float, str], list[str]]] = {}
+        self._flops_memo: dict[int, tuple[int, str]] = {}
 
     @property
     def comm_free(self) -> float:
@@ -501,7 +504,19 @@ class _Simulator:
         return self.run(branch, ins[k + 1 : k + 2])  # branch k reads operand k + 1
 
     def _kernel_seconds(self, comp: Computation, inst: Instruction) -> tuple[float, str]:
-        """(seconds, "matmul" or "memory") of one op of a TPU program; (0, "") for one that is free."""
+        """(seconds, "matmul" or "memory") of one op of a TPU program; (0, "") for one that is free.
+
+        Worked out once per op; a later call adds the notes the first one added, in the same order."""
+        known = self._kernel_memo.get(id(inst))
+        if known is not None:
+            self.notes += known[1]
+            return known[0]
+        mark = len(self.notes)
+        result = self._kernel_seconds_of(comp, inst)
+        self._kernel_memo[id(inst)] = (result, self.notes[mark:])
+        return result
+
+    def _kernel_seconds_of(self, comp: Computation, inst: Instruction) -> tuple[float, str]:
         if inst.opcode in ("conditional", "call", "while"):  # weighing branches: what this one runs
             per_callee = [self._serial_seconds(c) for r, n in inst.called() if r != "condition"
                           if (c := self.module.computations.get(n)) is not None]  # fmt: skip
@@ -589,6 +604,12 @@ class _Simulator:
         return start + seconds
 
     def _flops(self, comp: Computation, inst: Instruction) -> tuple[int, str]:
+        known = self._flops_memo.get(id(inst))
+        if known is None:
+            known = self._flops_memo[id(inst)] = self._flops_of(comp, inst)
+        return known
+
+    def _flops_of(self, comp: Computation, inst: Instruction) -> tuple[int, str]:
         own = dot_flops(inst, comp)
         if own:
             return own, _operand_dtype(comp, inst)

@@ -91,11 +91,20 @@ class Instruction:
     is_root: bool = False
     computation: str = ""
     operand_text: str = ""  # the raw text between the parentheses, e.g. "0" for parameter(0)
+    # what attr(), arrays and called() read from the text, kept with the text they were read from
     _attrs: tuple[str, dict[str, str]] | None = field(default=None, init=False, repr=False, compare=False)
+    _arrays: tuple[str, tuple[ArrayType, ...]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    _called: tuple[str, tuple[tuple[str, str], ...]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
     def arrays(self) -> list[ArrayType]:
-        return parse_type(self.type_text)
+        if self._arrays is None or self._arrays[0] is not self.type_text:  # parsed once per text
+            self._arrays = (self.type_text, tuple(parse_type(self.type_text)))
+        return list(self._arrays[1])
 
     @property
     def nbytes(self) -> int:
@@ -109,6 +118,11 @@ class Instruction:
 
     def called(self) -> list[tuple[str, str]]:
         """(role, computation) pairs this instruction calls: calls, to_apply, body, condition, branches."""
+        if self._called is None or self._called[0] is not self.attrs_text:  # read once per text
+            self._called = (self.attrs_text, tuple(self._read_called()))
+        return list(self._called[1])
+
+    def _read_called(self) -> list[tuple[str, str]]:
         out = []
         for key in ("calls", "to_apply", "body", "condition"):
             value = self.attr(key)

@@ -35,3 +35,43 @@ def test_the_combined_document_has_contents_with_page_numbers_and_answers_at_the
     assert '<h2>Pop quiz answers</h2><div>A1</div></section></section><section class="sb-pdf-chapter' in html
     assert html.count("Pop quiz answers") == 1 and "white-space: pre-wrap" in html
     assert '<link rel="stylesheet" href="http://x/_static/a.css">' in html
+
+
+def _printed(*drawings: bytes | None) -> bytes:
+    """A PDF of 100-point pages, each drawn by its content stream (None: a blank page)."""
+    import io
+
+    from pypdf import PdfWriter
+    from pypdf.generic import DecodedStreamObject
+
+    writer = PdfWriter()
+    for drawing in drawings:
+        page = writer.add_blank_page(100, 100)
+        if drawing is not None:
+            stream = DecodedStreamObject()
+            stream.set_data(drawing)
+            page.replace_contents(stream)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_the_outline_keeps_the_printed_pages_so_their_text_is_read_once():
+    # Property: make pdf-check reads the first printing's text once and checks the outlined PDF with
+    # it; that holds only while the outline leaves every page's drawing as printed, which same_pages
+    # tells apart from a page drawn otherwise, a page more or a page less.
+    first = _printed(b"0 0 m 10 10 l S", None, b"0 0 m 20 20 l S")
+    outlined = pdf.with_outline(first, ["One", "Two"], {0: 1, 1: 3})
+    assert outlined != first and pdf.same_pages(outlined, first)
+    assert not pdf.same_pages(_printed(b"0 0 m 10 10 l S", None, b"0 0 m 30 30 l S"), first)
+    assert not pdf.same_pages(_printed(b"0 0 m 10 10 l S", None), first)
+    assert not pdf.same_pages(_printed(b"0 0 m 10 10 l S", None, b"0 0 m 20 20 l S", None), first)
+
+
+def test_chapter_pages_are_the_pages_their_titles_open_past_the_contents():
+    # Property: the table of contents (it lists every title) is skipped; a chapter's page is the first
+    # after the previous chapter's whose text opens with its title, not one that only mentions it.
+    mention = "the text of chapter 1 goes on, and names 2. auto"  # past its first 40 characters
+    texts = ["cover", "contents 1. meshes 2. auto 3. explicit", "1. meshes text", mention,
+             "2. auto text", "3. explicit text"]  # fmt: skip
+    assert pdf.chapter_pages(texts, ["1. Meshes", "2. Auto", "3. Explicit"]) == {0: 3, 1: 5, 2: 6}

@@ -23,7 +23,9 @@ text (pypdf: the page where each chapter's title first stands); ``--check`` keep
 (contents without numbers: one printing less in make test). ``--check`` (make pdf-check, in make
 test) also measures, before printing, that no code line, output, table or figure is wider than the
 text column at A4 and at Letter width (nothing is cut off at the page's edge), and reads the PDF
-back: every chapter's title is in its text, and the text is extractable.
+back: every chapter's title is in its text, and the text is extractable. The text is read once, from
+the first printing (reading it takes most of the check's CPU): the outlined PDF must keep that
+printing's pages, each drawn as printed (:func:`same_pages`), so the text read is its own.
 """
 
 from __future__ import annotations
@@ -213,14 +215,18 @@ def _flat(text: str) -> str:
     return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip().lower()
 
 
-def chapter_pages(pdf: bytes, titles: list[str], after: int = 1) -> dict[int, int]:
-    """Each site page's first printed page (1-based): the first page, after the previous one's and past
-    the table of contents (the first ``after`` pages and those that list every title), whose text
-    opens with that title (each chapter starts a page with its heading)."""
+def page_texts(pdf: bytes) -> list[str]:
+    """The text of each page of a PDF, as compared (:func:`_flat`)."""
     from pypdf import PdfReader
 
-    reader = PdfReader(io.BytesIO(pdf))
-    texts = [_flat(page.extract_text() or "") for page in reader.pages]
+    return [_flat(page.extract_text() or "") for page in PdfReader(io.BytesIO(pdf)).pages]
+
+
+def chapter_pages(texts: list[str], titles: list[str], after: int = 1) -> dict[int, int]:
+    """Each site page's first printed page (1-based), from the pages' texts (:func:`page_texts`): the
+    first page, after the previous one's and past the table of contents (the first ``after`` pages and
+    those that list every title), whose text opens with that title (each chapter starts a page with
+    its heading)."""
     found, at = {}, after
     while at < len(texts) and all(_flat(t) in texts[at] for t in titles[1:3]):
         at += 1  # the table of contents
@@ -246,13 +252,27 @@ def with_outline(pdf: bytes, titles: list[str], numbers: dict[int, int]) -> byte
     return out.getvalue()
 
 
-def check_pdf(pdf: bytes, titles: list[str]) -> list[str]:
+def same_pages(pdf: bytes, printed: bytes) -> bool:
+    """Whether ``pdf`` has the pages of ``printed``, each drawn by the same content (the outline and
+    the document's other objects may differ)."""
+    from pypdf import PdfReader
+
+    def drawn(page) -> bytes | None:
+        contents = page.get_contents()
+        return None if contents is None else contents.get_data()
+
+    ours, theirs = PdfReader(io.BytesIO(pdf)).pages, PdfReader(io.BytesIO(printed)).pages
+    return len(ours) == len(theirs) and all(drawn(a) == drawn(b) for a, b in zip(ours, theirs, strict=True))
+
+
+def check_pdf(pdf: bytes, titles: list[str], texts: list[str] | None = None) -> list[str]:
     """What is wrong with the printed book: a chapter whose title its text lacks, text that cannot be
-    extracted, no table of contents or no outline."""
+    extracted, no table of contents or no outline. ``texts``: the pages' texts (:func:`page_texts`)
+    when already read, from this PDF or from one with the same pages (:func:`same_pages`)."""
     from pypdf import PdfReader
 
     reader = PdfReader(io.BytesIO(pdf))
-    flat = _flat(" ".join((page.extract_text() or "") for page in reader.pages))
+    flat = _flat(" ".join(texts if texts is not None else page_texts(pdf)))
     problems = []
     if len(flat) < 2000 * len(titles):
         problems.append(
@@ -320,7 +340,8 @@ def build(html: Path, paper: str, check: bool, out: Path) -> int:
                 )
 
             first = printed()
-            numbers = chapter_pages(first, titles)
+            texts = page_texts(first)  # read once: the check reads the same pages again
+            numbers = chapter_pages(texts, titles)
             if not check:  # the check reads the first printing (its contents only lack the numbers)
                 combined.write_text(_combined(pieces, numbers))
                 page.goto(base + "_pdf/book.html", wait_until="load")
@@ -341,7 +362,12 @@ def build(html: Path, paper: str, check: bool, out: Path) -> int:
     if len(numbers) < len(titles):
         problems.append(f"no page number found for {[t for i, t in enumerate(titles) if i not in numbers]}")
     if check:
-        problems += check_pdf(final, titles)
+        # the outline is added to the first printing's pages, whose text was read: if they are still
+        # the same pages, that text is the final PDF's
+        same = same_pages(final, first)
+        if not same:
+            problems.append("adding the outline changed the printed pages")
+        problems += check_pdf(final, titles, texts if same else None)
     for problem in problems:
         print(f"pdf: {problem}", file=sys.stderr)
     (html / "_pdf" / "contents.json").write_text(
