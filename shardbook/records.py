@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .comms import analyze_text
-from .cost import CHIPS, OUTSIDE_THE_MODEL, estimate
+from .cost import CHIPS, OUTSIDE_THE_MODEL, _Simulator, estimate
 
 #: The records of real chips (benchmarks/tpu_record.py): ``tpu_<chip>.json`` (each program's median
 #: time, memory and provenance) and ``tpu_<chip>_programs.json.gz`` (the program the chip compiled).
@@ -153,13 +153,63 @@ def _compared(chip: str, which: str) -> list[Calibrated]:
     return rows
 
 
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel of a fitted program, timed on a real chip (``benchmarks/tpu_kernels.py``: JAX's profiler)
+    and charged by the model, in seconds per call of the program (all its runs: a kernel in a loop runs
+    more than once a call)."""
+
+    program: str
+    kernel: str  # the instruction's name in the program's text
+    kind: str  # "matmul" or "memory", as the model charges it
+    runs: float  # runs per call
+    measured: float
+    estimated: float
+
+    @property
+    def error(self) -> float:
+        """(estimated - measured) / measured."""
+        return self.estimated / self.measured - 1
+
+
+#: Containers: the chip's trace times them as a whole, their kernels again one by one.
+CONTAINERS = ("while", "conditional", "call")
+
+
+def kernel_calibration(chip: str = "v5e") -> list[KernelTime]:
+    """Every kernel the chip ran for a program of ``tpu_<chip>_kernels.json`` (the fitted programs that
+    fit the chip), with the time the model charges it, run by run, as :func:`estimate` plays it.
+
+    A program's estimate is within :data:`CALIBRATION_TARGET` of its measured time (:func:`calibration`),
+    but its kernels' errors need not be small: one kernel's excess can cancel another's shortfall.
+    ``python -m benchmarks.tpu_kernel_calibration`` prints them. Loops, branches and calls are left out
+    (their kernels are in); so are the kernels the model charges nothing (they take the chip
+    microseconds) and the kernels of a call the chip ran in none.
+    """
+    record = json.loads((RECORDS / f"tpu_{chip}_kernels.json").read_text())["programs"]
+    with gzip.open(RECORDS / f"tpu_{chip}_programs.json.gz", "rt") as f:
+        texts = json.load(f)
+    rows = []
+    for name, entry in record.items():
+        sim = _Simulator(analyze_text(texts[name]), CHIPS[chip])
+        ops = {i.name: (c, i) for c in sim.module.computations.values() for i in c.instructions}
+        for kernel, (runs, seconds) in entry["kernels"].items():
+            comp, inst = ops[kernel]
+            model, kind = sim._kernel_seconds(comp, inst)
+            if kind and inst.opcode not in CONTAINERS and seconds > 0:
+                rows.append(KernelTime(name, kernel, kind, runs, seconds, model * runs))
+    return rows
+
+
 __all__ = [
     "CALIBRATION_TARGET",
     "MISSED",
     "OUT_OF_SAMPLE_ERROR",
     "RECORDS",
     "Calibrated",
+    "KernelTime",
     "calibration",
     "held_out",
+    "kernel_calibration",
     "tpu_record",
 ]
