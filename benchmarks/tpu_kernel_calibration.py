@@ -14,24 +14,8 @@ from __future__ import annotations
 import collections
 
 from shardbook import Table
-from shardbook.records import KernelTime, kernel_calibration
-
-#: kernels shorter than this are left out of the counts (the chip runs them in microseconds)
-SHORTEST = 1e-4
-BANDS = (0.10, 0.15, 0.25)
-
-
-def summary(rows: list[KernelTime]) -> dict[str, float]:
-    """How many kernels of at least :data:`SHORTEST` there are, and per band of :data:`BANDS` the share
-    of them and of the chip's time in them that the model gets within the band."""
-    long = [r for r in rows if r.measured >= SHORTEST]
-    total = sum(r.measured for r in long)
-    out: dict[str, float] = {"kernels": len(long)}
-    for band in BANDS:
-        inside = [r for r in long if abs(r.error) <= band]
-        out[f"kernels within {band:.0%}"] = len(inside) / len(long)
-        out[f"time within {band:.0%}"] = sum(r.measured for r in inside) / total
-    return out
+from shardbook.records import SHORTEST_KERNEL as SHORTEST
+from shardbook.records import KernelTime, kernel_calibration, kernel_summary
 
 
 def main(worst: int = 30) -> list[KernelTime]:
@@ -47,7 +31,7 @@ def main(worst: int = 30) -> list[KernelTime]:
             "(measured on a v5e: JAX's profiler; model · TPU program)",
         )
     )
-    for key, value in summary(rows).items():
+    for key, value in kernel_summary(rows).items():
         print(f"{key}: {value:.0f}" if key == "kernels" else f"{key}: {value:.0%}")
     per = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
     for r in rows:

@@ -201,15 +201,35 @@ def kernel_calibration(chip: str = "v5e") -> list[KernelTime]:
     return rows
 
 
+#: Kernels shorter than this are left out of :func:`kernel_summary` (the chip runs them in microseconds).
+SHORTEST_KERNEL = 1e-4
+
+
+def kernel_summary(rows: list[KernelTime], bands: tuple[float, ...] = (0.10, 0.15, 0.25)) -> dict[str, float]:
+    """How many of ``rows`` take at least :data:`SHORTEST_KERNEL`, and per band the share of them, and
+    of the chip's time in them, that the model gets within the band (keys ``"kernels"``,
+    ``"kernels within 15%"``, ``"time within 15%"``, ...)."""
+    long = [r for r in rows if r.measured >= SHORTEST_KERNEL]
+    total = sum(r.measured for r in long)
+    out: dict[str, float] = {"kernels": len(long)}
+    for band in bands:
+        inside = [r for r in long if abs(r.error) <= band]
+        out[f"kernels within {band:.0%}"] = len(inside) / len(long)
+        out[f"time within {band:.0%}"] = sum(r.measured for r in inside) / total
+    return out
+
+
 __all__ = [
     "CALIBRATION_TARGET",
     "MISSED",
     "OUT_OF_SAMPLE_ERROR",
     "RECORDS",
+    "SHORTEST_KERNEL",
     "Calibrated",
     "KernelTime",
     "calibration",
     "held_out",
     "kernel_calibration",
+    "kernel_summary",
     "tpu_record",
 ]

@@ -530,10 +530,8 @@ def test_the_kernel_record_is_the_fitted_programs_kernel_by_kernel():
 def test_per_kernel_the_model_is_rougher_than_per_program():
     # What appendix A says of the kernels: most of the chip's time lies in kernels the model gets
     # within 15%, but single kernels miss by far more, and in a program their errors partly cancel.
-    from benchmarks.tpu_kernel_calibration import summary
-
     rows = records.kernel_calibration("v5e")
-    got = summary(rows)
+    got = records.kernel_summary(rows)
     assert got["kernels"] > 300 and 0.8 < got["time within 15%"] < 0.9
     assert min(r.error for r in rows if r.measured > 5e-3) < -0.5  # a 5 ms kernel, under by half
     gpt = [r for r in rows if r.program == "GPT 0.16B Adam step"]
