@@ -13,9 +13,9 @@ precisions (:func:`precision_matmuls`), memory-bound
 element-wise work, reductions and layout changes, attention written as two einsums and a softmax,
 and f32 training steps of a GPT with Adam at three sizes (plus two that cannot fit one v5e chip, to
 record the compiler's refusal, and one whose state is not donated, which the compiler accepts and the
-chip cannot allocate). :func:`held_out` gives programs the cost model is not fitted on, recorded apart
-(``--set held_out``), and :func:`memory_steps` the steps ``benchmarks/tpu_memory.py`` runs to see what
-fits one chip.
+chip cannot allocate). ``benchmarks/tpu_held_out.py`` gives programs the cost model is not fitted on,
+recorded apart (``--set held_out``), and :func:`memory_steps` the steps ``benchmarks/tpu_memory.py``
+runs to see what fits one chip.
 """
 
 from __future__ import annotations
@@ -393,281 +393,6 @@ def precision_matmuls() -> list[Program]:
     return out
 
 
-def _mlp_forward(x, w1, w2):
-    return jax.nn.gelu(x @ w1) @ w2
-
-
-def _mlp_loss(params, x, y):
-    h = x
-    for w in params[:-1]:
-        h = jax.nn.relu(h @ w)
-    return jnp.mean((h @ params[-1] - y) ** 2)
-
-
-def _mlp_sgd_step(params, x, y):
-    loss, grads = jax.value_and_grad(_mlp_loss)(params, x, y)
-    return [p - 1e-3 * g for p, g in zip(params, grads, strict=True)], loss
-
-
-def _cross_entropy(logits, labels):
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32), -1)
-    return -jnp.take_along_axis(logp, labels[:, None], -1).mean()
-
-
-def _chain(x, y):
-    return jnp.tanh(x) * y + jnp.exp(-x * x) - 0.5 * jnp.sin(y)
-
-
-def _highest(fn: Callable) -> Callable:
-    def run(*args):
-        with jax.default_matmul_precision("highest"):
-            return fn(*args)
-
-    return run
-
-
-def held_out() -> list[Program]:
-    """Programs the model was not fitted on (no constant of :data:`shardbook.cost.V5E_MEASURED` is read
-    off them): other shapes, dtypes and precisions, an MLP, a cross-entropy, an element-wise chain, GPT
-    steps of other shapes and a bf16 one. ``python -m benchmarks.tpu_record --set held_out`` records
-    them."""
-
-    def prog(name, family, fn, *shapes, about="", feeds_back=0, donate=()):
-        sds = tuple(_sds(*s) if isinstance(s[0], tuple) else s for s in shapes)
-        return Program(name, family, jax.jit(fn, donate_argnums=donate), sds, feeds_back, about)
-
-    f32, bf16 = "float32", "bfloat16"
-    mlp = [_sds((4096, 4096), f32), _sds((4096, 4096), f32), _sds((4096, 1024), f32)]
-    return [
-        prog(
-            "matmul float32 6144 at highest",
-            "matmul",
-            _dot_at("highest"),
-            ((6144, 6144), f32),
-            ((6144, 6144), f32),
-            about="f32[6144,6144] @ f32[6144,6144], six bf16 passes",
-        ),
-        prog(
-            "matmul float32 3072x8192x2048 at high",
-            "matmul",
-            _dot_at("high"),
-            ((3072, 8192), f32),
-            ((8192, 2048), f32),
-            about="three bf16 passes, a rectangular product",
-        ),
-        prog(
-            "matmul bfloat16 16384x4096x4096",
-            "matmul",
-            jnp.matmul,
-            ((16384, 4096), bf16),
-            ((4096, 4096), bf16),
-            about="a tall product",
-        ),
-        prog(
-            "matmul bfloat16 2048x16384x2048",
-            "matmul",
-            jnp.matmul,
-            ((2048, 16384), bf16),
-            ((16384, 2048), bf16),
-            about="a long contraction",
-        ),
-        prog(
-            "matmul float32 6144",
-            "matmul",
-            jnp.matmul,
-            ((6144, 6144), f32),
-            ((6144, 6144), f32),
-            about="f32 at the default precision, a size not fitted",
-        ),
-        prog(
-            "batched matmul bfloat16",
-            "matmul",
-            lambda a, b: jnp.einsum("bij,bjk->bik", a, b),
-            ((32, 1024, 2048), bf16),
-            ((32, 2048, 1024), bf16),
-            about="32 products of 1024x2048x1024",
-        ),
-        prog(
-            "MLP forward bfloat16",
-            "mlp",
-            _mlp_forward,
-            ((8192, 2048), bf16),
-            ((2048, 8192), bf16),
-            ((8192, 2048), bf16),
-            about="gelu(x W1) W2, 8192 rows, 2048 -> 8192 -> 2048",
-        ),
-        prog(
-            "MLP forward float32 at highest",
-            "mlp",
-            _highest(_mlp_forward),
-            ((4096, 2048), f32),
-            ((2048, 8192), f32),
-            ((8192, 2048), f32),
-            about="as above in f32, precision highest",
-        ),
-        Program(
-            "MLP SGD step float32",
-            "mlp",
-            jax.jit(_mlp_sgd_step, donate_argnums=(0,)),
-            (mlp, _sds((2048, 4096), f32), _sds((2048, 1024), f32)),
-            feeds_back=1,
-            about="three ReLU layers 4096 -> 4096 -> 4096 -> 1024, 2048 rows, MSE, SGD, donated",
-        ),
-        prog(
-            "cross-entropy float32",
-            "memory",
-            jax.value_and_grad(_cross_entropy),
-            ((8192, 50304), f32),
-            ((8192,), "int32"),
-            about="loss and its gradient over 50,304 logits",
-        ),
-        prog(
-            "element-wise chain f32",
-            "memory",
-            _chain,
-            ((16384, 8192), f32),
-            ((16384, 8192), f32),
-            about="tanh, exp, sin, products: one fused kernel",
-        ),
-        prog(
-            "softmax bf16",
-            "memory",
-            lambda x: jax.nn.softmax(x, -1),
-            ((16384, 8192), bf16),
-            about="over the last axis, bf16",
-        ),
-        prog(
-            "attention bfloat16 512",
-            "attention",
-            attention,
-            ((32, 512, 16, 128), bf16),
-            ((32, 512, 16, 128), bf16),
-            ((32, 512, 16, 128), bf16),
-            about="batch 32, 512 tokens",
-        ),
-        gpt_step("GPT 0.16B Adam step, batch 16", GPTS["0.16B"], batch=16),
-        gpt_step("GPT width 1024 seq 2048 Adam step", GPT(50304, 1024, 16, 4096, 8, 2048), batch=4),
-        gpt_step("GPT width 512 seq 512 Adam step", GPT(50304, 512, 8, 2048, 6, 512), batch=32),
-        gpt_step("GPT 0.16B Adam step, bfloat16", GPTS["0.16B"], dtype="bfloat16"),
-    ]
-
-
-def _rotary(x):
-    """Rotary position embedding of x [batch, tokens, heads, head_dim]: the angles' sine and cosine
-    computed in the program, as a model does."""
-    t, d = x.shape[1], x.shape[-1]
-    inverse = 1.0 / (10000.0 ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d))
-    angles = jnp.arange(t, dtype=jnp.float32)[:, None] * inverse[None, :]
-    cos, sin = jnp.cos(angles)[None, :, None, :], jnp.sin(angles)[None, :, None, :]
-    x1, x2 = x[..., ::2], x[..., 1::2]
-    return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
-
-
-def held_out_second() -> list[Program]:
-    """A second set held out of the fit, written and recorded after the model's tiling rule and its
-    sine, cosine and erf rates (``--set held_out_2``, merged into the held-out record with ``round: 2``): f32
-    matmuls whose tiling re-reads their operands, transcendental functions in other mixes and dtypes,
-    a rotary embedding, a wide f32 MLP step and a GPT step of longer sequences."""
-
-    def prog(name, family, fn, *shapes, about=""):
-        return Program(name, family, jax.jit(fn), tuple(_sds(*s) for s in shapes), about=about)
-
-    f32, bf16 = "float32", "bfloat16"
-    big = (16384, 8192)
-    products = [
-        ("matmul float32 5120", (5120, 5120), (5120, 5120), f32),
-        ("matmul float32 7168", (7168, 7168), (7168, 7168), f32),
-        ("matmul float32 10240", (10240, 10240), (10240, 10240), f32),
-        ("matmul float32 8192x2048x8192", (8192, 2048), (2048, 8192), f32),
-        ("matmul float32 4096x16384x4096", (4096, 16384), (16384, 4096), f32),
-        ("matmul bfloat16 12288", (12288, 12288), (12288, 12288), bf16),
-    ]
-    wide = [_sds((8192, 8192), f32), _sds((8192, 8192), f32), _sds((8192, 2048), f32)]
-    return [
-        *(prog(n, "matmul", jnp.matmul, (a, t), (b, t), about="default precision")
-          for n, a, b, t in products),
-        prog("matmul float32 8192x8192x2048 at high", "matmul", _dot_at("high"), ((8192, 8192), f32),
-             ((8192, 2048), f32), about="three bf16 passes"),
-        prog("sin times cos f32", "vector", lambda x, y: jnp.sin(x) * jnp.cos(y), (big, f32), (big, f32)),
-        prog("exact GELU f32", "vector", lambda x: jax.nn.gelu(x, approximate=False), (big, f32),
-             about="with erf"),
-        prog("exact GELU bf16", "vector", lambda x: jax.nn.gelu(x, approximate=False), (big, bf16)),
-        prog("log-sum-exp rows f32", "memory", lambda x: jax.nn.logsumexp(x, -1), (big, f32)),
-        prog("tanh then log f32", "vector", lambda x: jnp.log(jnp.tanh(x) + 2.0), (big, f32)),
-        prog("rotary embedding f32", "vector", _rotary, ((32, 2048, 16, 128), f32),
-             about="sine and cosine of the angles, then the rotation"),
-        Program("MLP SGD step float32, width 8192", "mlp", jax.jit(_mlp_sgd_step, donate_argnums=(0,)),
-                (wide, _sds((4096, 8192), f32), _sds((4096, 2048), f32)), feeds_back=1,
-                about="8192 -> 8192 -> 8192 -> 2048, 4096 rows, ReLU, MSE, SGD, donated"),
-        gpt_step("GPT 0.16B Adam step, 2048 tokens", GPT(50304, 768, 12, 3072, 12, 2048), batch=8),
-    ]  # fmt: skip
-
-
-def _rotate_halves(x):
-    """Rotary embedding in the rotate-half form (GPT-NeoX): the two halves of the last axis, not its
-    even and odd lanes."""
-    t, d = x.shape[1], x.shape[-1]
-    inverse = 1.0 / (10000.0 ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d))
-    angles = jnp.arange(t, dtype=jnp.float32)[:, None] * inverse[None, :]
-    angles = jnp.concatenate([angles, angles], -1)
-    cos, sin = jnp.cos(angles)[None, :, None, :], jnp.sin(angles)[None, :, None, :]
-    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
-    return (x * cos + jnp.concatenate([-x2, x1], -1) * sin).astype(x.dtype)
-
-
-def _swiglu(x, w1, w3, w2):
-    return (jax.nn.silu(x @ w1) * (x @ w3)) @ w2
-
-
-def _rms_norm(x, w):
-    x32 = x.astype(jnp.float32)
-    return (x32 * jax.lax.rsqrt((x32 * x32).mean(-1, keepdims=True) + 1e-6) * w).astype(x.dtype)
-
-
-def _sinusoids(positions, inverse):
-    angles = positions[:, None] * inverse[None, :]
-    return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], -1)
-
-
-def held_out_third() -> list[Program]:
-    """A third set held out of the fit, written before the vector unit's other rates
-    (:func:`vector_rates`) were recorded and opened after the model's rules for them were written
-    (``--set held_out_3``, merged into the held-out record with ``round: 3``): a model's pieces in the
-    form they take in today's transformers."""
-
-    def prog(name, family, fn, *shapes, about=""):
-        return Program(name, family, jax.jit(fn), tuple(_sds(*s) for s in shapes), about=about)
-
-    f32, bf16 = "float32", "bfloat16"
-    big = (16384, 8192)
-    heads = (32, 2048, 16, 128)
-    return [
-        prog("SwiGLU MLP forward bfloat16", "mlp", _swiglu, ((8192, 2048), bf16), ((2048, 5632), bf16),
-             ((2048, 5632), bf16), ((5632, 2048), bf16), about="silu(x W1) * (x W3) W2"),
-        prog("MLP forward float32, exact GELU", "mlp",
-             lambda x, w1, w2: jax.nn.gelu(x @ w1, approximate=False) @ w2,
-             ((4096, 4096), f32), ((4096, 16384), f32), ((16384, 4096), f32)),
-        prog("rotary embedding bf16", "vector", _rotary, ((16, 4096, 8, 128), bf16),
-             about="even and odd lanes, bf16 in"),
-        prog("rotary embedding, rotate-half f32", "vector", _rotate_halves, (heads, f32)),
-        prog("softplus f32", "vector", jax.nn.softplus, (big, f32)),
-        prog("sigmoid gate f32", "vector", lambda x, y: x * jax.nn.sigmoid(y), (big, f32), (big, f32)),
-        prog("RMSNorm bf16", "memory", _rms_norm, (big, bf16), ((8192,), f32)),
-        prog("layernorm bf16", "memory", _layernorm, (big, bf16), ((8192,), bf16)),
-        prog("sinusoidal table f32", "vector", _sinusoids, ((16384,), f32), ((4096,), f32),
-             about="sin and cos of [16384, 4096] angles"),
-        prog("cross-entropy bfloat16 logits", "memory", jax.value_and_grad(_cross_entropy),
-             ((8192, 32000), bf16), ((8192,), "int32")),
-        prog("matmul float32 6144x12288x3072", "matmul", jnp.matmul, ((6144, 12288), f32),
-             ((12288, 3072), f32), about="default precision"),
-        prog("matmul float32 12288x4096x4096 at high", "matmul", _dot_at("high"), ((12288, 4096), f32),
-             ((4096, 4096), f32)),
-        prog("attention bfloat16 2048, 32 heads of 64", "attention", attention,
-             ((8, 2048, 32, 64), bf16), ((8, 2048, 32, 64), bf16), ((8, 2048, 32, 64), bf16)),
-        gpt_step("GPT 0.16B Adam step, 4096 tokens", GPT(50304, 768, 12, 3072, 12, 4096), batch=2),
-    ]  # fmt: skip
-
-
 def kernel_sharing() -> list[Program]:
     """What one kernel shares or pays for once per fetch (recorded with the fourth held-out set, before
     the rules read off them): a sine and a cosine of one array, a function applied to a matmul's
@@ -703,45 +428,53 @@ def kernel_sharing() -> list[Program]:
     ]  # fmt: skip
 
 
-def held_out_fourth() -> list[Program]:
-    """A fourth set held out of the fit, written and recorded before the rules of
-    :func:`kernel_sharing` (``--set held_out_4``, merged into the held-out record with ``round: 4``):
-    element-wise work inside matmul kernels, sines and cosines together, bf16 lane gathers, writes,
-    and a model's pieces at other shapes and dtypes."""
+def program(name, family, fn, *shapes, about="", feeds_back=0, donate=()) -> Program:
+    """A :class:`Program` of ``jax.jit(fn)`` (``donate``: the arguments it donates) on arguments of the
+    given (shape, dtype) pairs."""
+    sds = tuple(_sds(*s) for s in shapes)
+    return Program(name, family, jax.jit(fn, donate_argnums=donate), sds, feeds_back, about)
 
-    def prog(name, family, fn, *shapes, about=""):
-        return Program(name, family, jax.jit(fn), tuple(_sds(*s) for s in shapes), about=about)
 
-    f32, bf16 = "float32", "bfloat16"
+def _one_hot_sums(labels, width: int = 32768):
+    hits = jnp.arange(width)[None, :] == labels[:, None]
+    return jnp.sum(jnp.where(hits, 0.5, 0.0) * jnp.arange(width, dtype=jnp.float32), -1)
+
+
+def _adam_after_matmul(p, m, v, h, d, lr=1e-3, b1=0.9, b2=0.95, eps=1e-8):
+    g = h.T @ d
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    return p - lr * m / (jnp.sqrt(v) + eps), m, v
+
+
+def kernel_rates() -> list[Program]:
+    """What kinds of kernel the per-kernel record (``benchmarks/tpu_kernels.py``) showed the model
+    missing, each alone (recorded with the fifth held-out set, before the rules read off them): the
+    scores of attention with heads of 256 and of 128, attention with heads of 256, matmul kernels that
+    mostly write (an f32 outer product, a bf16 product written in f32), a one-hot sum that reads only
+    its labels, and Adam's update inside the matmul that makes the gradient."""
+    bf16, f32 = "bfloat16", "float32"
+
+    prog = program
+    scores = lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k)  # noqa: E731
+    wide = lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32)  # noqa: E731
     return [
-        prog("MLP forward float32, tanh GELU, width 8192", "mlp", _mlp_forward, ((8192, 2048), f32),
-             ((2048, 8192), f32), ((8192, 2048), f32)),
-        prog("MLP forward bfloat16, exact GELU", "mlp",
-             lambda x, w1, w2: jax.nn.gelu(x @ w1, approximate=False) @ w2,
-             ((4096, 4096), bf16), ((4096, 16384), bf16), ((16384, 4096), bf16)),
-        prog("SwiGLU MLP forward float32", "mlp", _swiglu, ((4096, 2048), f32), ((2048, 5632), f32),
-             ((2048, 5632), f32), ((5632, 2048), f32)),
-        prog("sinusoidal table f32, 32768 x 1024", "vector", _sinusoids, ((32768,), f32), ((1024,), f32)),
-        prog("rotary embedding bf16, 16 heads", "vector", _rotary, ((32, 2048, 16, 128), bf16)),
-        prog("even and odd lanes f32", "layout", lambda x: x[..., ::2] * x[..., 1::2],
-             ((16, 4096, 8, 256), f32), about="the two halves of each pair, multiplied"),
-        prog("cross-entropy float32 logits, 50304", "memory", jax.value_and_grad(_cross_entropy),
-             ((4096, 50304), f32), ((4096,), "int32")),
-        prog("softmax bf16 to f32", "memory", lambda x: jax.nn.softmax(x.astype(jnp.float32), -1),
-             ((16384, 8192), bf16)),
-        prog("layernorm f32, 4096 wide", "memory", _layernorm, ((32768, 4096), f32), ((4096,), f32)),
-        prog("attention bfloat16 1024, 8 heads of 256", "attention", attention,
-             ((16, 1024, 8, 256), bf16), ((16, 1024, 8, 256), bf16), ((16, 1024, 8, 256), bf16)),
-        prog("matmul bfloat16 3000x5000x7000", "matmul", jnp.matmul, ((3000, 5000), bf16),
-             ((5000, 7000), bf16), about="no side a multiple of 128"),
-        prog("matmul float32 4096x8192x4096 at highest", "matmul", _dot_at("highest"),
-             ((4096, 8192), f32), ((8192, 4096), f32)),
-        Program("MLP SGD step bfloat16, width 4096", "mlp", jax.jit(_mlp_sgd_step, donate_argnums=(0,)),
-                ([_sds((4096, 4096), bf16)] * 2 + [_sds((4096, 1024), bf16)], _sds((8192, 4096), bf16),
-                 _sds((8192, 1024), bf16)), feeds_back=1,
-                about="4096 -> 4096 -> 4096 -> 1024, 8192 rows, ReLU, MSE, SGD, donated"),
-        gpt_step("GPT width 1024, 16 layers, bfloat16", GPT(50304, 1024, 16, 4096, 16, 1024),
-                 batch=8, dtype="bfloat16"),
+        prog("attention scores bf16, 8 heads of 256", "attention", scores, ((8, 2048, 8, 256), bf16),
+             ((8, 2048, 8, 256), bf16), about="q kᵀ alone: 512 MB written"),
+        prog("attention scores bf16, 16 heads of 128", "attention", scores, ((4, 2048, 16, 128), bf16),
+             ((4, 2048, 16, 128), bf16), about="q kᵀ alone: 512 MB written"),
+        prog("attention bfloat16 2048, 8 heads of 256", "attention", attention, ((8, 2048, 8, 256), bf16),
+             ((8, 2048, 8, 256), bf16), ((8, 2048, 8, 256), bf16)),
+        prog("outer product f32, 8192 x 128 x 8192", "matmul", jnp.matmul, ((8192, 128), f32),
+             ((128, 8192), f32), about="268 MB written from 8 MB read"),
+        prog("matmul bf16 written in f32, 8192 x 256 x 16384", "matmul", wide, ((8192, 256), bf16),
+             ((256, 16384), bf16), about="537 MB of f32 written"),
+        prog("one-hot sums over 32768, 8192 rows", "vector", _one_hot_sums, ((8192,), "int32"),
+             about="reads 32 KB of labels"),
+        prog("Adam update inside its gradient's matmul f32", "training", _adam_after_matmul,
+             ((768, 50304), f32), ((768, 50304), f32), ((768, 50304), f32), ((8192, 768), f32),
+             ((8192, 50304), f32), feeds_back=3, donate=(0, 1, 2),
+             about="g = hᵀ d over 8192 rows, then Adam on p, m, v (donated)"),
     ]  # fmt: skip
 
 
@@ -778,7 +511,7 @@ def all_programs() -> list[Program]:
     """Every program of the fitted record (``shardbook/data/tpu_v5e.json``), cheapest family first."""
     return (
         matmuls() + memory_bound() + vector_unit() + attentions() + training_steps()
-        + precision_matmuls() + kernel_sharing()
+        + precision_matmuls() + kernel_sharing() + kernel_rates()
     )  # fmt: skip
 
 

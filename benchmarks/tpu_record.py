@@ -10,7 +10,7 @@ and NumPy (not shardbook), so it runs on a bare TPU image with that image's own 
 * ``DIR/tpu_<kind>_programs.json.gz``: each compiled program's text (``compiled.as_text()``), the
   TPU's own program, which ``shardbook``'s cost model reads (``shardbook/data``).
 
-``--set held_out`` records the programs of ``tpu_programs.held_out()`` instead, which the cost model is
+``--set held_out`` records the programs of ``tpu_held_out.held_out()`` instead, which the cost model is
 not fitted on, to ``tpu_<kind>_held_out.json`` and ``tpu_<kind>_held_out_programs.json.gz``.
 
 Timing: a call is run until its outputs are ready, then repeated ``inner`` times back to back (enough
@@ -32,7 +32,7 @@ import time
 import jax
 import numpy as np
 
-from benchmarks import tpu_programs
+from benchmarks import tpu_held_out, tpu_programs
 
 #: the names this book gives the chips JAX calls by their device kinds
 KINDS = {"TPU v5 lite": "v5e", "TPU v6 lite": "v6e", "TPU v5": "v5p", "TPU v4": "v4"}
@@ -40,10 +40,11 @@ KINDS = {"TPU v5 lite": "v5e", "TPU v6 lite": "v6e", "TPU v5": "v5p", "TPU v4": 
 #: the two records: the programs the cost model is fitted and checked on, and those held out of the fit
 SETS = {
     "fitted": tpu_programs.all_programs,
-    "held_out": tpu_programs.held_out,
-    "held_out_2": tpu_programs.held_out_second,
-    "held_out_3": tpu_programs.held_out_third,
-    "held_out_4": tpu_programs.held_out_fourth,
+    "held_out": tpu_held_out.held_out,
+    "held_out_2": tpu_held_out.held_out_second,
+    "held_out_3": tpu_held_out.held_out_third,
+    "held_out_4": tpu_held_out.held_out_fourth,
+    "held_out_5": tpu_held_out.held_out_fifth,
 }
 #: the file each set is written to (after tpu_<kind>): the second held-out set joins the first
 STEMS = {"fitted": ""} | {name: "_held_out" for name in SETS if name.startswith("held_out")}
