@@ -508,7 +508,8 @@ def arguments_for(program: Program, seed: int = 0) -> list:
 
 
 def all_programs() -> list[Program]:
-    """Every program of the fitted record (``shardbook/data/tpu_v5e.json``), cheapest family first."""
+    """Every program of the fitted record (``shardbook/data/tpu_v5e.json``), cheapest family first, and
+    :func:`kernel_rates`, recorded and waiting in ``benchmarks/pending/`` for the rules read off it."""
     return (
         matmuls() + memory_bound() + vector_unit() + attentions() + training_steps()
         + precision_matmuls() + kernel_sharing() + kernel_rates()
