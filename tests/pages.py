@@ -21,12 +21,14 @@ from tools import site_check
 
 class _Chromium:
     """A launched Chromium and the one thread that drives it. Playwright's sync API belongs to the thread
-    that started it, and while it is started it marks that thread's asyncio loop as running: kept in a
-    test's own thread, it would break every later test that runs an event loop (nbclient, the grader)."""
+    that started it, and while it is started it marks that thread's asyncio loop as running: kept in the
+    tests' own thread, it would break every later test that runs an event loop (nbclient's, grading in
+    this process)."""
 
     def __init__(self, path: str):
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chromium")
-        self.playwright = self.browser = None
+        self.playwright: Any = None
+        self.browser: Any = None
         try:
             self.thread.submit(self._start, path).result()
         except BaseException:
@@ -48,6 +50,8 @@ class _Chromium:
         return self.thread.submit(fn, self.browser).result()
 
     def close(self) -> None:
+        """Closes the browser and Playwright's driver, then the thread."""
+
         def stop() -> None:
             try:
                 if self.browser is not None:
@@ -120,7 +124,7 @@ def at_both_widths(
     in_chromium(at_both)
 
 
-def shared_browser_check(*args, **kwargs) -> list[site_check.PageResult]:
+def shared_browser_check(*args: Any, **kwargs: Any) -> list[site_check.PageResult]:
     """``site_check.browser_check`` with the same arguments, in this process's Chromium (its viewports one
     after the other, each in a context of its own) instead of a Chromium per viewport."""
-    return in_chromium(lambda browser: site_check.browser_check(*args, browser=browser, **kwargs))
+    return in_chromium(lambda browser: site_check.browser_check(*args, **kwargs | {"browser": browser}))
