@@ -18,6 +18,12 @@ from tests import submissions
 INPROCESS_TIMEOUT = 900
 
 
+def pytest_sessionfinish(session):
+    """Closes this test process's shared Chromium (tests/pages.py), if a test launched one."""
+    if (pages := sys.modules.get("tests.pages")) is not None:
+        pages.close_chromium()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """A test that failed on a multi-process check its workers were stopped in (a timeout, a death)

@@ -399,27 +399,7 @@ def test_a_hostile_notebooks_page_runs_no_learner_script_in_chromium(tmp_path):
 def _console_of(page: Path, check) -> list[str]:
     """Opens ``page`` at both widths with ``check``; returns every console message Chromium printed."""
     said: list[str] = []
-    real_chromium = pages.chromium
-
-    def recording():
-        with real_chromium() as browser:
-            original = browser.new_context
-
-            def new_context(**kw):
-                context = original(**kw)
-                context.on("console", lambda m: said.append(m.text))
-                return context
-
-            browser.new_context = new_context
-            yield browser
-
-    from contextlib import contextmanager
-
-    pages.chromium = contextmanager(recording)
-    try:
-        pages.at_both_widths(page, check)
-    finally:
-        pages.chromium = real_chromium
+    pages.at_both_widths(page, check, console=said)
     return said
 
 

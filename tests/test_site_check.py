@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.notebooks import ROOT
+from tests.pages import shared_browser_check
 from tools import site_check, site_static
 
 PNG = bytes.fromhex(  # a 1x1 PNG
@@ -32,7 +33,7 @@ def _check_pages(tmp_path, bodies: dict[str, str], head: str = "") -> dict[tuple
     for name, body in bodies.items():
         (html / "book" / f"{name}.html").write_text(_page(body).replace("<head>", "<head>" + head))
     pages = [html / "book" / f"{name}.html" for name in bodies]
-    results = site_check.browser_check(
+    results = shared_browser_check(
         html, pages, {}, site_check.find_browser(), None, set(), lambda text, secrets: [], False
     )
     return {(r.page.removeprefix("book/").removesuffix(".html"), r.viewport): r for r in results}
@@ -164,6 +165,7 @@ def test_the_browser_sees_a_broken_image_and_a_script_error(tmp_path):
     expected = {"book/ch.html": 1, "book/broken.html": 2}
     secrets = {"return the_secret_answer(x, y)"}
     (html / "book" / "ch.html").write_text(_page(GOOD + "<pre>return the_secret_answer(x, y)</pre>"))
+    # As make site-check runs it, a Chromium per viewport launched for it (the other tests share one).
     results = site_check.browser_check(
         html, pages, expected, site_check.find_browser(), None, secrets, site_check.leaks.leaks_in, False
     )
@@ -283,7 +285,7 @@ def test_the_site_css_keeps_a_phone_page_in_its_column(tmp_path):
         "<script src='../_static/shardbook-output.js'></script>"
     )
     (html / "book" / "phone.html").write_text(_page(body).replace("<head>", head))
-    results = site_check.browser_check(
+    results = shared_browser_check(
         html,
         [html / "book" / "phone.html"],
         {"book/phone.html": 2},
@@ -431,7 +433,7 @@ def test_only_a_page_with_a_problem_leaves_a_screenshot_unless_all_are_asked(tmp
     for all_shots in (False, True):
         shots = tmp_path / f"shots-{all_shots}"
         shots.mkdir()
-        results = site_check.browser_check(
+        results = shared_browser_check(
             html, pages, {"book/ch.html": 1}, site_check.find_browser(), shots, set(),
             lambda text, secrets: [], False, all_shots=all_shots,
         )  # fmt: skip
@@ -486,7 +488,7 @@ def test_the_browser_measures_figure_text_as_a_phone_shows_it(tmp_path):
     for name, body in bodies.items():
         (html / "book" / f"{name}.html").write_text(_page(body).replace("<head>", "<head>" + head))
     pages = [html / "book" / f"{name}.html" for name in bodies]
-    results = site_check.browser_check(
+    results = shared_browser_check(
         html, pages, {}, site_check.find_browser(), None, set(), lambda text, secrets: [], False
     )
     found = {(r.page.removeprefix("book/").removesuffix(".html"), r.viewport): r for r in results}
@@ -575,7 +577,7 @@ def test_a_treescope_output_shows_its_tree_however_the_page_arrives(tmp_path, mo
     body = f"<article class='bd-article'>{filler}{signal}{cell}</div></div></div></article>"
     (html / "book" / "tree.html").write_text(_page(body).replace("<head>", "<head>" + head))
     monkeypatch.setattr(site_check, "serve", _serve_cut_at_treescope_setup)
-    results = site_check.browser_check(
+    results = shared_browser_check(
         html,
         [html / "book" / "tree.html"],
         {},

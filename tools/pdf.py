@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools.site_check import _local_only, find_browser, serve  # noqa: E402
+from tools.site_check import _local_only, find_browser, launch, serve  # noqa: E402
 
 HTML = ROOT / "_build" / "html"
 NAME = "sharding-in-jax.pdf"
@@ -305,7 +305,7 @@ def build(html: Path, paper: str, check: bool, out: Path) -> int:
     problems: list[str] = []
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox", "--disable-gpu"])
+            browser = launch(pw, browser_path)  # the one Chromium of a run
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.route("**/*", _local_only(base))
             pieces = []
