@@ -26,7 +26,8 @@ chapters). The modules are where a maintainer reads them:
   cost    -- the TPU cost model (estimate, draw_timeline). Its parts: links (collectives on the ICI links,
              one stream per direction) and hbm (a TPU program's HBM traffic and vector-unit ops).
   records -- the cost model against a real chip: the records of one-chip programs timed on a v5e
-             (tpu_record), the fitted ones (calibration) and those held out (held_out, OUT_OF_SAMPLE_ERROR).
+             (tpu_record), the fitted ones (calibration) and those held out (held_out, OUT_OF_SAMPLE_ERROR),
+             and the fitted ones kernel by kernel (kernel_calibration).
   pipeline -- pipeline schedules (GPipe, 1F1B): the table, its bubble, the activations kept, a picture.
   hosts   -- many JAX processes on one machine (run_workers): multi-host programs on localhost.
   claims  -- claim(): a comparative sentence of a chapter checked against the values its page printed;
@@ -96,6 +97,10 @@ _EXPORTS = {
     "held_out": "records",
     "OUT_OF_SAMPLE_ERROR": "records",
     "MISSED": "records",
+    "kernel_calibration": "records",
+    "kernel_summary": "records",
+    "KernelTime": "records",
+    "SHORTEST_KERNEL": "records",
     "tiled_rereads": "hbm",
     "parse_module": "hlo",
     "route_counts": "viz",
