@@ -150,6 +150,9 @@ site-check: venv
 # machine otherwise quiet (2026-12-06): 891 s wall, 1,272 s CPU (unit 666, notebooks 373, learner-path
 # 85, pdf-check 49, check-exercises 38, site-check 37, book 13, ray 8): over the 900 s of CPU issue 49
 # asks for; chapter 11's layout table (16 XLA:CPU compiles, about 65 s) is the largest single piece left.
+# Then shardbook.comms.analyze compiled its copy without the CPU passes only where a pass acted (bf16,
+# combined all-reduces): unit tests alone as above, 626 -> 563 s of CPU, one run each on a shared
+# machine (test_parity 231 -> 188 s); A/B per in-process grading: 06_moe 18.9 -> 16.0 s (2026-12-06).
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path

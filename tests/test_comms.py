@@ -2,6 +2,7 @@
 
 import functools
 import html
+import re
 
 import jax
 import jax.numpy as jnp
@@ -470,7 +471,7 @@ def test_refused_cpu_correction_is_noticed():
 
 def test_cpu_correction_is_skipped_for_a_program_without_collectives(monkeypatch, mesh24):
     # property: only a program with collectives pays for (and can be affected by) the corrected copy
-    # and the pass probe
+    # and the pass probe; of those, only one a pass acted on (bf16, all-reduces combined) pays for the copy
     from shardbook.comms import compiling, cpu
 
     asked, copies = [], []
@@ -481,7 +482,41 @@ def test_cpu_correction_is_skipped_for_a_program_without_collectives(monkeypatch
     )
     x = _put(jnp.ones((8, 1024), jnp.float32), mesh24, P("X", "Y"))
     assert comms.analyze(lambda b: b * 2, x).count() == 0 and copies == [] and asked == []
-    assert comms.analyze(lambda b: b.sum(), x).count("all-reduce") >= 1 and len(copies) == len(asked) == 1
+    assert comms.analyze(lambda b: b.sum(), x).count("all-reduce") >= 1 and copies == [] and len(asked) == 1
+    assert comms.analyze(lambda b: b.astype(jnp.bfloat16).sum(), x).count() >= 1 and len(copies) == 1
+    combined = comms.analyze(lambda b: (b.sum(), (b * b).sum()), x)
+    assert "all-reduce" in combined.text and len(copies) == 2 and len(asked) == 3
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda b: b.sum(),  # one all-reduce of one array
+        lambda b: (b @ b.T).sum(1),  # an all-gather, then a reduction
+        lambda b: jnp.cumsum(b, axis=0),  # a scan over the sharded rows
+        lambda b: (b.sum(), (b * b).sum()),  # independent all-reduces, combined
+        lambda b: (b.sum(0), b.sum(1)),  # all-reduces over different axes
+        lambda b: b.astype(jnp.bfloat16).sum(0),  # bf16
+    ],
+)
+def test_a_program_whose_copy_is_skipped_is_its_copy(mesh24, fn):
+    # property: where copy_can_differ says no, the copy without the CPU passes is the executed program
+    # (its text without debug information), so the report read from either is the same
+    from shardbook.comms import compiling, cpu
+
+    x = _put(jnp.arange(8 * 64, dtype=jnp.float32).reshape(8, 64), mesh24, P("X", "Y"))
+    lowered = compiling.lower(jax.jit(fn), (x,), {})
+    text = lowered.compile().as_text()
+    copy, _ = cpu.compile_without_cpu_passes(lowered)
+    assert cpu.has_collectives(text) and copy is not None
+    if not cpu.copy_can_differ(lowered, text):
+        assert _without_debug_info(copy) == _without_debug_info(text)
+
+
+def _without_debug_info(text: str) -> str:
+    """Program text without its metadata and stack-frame tables (which name the Python that traced it)."""
+    body = text[text.index("\n\n") :] if "\nFileNames" in text else text
+    return re.sub(r", metadata=\{[^}]*\}", "", body)
 
 
 def test_footprint_reads_what_a_program_keeps_alive_on_cpu():

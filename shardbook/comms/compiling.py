@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .cpu import compile_without_cpu_passes, has_collectives
+from .cpu import compile_without_cpu_passes, copy_can_differ, has_collectives, pass_notes
 
 
 def lower(fn: Callable, args: Sequence[Any], kwargs: dict) -> Any:
@@ -22,7 +22,9 @@ def compile_texts(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str, st
     On the CPU backend, for a program with collectives, the second text is the copy compiled without
     the passes of :data:`shardbook.comms.cpu.CPU_PASSES` (None if XLA refused it); the notes say which
     correction could not be applied. A program without collectives (which those passes cannot change
-    for the analyzer) and a program for another backend get None and no notes, and no second compile.
+    for the analyzer) and a program for another backend get None and no notes, and no second compile;
+    so does a program with collectives on which neither pass acted
+    (:func:`shardbook.comms.cpu.copy_can_differ`: its copy would be the executed program), with the notes.
     """
     lowered = lower(fn, args, kwargs)
     compiled = lowered.compile()
@@ -30,7 +32,10 @@ def compile_texts(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str, st
     corrected: str | None = None
     notes: list[str] = []
     if platform_of(compiled) == "cpu" and has_collectives(text):
-        corrected, notes = compile_without_cpu_passes(lowered)
+        if copy_can_differ(lowered, text):
+            corrected, notes = compile_without_cpu_passes(lowered)
+        else:
+            notes = pass_notes()
     return compiled, text, corrected, notes
 
 

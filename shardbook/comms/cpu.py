@@ -10,6 +10,11 @@
   1/n of the result; XLA:GPU's ``ReduceScatterCreator`` pass fuses the pair into one reduce-scatter,
   and XLA:CPU runs no such pass. :func:`reduce_scatter_block` finds that pair.
 
+The copy costs a whole compile, and it can differ from the executed program only where one of those
+passes acted: :func:`copy_can_differ` says so from the program itself (bf16 anywhere in what JAX handed
+XLA; an all-reduce of several operands, as the combiner writes one, in the executed program), and
+``shardbook.comms.compiling`` compiles the copy only then (the others' copies were the very program).
+
 XLA ignores a pass name it does not know, without an error. So before trusting the copy,
 :func:`passes_without_effect` compiles a tiny program that each pass changes and reports any name that
 changed nothing (a pass renamed in a newer XLA); the report then says which correction is missing.
@@ -33,6 +38,10 @@ CPU_PASSES = {
 
 # an instruction of one of the collective kinds in program text: ``= f32[8] all-gather(`` (or -start)
 _COLLECTIVE_OP = re.compile(rf" ({'|'.join(map(re.escape, COLLECTIVE_KINDS))})(-start)?\(")
+
+# an all-reduce whose result is a tuple (several operands, as cpu-all-reduce-combiner writes one): one
+# instruction a line, ``%all-reduce.7 = (f32[40]{0}, /*index=5*/f32[5,24]{1,0}) all-reduce(``
+_COMBINED_ALL_REDUCE = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = \(.*\) all-reduce(?:-start)?\(", re.M)
 
 # ops a value passes through unchanged on its way from an all-reduce to the dynamic-slice
 PASS_THROUGH = ("convert", "bitcast", "copy", "reshape", "bitcast-convert")
@@ -60,22 +69,51 @@ def has_collectives(text: str) -> bool:
     return _COLLECTIVE_OP.search(text) is not None
 
 
-def compile_without_cpu_passes(lowered: Any) -> tuple[str | None, list[str]]:
-    """(text of ``lowered`` compiled without :data:`CPU_PASSES`, notes on what could not be done).
+def copy_can_differ(lowered: Any, text: str) -> bool:
+    """Whether the copy without :data:`CPU_PASSES` can differ from the executed program ``text`` of
+    ``lowered``: only where one of those passes acted.
 
-    The text is None when XLA refuses the option itself; a pass name XLA does not know is not an
-    error for XLA, so :func:`passes_without_effect` is asked, and each such name gets a note.
-    Callers compile this copy only for a program with collectives (:func:`has_collectives`): these
-    passes change nothing else the analyzer reads.
+    ``float-normalization-bf16`` rewrites bf16 operations only, and XLA:CPU makes no bf16 of its own:
+    without ``bf16`` anywhere in the program JAX hands XLA (``lowered.as_text()``), it has nothing to
+    do. ``cpu-all-reduce-combiner`` joins all-reduces into one of several operands (a tuple result):
+    where the executed program has no such all-reduce, it joined nothing. A pass that did nothing
+    leaves the rest of the pipeline the same input, so the copy would be the executed program itself.
+    (``lowered`` None: the executed text alone is read.)
+
+    Example: a float32 sum over devices (one all-reduce of one array) needs no copy:
+      >>> copy_can_differ(None, "%ar = f32[4]{0} all-reduce(f32[4]{0} %p), to_apply=%add")
+      False
+      >>> copy_can_differ(None, "%ar = (f32[4]{0}, f32[]) all-reduce(f32[4]{0} %p, f32[] %q)")
+      True
     """
-    import jax
+    if _COMBINED_ALL_REDUCE.search(text):
+        return True
+    return lowered is not None and "bf16" in lowered.as_text()
 
-    notes = [
+
+def pass_notes() -> list[str]:
+    """A note for each pass of :data:`CPU_PASSES` this XLA does not know (:func:`passes_without_effect`),
+    said for every program with collectives, whether its copy is compiled or not."""
+    return [
         f"the correction for a CPU pass that {CPU_PASSES[name]} could not be applied: this XLA does not "
         f"know a pass named {name!r} (renamed?), so figures it affects are those of the program the CPU "
         "runs; update shardbook.comms.cpu.CPU_PASSES"
         for name in passes_without_effect(tuple(CPU_PASSES))
     ]
+
+
+def compile_without_cpu_passes(lowered: Any) -> tuple[str | None, list[str]]:
+    """(text of ``lowered`` compiled without :data:`CPU_PASSES`, notes on what could not be done).
+
+    The text is None when XLA refuses the option itself; a pass name XLA does not know is not an
+    error for XLA, so :func:`passes_without_effect` is asked, and each such name gets a note
+    (:func:`pass_notes`). Callers compile this copy only for a program with collectives
+    (:func:`has_collectives`) that one of the passes may have changed (:func:`copy_can_differ`): these
+    passes change nothing else the analyzer reads.
+    """
+    import jax
+
+    notes = pass_notes()
     try:
         text = lowered.compile(compiler_options={"xla_disable_hlo_passes": disabled_passes()}).as_text()
     except jax.errors.JaxRuntimeError as e:  # e.g. an XLA without the xla_disable_hlo_passes option
