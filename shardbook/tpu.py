@@ -181,6 +181,12 @@ def fingerprint(build: Callable, name: str = "v5e-8") -> tuple[str, dict[str, in
     fingerprint is the same where libtpu is missing; it changes with the program, the topology, JAX,
     :data:`LIBTPU` and :data:`CACHE_VERSION`.
     """
+    key, axes, _ = _fingerprint(build, name)
+    return key, axes
+
+
+def _fingerprint(build: Callable, name: str) -> tuple[str, dict[str, int], Any]:
+    """:func:`fingerprint`, and the program lowered for the CPU devices it hashed."""
     import jax
 
     t = topology(name)
@@ -191,12 +197,17 @@ def fingerprint(build: Callable, name: str = "v5e-8") -> tuple[str, dict[str, in
             f"has {len(cpus)}: call shardbook.setup() first (it gives 8)"
         )
     lowered, axes = _lowered(build, cpus[: t.devices])
-    text = lowered.as_text()
+    return _digest(lowered, name), axes, lowered
+
+
+def _digest(lowered: Any, name: str) -> str:
+    import jax
+
     digest = hashlib.sha256()
-    for part in (f"v{CACHE_VERSION}", name, jax.__version__, LIBTPU, text):
+    for part in (f"v{CACHE_VERSION}", name, jax.__version__, LIBTPU, lowered.as_text()):
         digest.update(part.encode())
         digest.update(b"\0")
-    return digest.hexdigest(), axes
+    return digest.hexdigest()
 
 
 def _mesh_of(args: Any) -> Any:
@@ -230,18 +241,19 @@ def compile_for_tpu(build: Callable, name: str = "v5e-8", *, cache: bool = True)
 
     Returns:
       A :class:`~shardbook.comms.compiled.TpuProgram`: the compiled text and ``memory_analysis()``, or,
-      when the program needs more HBM than a chip has, ``fits`` False and the compiler's figures.
+      when the program needs more HBM than a chip has, ``fits`` False and the compiler's figures;
+      either way, ``cpu_lowered``: the program as lowered for as many CPU devices to fingerprint it.
 
     Raises:
       TpuCompilerUnavailable: the program is not in the cache and libtpu is not installed.
       jax.errors.JaxRuntimeError: the compiler refused the program for another reason than HBM.
     """
     t = topology(name)
-    key, axes = fingerprint(build, name)
+    key, axes, cpu_lowered = _fingerprint(build, name)
     path = cache_folder() / f"{key}.json.gz"
     _note_use(key)
     if cache and path.exists():
-        return _read(path, t, key)
+        return dataclasses.replace(_read(path, t, key), cpu_lowered=cpu_lowered)
     devices = tpu_devices(name)
     lowered, _ = _lowered(build, devices)
     start = time.perf_counter()
@@ -260,7 +272,7 @@ def compile_for_tpu(build: Callable, name: str = "v5e-8", *, cache: bool = True)
     entry["compile_seconds"] = time.perf_counter() - start
     if cache:
         _write(path, entry)
-    return _program(entry, t, key, from_cache=False)
+    return dataclasses.replace(_program(entry, t, key, from_cache=False), cpu_lowered=cpu_lowered)
 
 
 def usable_hbm(name: str = "v5e-8") -> int:

@@ -519,6 +519,33 @@ def _without_debug_info(text: str) -> str:
     return re.sub(r", metadata=\{[^}]*\}", "", body)
 
 
+def test_copies_compiled_only_to_be_read_are_the_same_without_llvm_optimisations(mesh24):
+    # property: the analyzer's never-executed copies (bf16 kept, footprint's memory-scheduled one) skip
+    # LLVM's optimisations (cpu.READ_ONLY); their text and memory_analysis() are those of a copy
+    # compiled at the default level, for a sharded, scanned step with bf16 and combined all-reduces
+    from shardbook.comms import cpu, memory
+
+    def loss(ws, x):
+        h, _ = jax.lax.scan(jax.checkpoint(lambda h, w: (jnp.tanh(h @ w), None)), x, ws)
+        return (h.astype(jnp.float32) ** 2).sum()
+
+    ws = jax.ShapeDtypeStruct((4, 256, 256), jnp.bfloat16, sharding=NamedSharding(mesh24, P(None, "Y")))
+    x = jax.ShapeDtypeStruct((64, 256), jnp.bfloat16, sharding=NamedSharding(mesh24, P("X")))
+    lowered = jax.jit(jax.value_and_grad(loss, argnums=(0, 1))).lower(ws, x)
+    fields = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes")
+    passes = {"xla_disable_hlo_passes": cpu.disabled_passes()}
+    memory_only = {k: v for k, v in memory.CPU_MEMORY_OPTIONS.items() if k not in cpu.READ_ONLY}
+    for options in (passes, memory_only):
+        default, read_only = (
+            lowered.compile(compiler_options=o) for o in (options, {**options, **cpu.READ_ONLY})
+        )
+        assert comms.analyze_text(default.as_text()).count("all-reduce") >= 1
+        assert read_only.as_text() == default.as_text()
+        stats = [tuple(getattr(c.memory_analysis(), f) for f in fields) for c in (default, read_only)]
+        assert stats[0] == stats[1]
+    assert cpu.compile_without_cpu_passes(lowered)[0] == lowered.compile(compiler_options=passes).as_text()
+
+
 def test_footprint_reads_what_a_program_keeps_alive_on_cpu():
     # Four layers, each gathered from its shards and used once: XLA:CPU's default scheduler starts every
     # all-gather first, so its memory_analysis holds all four gathered weights at once; footprint's copy,

@@ -80,6 +80,11 @@ def test_compile_for_tpu_reads_back_what_did_not_change(cache):
     again = tpu.compile_for_tpu(_matmul(1024), "v5e-8")
     assert again.from_cache and again.fingerprint == first.fingerprint
     assert again.text == first.text and again.memory == first.memory
+    # the program lowered for 8 CPU devices to fingerprint it is XLA:CPU's program of the same step
+    step, args = _matmul(1024)(jax.devices("cpu")[:8])
+    fields = ("argument_size_in_bytes", "temp_size_in_bytes")
+    on_cpu = [c.compile().memory_analysis() for c in (again.cpu_lowered, step.lower(*args))]
+    assert [getattr(on_cpu[0], f) for f in fields] == [getattr(on_cpu[1], f) for f in fields]
     changed = tpu.compile_for_tpu(_matmul(2048), "v5e-8")
     assert not changed.from_cache and changed.fingerprint != first.fingerprint
     assert tpu.fingerprint(_matmul(1024), "v6e-8")[0] != first.fingerprint  # another topology

@@ -162,6 +162,9 @@ class TpuProgram:
     error: str = ""  # the compiler's message when it refused the program
     compile_seconds: float = 0.0  # of the compile that made it (0 when read from the cache)
     from_cache: bool = False
+    # the same program lowered for as many simulated CPU devices (what the fingerprint hashed):
+    # ``cpu_lowered.compile()`` is XLA:CPU's program of it, without tracing the step again
+    cpu_lowered: Any = field(default=None, repr=False, compare=False)
 
     @property
     def compiled(self) -> bool:

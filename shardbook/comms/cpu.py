@@ -3,9 +3,10 @@
 * The CPU compiler turns bf16 collectives into f32 ones (the ``float-normalization-bf16`` pass),
   doubling their bytes, and combines independent all-reduces into one (``cpu-all-reduce-combiner``).
   :func:`compile_without_cpu_passes` compiles a second, never-executed copy with those passes switched
-  off (:data:`CPU_PASSES`). That copy keeps bf16 for all-gather, all-to-all and collective-permute;
-  all-reduce and reduce-scatter stay f32 but keep a reducer whose name ends in ``_promoted``, so
-  :func:`intended_dtype` reports them with the dtype the program meant (bf16).
+  off (:data:`CPU_PASSES`), and without LLVM's optimisations (:data:`READ_ONLY`). That copy keeps bf16
+  for all-gather, all-to-all and collective-permute; all-reduce and reduce-scatter stay f32 but keep a
+  reducer whose name ends in ``_promoted``, so :func:`intended_dtype` reports them with the dtype the
+  program meant (bf16).
 * The SPMD partitioner writes a reduce-scatter as an all-reduce followed by a dynamic-slice that keeps
   1/n of the result; XLA:GPU's ``ReduceScatterCreator`` pass fuses the pair into one reduce-scatter,
   and XLA:CPU runs no such pass. :func:`reduce_scatter_block` finds that pair.
@@ -29,6 +30,12 @@ from typing import Any
 from ..hlo import ArrayType, Computation, Instruction, Module
 from .queries import value_type
 from .report import COLLECTIVE_KINDS
+
+#: XLA:CPU options for a copy that is compiled only to be read (its text, its ``memory_analysis()``),
+#: never executed: LLVM runs without its optimisations. It runs after every HLO pass and the buffer
+#: assignment, so the program text and memory_analysis() are the same as at the default level
+#: (tests/test_comms.py checks both); about half the CPU time of such a compile is saved.
+READ_ONLY = {"xla_backend_optimization_level": 0}
 
 #: The CPU passes switched off in the copy the analyzer reads (jax/jaxlib 0.12.0.1), with what each does.
 CPU_PASSES = {
@@ -115,7 +122,8 @@ def compile_without_cpu_passes(lowered: Any) -> tuple[str | None, list[str]]:
 
     notes = pass_notes()
     try:
-        text = lowered.compile(compiler_options={"xla_disable_hlo_passes": disabled_passes()}).as_text()
+        options = {**READ_ONLY, "xla_disable_hlo_passes": disabled_passes()}
+        text = lowered.compile(compiler_options=options).as_text()
     except jax.errors.JaxRuntimeError as e:  # e.g. an XLA without the xla_disable_hlo_passes option
         first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
         notes.append(
@@ -154,11 +162,11 @@ def passes_without_effect(names: tuple[str, ...]) -> tuple[str, ...]:
     probe = jax.jit(lambda a, b, c: (a * 2, b.sum(1), c.sum(1)), out_shardings=(spec(), spec(), spec()))
     with jax.set_mesh(mesh):  # the caller may have set a mesh of its own: the probe uses its mesh
         lowered = probe.lower(a, b, b)
-    plain = lowered.compile().as_text()
+    plain = lowered.compile(compiler_options=READ_ONLY).as_text()
     return tuple(
         name
         for name in names
-        if lowered.compile(compiler_options={"xla_disable_hlo_passes": name}).as_text() == plain
+        if lowered.compile(compiler_options={**READ_ONLY, "xla_disable_hlo_passes": name}).as_text() == plain
     )
 
 

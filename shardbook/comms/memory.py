@@ -21,11 +21,14 @@ from typing import Any
 
 from .compiled import Footprint, TpuProgram
 from .compiling import lower
+from .cpu import READ_ONLY
 
-#: XLA options of the CPU copy that :func:`footprint` reads (jax/jaxlib 0.12.0.1).
+#: XLA options of the CPU copy that :func:`footprint` reads (jax/jaxlib 0.12.0.1); it is never executed,
+#: so LLVM's optimisations are off too (:data:`~shardbook.comms.cpu.READ_ONLY`).
 CPU_MEMORY_OPTIONS = {
     "xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED",
     "xla_disable_hlo_passes": "cpu-all-reduce-combiner",
+    **READ_ONLY,
 }
 
 
