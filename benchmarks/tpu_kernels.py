@@ -27,7 +27,7 @@ import tempfile
 import jax
 
 from benchmarks import tpu_programs
-from benchmarks.tpu_record import KINDS
+from benchmarks.tpu_record import KINDS, caller
 
 WARM_UP, TRACED = 3, 5
 TIMING = (
@@ -39,14 +39,7 @@ TIMING = (
 def kernel_times(program: tpu_programs.Program, folder: str) -> dict:
     """``module_seconds`` and ``kernels`` (see the module docstring) of one program, traced in ``folder``."""
     args = tpu_programs.arguments_for(program)
-    fn, keep = program.fn, program.feeds_back
-
-    def call(args):
-        out = fn(*args)
-        if keep:
-            args = list(out[:keep]) + list(args[keep:])
-        return out, args
-
+    call = caller(program)
     for _ in range(WARM_UP):
         out, args = call(args)
         jax.block_until_ready(out)

@@ -74,8 +74,9 @@ def compiler_view(compiled) -> dict:
     return out
 
 
-def time_calls(program: tpu_programs.Program, args: list, repeats: int) -> dict:
-    """Median seconds of one call (see the module docstring), with the batches' spread."""
+def caller(program: tpu_programs.Program):
+    """``call(args) -> (outputs, the next call's args)``: a training step's updated state (its first
+    ``feeds_back`` outputs) is its next call's first arguments."""
     fn, keep = program.fn, program.feeds_back
 
     def call(args):
@@ -84,6 +85,12 @@ def time_calls(program: tpu_programs.Program, args: list, repeats: int) -> dict:
             args = list(out[:keep]) + list(args[keep:])
         return out, args
 
+    return call
+
+
+def time_calls(program: tpu_programs.Program, args: list, repeats: int) -> dict:
+    """Median seconds of one call (see the module docstring), with the batches' spread."""
+    call = caller(program)
     for _ in range(2):  # warm-up: the first call may still load the program
         out, args = call(args)
         jax.block_until_ready(out)

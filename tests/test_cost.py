@@ -523,8 +523,9 @@ def test_the_kernel_record_is_the_fitted_programs_kernel_by_kernel():
     per_call: dict[str, float] = {}
     for r in rows:
         per_call[r.program] = per_call.get(r.program, 0.0) + r.measured
-    for name, seconds in per_call.items():
-        assert 0.95 < seconds / kernels[name]["module_seconds"] < 1.02, name
+    for name, kernel_sum in per_call.items():  # two records of one trace, not this test's clock
+        share = kernel_sum / kernels[name]["module_seconds"]
+        assert 0.95 < share < 1.02, name
 
 
 def test_per_kernel_the_model_is_rougher_than_per_program():
