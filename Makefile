@@ -153,6 +153,12 @@ site-check: venv
 # Then shardbook.comms.analyze compiled its copy without the CPU passes only where a pass acted (bf16,
 # combined all-reduces): unit tests alone as above, 626 -> 563 s of CPU, one run each on a shared
 # machine (test_parity 231 -> 188 s); A/B per in-process grading: 06_moe 18.9 -> 16.0 s (2026-12-06).
+# With that, the tests sharing one Chromium per process (the browser tests 86 -> 63 s of CPU), the
+# analyzer's never-run copies at LLVM -O0 and chapter 11 lowering its CPU steps once (~9 s): make test
+# on this tree, chapters executed from a clean cache, machine otherwise quiet (2026-12-06): 774 s wall,
+# 1,037 s CPU (unit 547, notebooks 297, learner-path 73, site-check 36, check-exercises 33, pdf-check
+# 29, book 12, ray 8); the run before was on a busier machine, so not all of the 235 s is these
+# changes (their own A/B figures add up to about 55 s). Still over the 900 s issue 49 asks for.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
