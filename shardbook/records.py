@@ -125,13 +125,19 @@ def held_out(chip: str = "v5e") -> list[Calibrated]:
     return _compared(chip, "_held_out")
 
 
+def _programs_texts(chip: str, which: str) -> dict[str, str]:
+    """Program name -> the TPU program the chip compiled for it (``tpu_<chip><which>_programs.json.gz``)."""
+    with gzip.open(RECORDS / f"tpu_{chip}{which}_programs.json.gz", "rt") as f:
+        texts: dict[str, str] = json.load(f)
+    return texts
+
+
 def _compared(chip: str, which: str) -> list[Calibrated]:
     path = RECORDS / f"tpu_{chip}{which}.json"
     if not path.exists():
         raise ValueError(f"no record of a real TPU {chip}: expected {path}")
     programs = json.loads(path.read_text())["programs"]
-    with gzip.open(RECORDS / f"tpu_{chip}{which}_programs.json.gz", "rt") as f:
-        texts = json.load(f)
+    texts = _programs_texts(chip, which)
     rows = []
     for name, entry in programs.items():
         if "seconds" not in entry:  # the chip refused it (did not fit): nothing to compare
@@ -161,6 +167,7 @@ class KernelTime:
 
     program: str
     kernel: str  # the instruction's name in the program's text
+    opcode: str  # the instruction's opcode ("fusion", "copy-start", ...)
     kind: str  # "matmul" or "memory", as the model charges it
     runs: float  # runs per call
     measured: float
@@ -171,6 +178,14 @@ class KernelTime:
         """(estimated - measured) / measured."""
         return self.estimated / self.measured - 1
 
+    @property
+    def async_copy(self) -> bool:
+        """Whether it starts an asynchronous copy (its wait, the matching ``-done``, is charged nothing)."""
+        return self.opcode in ASYNC_STARTS
+
+
+#: The starts of asynchronous copies: the model charges a copy's traffic to its start.
+ASYNC_STARTS = ("copy-start", "slice-start")
 
 #: Containers: the chip's trace times them as a whole, their kernels again one by one.
 CONTAINERS = ("while", "conditional", "call")
@@ -188,8 +203,7 @@ def kernel_calibration(chip: str = "v5e") -> list[KernelTime]:
     """
     record = json.loads((RECORDS / f"tpu_{chip}_kernels.json").read_text())["programs"]
     fitted = {name for name, entry in tpu_record(chip)["programs"].items() if "seconds" in entry}
-    with gzip.open(RECORDS / f"tpu_{chip}_programs.json.gz", "rt") as f:
-        texts = json.load(f)
+    texts = _programs_texts(chip, "")
     rows = []
     for name, entry in record.items():
         if name not in fitted:  # the chip ran it for the profiler, not for the fitted record
@@ -200,19 +214,24 @@ def kernel_calibration(chip: str = "v5e") -> list[KernelTime]:
             comp, inst = ops[kernel]
             model, kind = sim._kernel_seconds(comp, inst)
             if kind and inst.opcode not in CONTAINERS and seconds > 0:
-                rows.append(KernelTime(name, kernel, kind, runs, seconds, model * runs))
+                rows.append(KernelTime(name, kernel, inst.opcode, kind, runs, seconds, model * runs))
     return rows
 
 
-#: Kernels shorter than this are left out of :func:`kernel_summary` (the chip runs them in microseconds).
+#: Kernels shorter than this, on the chip and in the model, are left out of :func:`kernel_summary`.
 SHORTEST_KERNEL = 1e-4
+
+
+def long_kernels(rows: list[KernelTime]) -> list[KernelTime]:
+    """The kernels of ``rows`` that take at least :data:`SHORTEST_KERNEL` on the chip or in the model."""
+    return [r for r in rows if max(r.measured, r.estimated) >= SHORTEST_KERNEL]
 
 
 def kernel_summary(rows: list[KernelTime], bands: tuple[float, ...] = (0.10, 0.15, 0.25)) -> dict[str, float]:
     """How many of ``rows`` take at least :data:`SHORTEST_KERNEL` on the chip or in the model, and per
     band the share of them, and of the chip's time in them, that the model gets within the band (keys
     ``"kernels"``, ``"kernels within 15%"``, ``"time within 15%"``, ...)."""
-    long = [r for r in rows if max(r.measured, r.estimated) >= SHORTEST_KERNEL]
+    long = long_kernels(rows)
     total = sum(r.measured for r in long)
     out: dict[str, float] = {"kernels": len(long)}
     for band in bands:
@@ -234,5 +253,6 @@ __all__ = [
     "held_out",
     "kernel_calibration",
     "kernel_summary",
+    "long_kernels",
     "tpu_record",
 ]

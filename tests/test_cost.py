@@ -64,7 +64,8 @@ def test_estimate_collective_matmul_overlaps(mesh):
     ring = cost.estimate(comms.analyze(_collective(mesh), *args))
     modelled = {"plain": plain.seconds, "ring": ring.seconds}  # the cost model's estimates, not a clock
     assert min(modelled, key=modelled.__getitem__) == "ring", modelled
-    assert ring.exposed_communication_seconds < plain.exposed_communication_seconds
+    exposed = {"plain": plain.exposed_communication_seconds, "ring": ring.exposed_communication_seconds}
+    assert min(exposed, key=exposed.__getitem__) == "ring", exposed  # modelled, like the line above
     assert len([e for e in ring.events if e.kind == "collective-permute"]) == 3
     assert len([e for e in ring.events if e.kind == "matmul"]) == 4
 
@@ -536,7 +537,7 @@ def test_per_kernel_the_model_is_rougher_than_per_program():
     assert got["kernels"] > 300 and 0.8 < got["time within 15%"] < 0.9
     assert min(r.error for r in rows if r.measured > 5e-3) < -0.5  # a 5 ms kernel, under by half
     # the asynchronous copies: charged their traffic at their start, started by the chip in µs
-    copies = [r for r in rows if r.kernel.startswith(("copy-start", "slice-start")) and r.estimated > 1e-4]
+    copies = [r for r in rows if r.async_copy and r.estimated > 1e-4]
     assert len(copies) > 50 and sum(r.measured for r in copies) < 0.01 * sum(r.estimated for r in copies)
     gpt = [r for r in rows if r.program == "GPT 0.16B Adam step"]
     off = sum(abs(r.estimated - r.measured) for r in gpt)
