@@ -15,6 +15,7 @@ from benchmarks.tpu_programs import (
     GPT,
     GPTS,
     Program,
+    _adam,
     _dot_at,
     _layernorm,
     _sds,
@@ -378,6 +379,44 @@ def held_out_fifth() -> list[Program]:
         prog("outer product bf16, 16384 x 256 x 16384", "matmul", jnp.matmul, ((16384, 256), bf16),
              ((256, 16384), bf16), about="537 MB written"),
         gpt_step("GPT width 640, 10 layers, 2048 tokens", GPT(50304, 640, 10, 2560, 10, 2048), batch=4),
+    ]  # fmt: skip
+
+
+def held_out_sixth() -> list[Program]:
+    """A sixth set held out of the fit, written and recorded before any rule read off
+    :func:`benchmarks.tpu_programs.kernel_sweeps` (``--set held_out_6``, its times kept sealed until
+    those rules are committed): matmul kernels that mostly write, weights updated inside their
+    gradients' matmuls, one-hot sums, and a model's pieces of other shapes."""
+
+    prog = program
+    f32, bf16 = "float32", "bfloat16"
+    mlp = [(shape, f32) for shape in ((4096, 4096), (4096, 4096), (4096, 1024))]
+    return [
+        prog("outer product f32, 16384 x 256 x 8192", "matmul", jnp.matmul, ((16384, 256), f32),
+             ((256, 8192), f32), about="537 MB written"),
+        prog("outer product bf16, 12288 x 192 x 12288", "matmul", jnp.matmul, ((12288, 192), bf16),
+             ((192, 12288), bf16), about="302 MB written"),
+        prog("SGD inside its gradient's matmul f32, 4096 x 4096", "training",
+             lambda p, h, d: p - 1e-3 * (h.T @ d), ((4096, 4096), f32), ((16384, 4096), f32),
+             ((16384, 4096), f32), feeds_back=1, donate=(0,)),
+        prog("Adam inside its gradient's matmul f32, 2048 x 16384", "training",
+             lambda p, m, v, h, d: _adam(p, m, v, h.T @ d), *[((2048, 16384), f32)] * 3,
+             ((4096, 2048), f32), ((4096, 16384), f32), feeds_back=3, donate=(0, 1, 2)),
+        prog("one-hot sums over 32000, 16384 rows", "vector",
+             lambda t: jnp.sum(jnp.where(t[:, None] == jnp.arange(32000), 1.0, 0.0), -1),
+             ((16384,), "int32")),
+        Program("MLP SGD step float32, width 4096", "mlp", jax.jit(_mlp_sgd_step, donate_argnums=(0,)),
+                ([_sds(*s) for s in mlp], _sds((8192, 4096), f32), _sds((8192, 1024), f32)), feeds_back=1,
+                about="4096 -> 4096 -> 4096 -> 1024, 8192 rows, ReLU, MSE, SGD, donated"),
+        prog("attention bfloat16 4096, 8 heads of 256", "attention", attention,
+             *[((2, 4096, 8, 256), bf16)] * 3),
+        prog("cross-entropy float32 logits, 32000, 16384 rows", "memory",
+             jax.value_and_grad(_cross_entropy), ((16384, 32000), f32), ((16384,), "int32")),
+        prog("exact GELU bf16, 8192 x 16384", "vector", lambda x: jax.nn.gelu(x, approximate=False),
+             ((8192, 16384), bf16)),
+        prog("matmul bfloat16 6144", "matmul", jnp.matmul, ((6144, 6144), bf16), ((6144, 6144), bf16)),
+        prog("layernorm f32, 1024 wide", "memory", _layernorm, ((131072, 1024), f32), ((1024,), f32)),
+        gpt_step("GPT width 768, 6 layers, batch 8", GPT(50304, 768, 12, 3072, 6, 1024), batch=8),
     ]  # fmt: skip
 
 

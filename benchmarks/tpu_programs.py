@@ -478,6 +478,64 @@ def kernel_rates() -> list[Program]:
     ]  # fmt: skip
 
 
+def kernel_sweeps() -> list[Program]:
+    """The three kinds of kernel that held-out round 5 and :func:`kernel_rates` show the model missing,
+    each swept over one dimension, for the rules a next session reads off (recorded with the sixth
+    held-out set, before any rule): matmul kernels that mostly write, over the contraction's length
+    and the product's dtype; a weight's update inside its gradient's matmul, from none to Adam's; and
+    one-hot sums over other widths and in the GPT step's three-dimensional form."""
+    bf16, f32 = "bfloat16", "float32"
+    prog = program
+    wide = lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32)  # noqa: E731
+    onehot = lambda labels, width: jnp.sum(  # noqa: E731
+        jnp.where(labels[..., None] == jnp.arange(width), 1.0, 0.0), -1
+    )
+    # fmt: off
+    outer = [
+        prog(f"mostly writing bf16, 16384 x {k} x 16384", "matmul", jnp.matmul, ((16384, k), bf16),
+             ((k, 16384), bf16), about=f"537 MB written, contraction {k}")
+        for k in (128, 384, 512)
+    ] + [
+        prog(f"mostly writing f32 from bf16, 8192 x {k} x 16384", "matmul", wide, ((8192, k), bf16),
+             ((k, 16384), bf16), about=f"537 MB of f32 written, contraction {k}")
+        for k in (128, 512)
+    ]
+    state = [((1024, 16384), f32)]
+    grads = ((8192, 1024), f32), ((8192, 16384), f32)
+    update = [
+        prog("gradient's matmul alone f32, 1024 x 16384", "training", lambda h, d: h.T @ d, *grads),
+        prog("SGD inside its gradient's matmul f32, 1024 x 16384", "training",
+             lambda p, h, d: p - 1e-3 * (h.T @ d), *state, *grads, feeds_back=1, donate=(0,)),
+        prog("momentum inside its gradient's matmul f32, 1024 x 16384", "training",
+             lambda p, m, h, d: _momentum(p, m, h.T @ d), *state * 2, *grads, feeds_back=2,
+             donate=(0, 1)),
+        prog("Adam inside its gradient's matmul f32, 1024 x 16384", "training",
+             lambda p, m, v, h, d: _adam(p, m, v, h.T @ d), *state * 3, *grads, feeds_back=3,
+             donate=(0, 1, 2)),
+    ]
+    hots = [
+        prog("one-hot sums over 50304, 8192 rows", "vector", lambda t: onehot(t, 50304),
+             ((8192,), "int32")),
+        prog("one-hot sums over 65536, 8192 rows", "vector", lambda t: onehot(t, 65536),
+             ((8192,), "int32")),
+        prog("one-hot sums over 50304, 8 x 1024 rows", "vector", lambda t: onehot(t, 50304),
+             ((8, 1024), "int32")),
+    ]
+    # fmt: on
+    return outer + update + hots
+
+
+def _momentum(p, m, g, lr=1e-3, beta=0.9):
+    m = beta * m + g
+    return p - lr * m, m
+
+
+def _adam(p, m, v, g, lr=1e-3, b1=0.9, b2=0.95, eps=1e-8):
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    return p - lr * m / (jnp.sqrt(v) + eps), m, v
+
+
 def memory_steps(scale: int = 1) -> list[Program]:
     """One-chip Adam steps that straddle a v5e's HBM (``benchmarks/tpu_memory.py``): donated f32 steps of
     large state (width 1280, 8 × 1024 tokens, 28 to 36 layers), donated steps of small state (GPT-2
@@ -509,10 +567,11 @@ def arguments_for(program: Program, seed: int = 0) -> list:
 
 def all_programs() -> list[Program]:
     """Every program of the fitted record (``shardbook/data/tpu_v5e.json``), cheapest family first, and
-    :func:`kernel_rates`, recorded and waiting in ``benchmarks/pending/`` for the rules read off it."""
+    :func:`kernel_rates` and :func:`kernel_sweeps`, recorded and waiting in ``benchmarks/pending/``
+    for the rules read off them."""
     return (
         matmuls() + memory_bound() + vector_unit() + attentions() + training_steps()
-        + precision_matmuls() + kernel_sharing() + kernel_rates()
+        + precision_matmuls() + kernel_sharing() + kernel_rates() + kernel_sweeps()
     )  # fmt: skip
 
 
