@@ -4,8 +4,8 @@ program's estimate beside its measured time.
 ``benchmarks/tpu_record.py`` writes the records on the chip (``shardbook/data/tpu_<chip>.json``, each
 program's median time, memory and provenance, and ``tpu_<chip>_programs.json.gz``, the program the
 chip compiled); :func:`calibration` compares the model with the programs its rates were read off and
-checked on, :func:`held_out` with the programs held out of the fit, five rounds each recorded before
-the rules it tests. :data:`OUT_OF_SAMPLE_ERROR` is the model's stated accuracy, what
+checked on, :func:`held_out` with the programs held out of the fit in five rounds (the first four each
+recorded before the rules it tests, the fifth after today's rules, sealed until it was opened). :data:`OUT_OF_SAMPLE_ERROR` is the model's stated accuracy, what
 :func:`shardbook.claims.model_error` reads; ``python -m benchmarks.tpu_calibration`` prints both tables.
 """
 
@@ -28,8 +28,8 @@ RECORDS = Path(__file__).parent / "data"
 CALIBRATION_TARGET = 0.15
 
 #: The model's stated accuracy out of sample: every program of :func:`held_out` (recorded on a real v5e,
-#: none of the model's constants read off it, five rounds each recorded before the rules it tests were
-#: written) is within this fraction of its measured time, except the programs the model flags
+#: none of the model's constants read off it, in five rounds: the first four each recorded before the
+#: rules it tests were written, the fifth after today's rules) is within this fraction of its measured time, except the programs the model flags
 #: (:data:`OUTSIDE_THE_MODEL`) and those of :data:`MISSED`: under today's model the worst of the five
 #: rounds is 10.5%, an MLP step of round 2, which rounds 1 to 3 say little about since today's rules
 #: were read off programs written after them. Round 4, recorded before today's rules, has 13 of 14
@@ -50,13 +50,14 @@ MISSED = {
     "kernel of its gradient's matmul (a square root and a divide an element of the product): no rate "
     "was read off such a kernel, and the GPT steps' output-layer kernel, which does the same, is the "
     "kernel the per-kernel record shows the model missing by the most time",
-    "MLP SGD step float32, width 6144": "an f32 MLP's SGD step, whose weight updates (a multiply and "
-    "a subtract an element) are computed inside their gradients' matmul kernels, as in Adam's case "
-    "above; round 2's step of width 8192 is the worst program inside the stated accuracy",
+    "MLP SGD step float32, width 6144": "an f32 MLP's SGD step: the cause is not established; its "
+    "weight updates are computed inside their gradients' matmul kernels, as in Adam's case above, "
+    "but so are those of the MLP steps of rounds 1 and 4, which the model gets right, and round 2's "
+    "f32 step of width 8192 is the worst program inside the stated accuracy",
     "outer product bf16, 16384 x 256 x 16384": "a matmul kernel that does little but write its "
-    "product (64 times more bytes written than read): the model charges its writes at the rate "
-    "inferred for kernels that read and write, and the chip wrote faster; how fast a matmul kernel "
-    "writes was never measured alone",
+    "product (it writes 64 times the bytes it reads): the model charges its writes at the rate "
+    "inferred for kernels that read and write, and the chip wrote faster; no rate has yet been read "
+    "off the recorded matmul kernels that mostly write (benchmarks/pending)",
     "exact GELU f32, 16384 x 16384": "an exact (erf) GELU in f32, alone in its kernel: the cause is "
     "not established; round 2's exact GELU in f32 was just inside the stated accuracy",
 }
