@@ -23,8 +23,9 @@ chapters). The modules are where a maintainer reads them:
   hlo     -- the parser of XLA's program text that comms and cost read.
   tpu     -- compile for a TPU topology on any machine (compile_for_tpu): the TPU compiler's program,
              its memory and its fits/does-not-fit verdict, cached by the program's fingerprint.
-  cost    -- the TPU cost model (estimate, draw_timeline). Its parts: links (collectives on the ICI links,
-             one stream per direction) and hbm (a TPU program's HBM traffic and vector-unit ops).
+  cost    -- the TPU cost model (estimate; viz.timeline draws a step). Its parts: links (collectives on
+             the ICI links, one stream per direction) and hbm (a TPU program's HBM traffic and
+             vector-unit ops).
   records -- the cost model against a real chip: the records of one-chip programs timed on a v5e
              (tpu_record), the fitted ones (calibration) and those held out (held_out, OUT_OF_SAMPLE_ERROR),
              and the fitted ones kernel by kernel (kernel_calibration).
@@ -85,7 +86,7 @@ _EXPORTS = {
     "TOPOLOGIES": "tpu",
     "TpuCompilerUnavailable": "tpu",
     "estimate": "cost",
-    "draw_timeline": "cost",
+    "draw_timeline": "viz",
     "CHIPS": "cost",
     "MODEL_MARGIN": "cost",
     "INT32_MATMUL_SLOWDOWN": "cost",

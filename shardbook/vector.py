@@ -86,7 +86,9 @@ def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[f
         i, fetched, operand = stack.pop()
         before = total
         if i.opcode == "constant" or (
-            (i.opcode in VECTOR_OPS or i.opcode == "broadcast") and all(o in constant for o in i.operands)
+            (i.opcode in VECTOR_OPS or i.opcode == "broadcast")
+            and bool(i.operands)
+            and all(o in constant for o in i.operands)
         ):
             constant.add(i.name)
             if _is_one(i) or (i.opcode == "broadcast" and i.operands and i.operands[0] in ones):

@@ -13,7 +13,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from benchmarks.programs import ring_matmul
-from shardbook import comms, cost, hbm, links, records, vector
+from shardbook import comms, cost, hbm, links, records, vector, viz
 
 matplotlib.use("Agg")
 
@@ -103,13 +103,13 @@ def test_estimate_fori_loop_matches_unrolled(mesh):
 def test_draw_timeline(mesh):
     # property: one bar per event, the blocked matmul hatched
     est = cost.estimate(comms.analyze(_plain(mesh), *_args(mesh, jnp.bfloat16)))
-    ax = cost.draw_timeline(est)
+    ax = viz.draw_timeline(est)
     assert len(ax.patches) == len(est.events)
     assert any(p.get_hatch() == "//" for p in ax.patches)
     assert "v5e" in ax.get_title()
     # the figure names its source: the model on XLA:CPU's program, unless the title already names one
     assert ax.get_title().endswith("\nmodel · XLA:CPU program")
-    assert cost.draw_timeline(est, title="x (TPU compiler)").get_title() == "x (TPU compiler)"
+    assert viz.draw_timeline(est, title="x (TPU compiler)").get_title() == "x (TPU compiler)"
 
 
 @pytest.mark.parametrize("order", [("plain", "ring"), ("ring", "plain")])
@@ -125,7 +125,7 @@ def test_draw_timeline_shared_axis_covers_every_bar(mesh, order):
     }
     fig, axes = plt.subplots(2, 1, sharex=True)
     for ax, name in zip(axes, order, strict=True):
-        cost.draw_timeline(ests[name], ax=ax)
+        viz.draw_timeline(ests[name], ax=ax)
     fig.canvas.draw()
     last_end = max(e.end for est in ests.values() for e in est.events) * 1e6
     for ax in axes:

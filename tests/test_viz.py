@@ -30,6 +30,7 @@ from shardbook import (  # noqa: E402
     draw_ring_steps,
     draw_routing,
     draw_sharding,
+    draw_timeline,
     route_counts,
 )
 from shardbook.viz import ring as ring_module  # noqa: E402
@@ -676,7 +677,7 @@ def test_figures_are_legible_in_a_desktop_column(mesh, tags):
         "draw_residuals": draw_residuals(
             {"a": [256, 512, 0], "b": [256, 0, 256]}, steps={"a": ["F0", "F1", "B"]}
         ),
-        "draw_timeline": cost.draw_timeline(cost.estimate(report)).figure,
+        "draw_timeline": draw_timeline(cost.estimate(report)).figure,
         "draw_gradient_reduction": draw_gradient_reduction({"matmul": report}),
     }
     for name, fig in figures.items():

@@ -22,6 +22,8 @@ where each family is read and maintained:
   precision      -- :func:`draw_precision_tradeoff`: error against cost.
   processes      -- :func:`shard_table` (in each process of a job) and :func:`draw_process_shards`: which
                     process holds which block.
+  timeline       -- :func:`draw_timeline`: one modelled step (:func:`shardbook.estimate`), its kernels
+                    and collectives against time.
   _common        -- what they share: device colours (by device id, so two pictures of the same mesh
                     compare side by side), device labels, a figure's start and finish.
 
@@ -40,6 +42,7 @@ from .processes import PROCESS_COLOURS, draw_process_shards, shard_table
 from .ring import animate_ring_steps, animation_html, draw_ring_steps, ring_schedule
 from .routing import draw_routing, route_counts
 from .sharding import describe_sharding, draw_sharding
+from .timeline import draw_timeline
 
 __all__ = [
     "AccumulatorRing",
@@ -60,6 +63,7 @@ __all__ = [
     "draw_ring_steps",
     "draw_routing",
     "draw_sharding",
+    "draw_timeline",
     "phone_width_in",
     "ring_schedule",
     "route_counts",
