@@ -6,7 +6,8 @@ program's median time, memory and provenance, and ``tpu_<chip>_programs.json.gz`
 chip compiled); :func:`calibration` compares the model with the programs its rates were read off and
 checked on, :func:`held_out` with the programs held out of the fit in five rounds (the first four each
 recorded before the rules it tests, the fifth after today's rules, sealed until it was opened).
-:data:`OUT_OF_SAMPLE_ERROR` is the model's stated accuracy, what :func:`shardbook.claims.model_error` reads; ``python -m benchmarks.tpu_calibration`` prints both tables.
+:data:`OUT_OF_SAMPLE_ERROR` is the model's stated accuracy, what :func:`shardbook.claims.model_error`
+reads; ``python -m benchmarks.tpu_calibration`` prints both tables.
 """
 
 from __future__ import annotations
@@ -28,16 +29,16 @@ RECORDS = Path(__file__).parent / "data"
 CALIBRATION_TARGET = 0.15
 
 #: The model's stated accuracy out of sample: every program of :func:`held_out` (recorded on a real v5e,
-#: none of the model's constants read off it, in five rounds: the first four each recorded before the
-#: rules it tests were written, the fifth after today's rules) is within this fraction of its measured
-#: time, except the programs the model flags (:data:`OUTSIDE_THE_MODEL`) and those of :data:`MISSED`: under today's model the worst of the five
-#: rounds is 10.5%, an MLP step of round 2, which rounds 1 to 3 say little about since today's rules
-#: were read off programs written after them. Round 4, recorded before today's rules, has 13 of 14
-#: within 4.7% and one at -15.7% (attention with 256-wide heads), named in :data:`MISSED` after it was
-#: seen; this 11% was chosen then (it was 13% after round 3). Round 5, recorded with the model as it
-#: is, written to probe the kernels the per-kernel record shows it missing, has 9 of 13 within 10.1%
-#: and four beyond 11% (up to 25%), named after it was opened. Measured on one-chip programs at the
-#: measured rates (tests/test_cost.py holds it). Two estimates closer than this tie.
+#: none of the model's constants read off it, in five rounds: the first four each recorded before the rules
+#: it tests were written, the fifth after today's rules) is within this fraction of its measured time,
+#: except the programs the model flags (:data:`OUTSIDE_THE_MODEL`) and those of :data:`MISSED`: under
+#: today's model the worst of the five rounds is 10.5%, an MLP step of round 2, which rounds 1 to 3 say
+#: little about since today's rules were read off programs written after them. Round 4, recorded before
+#: today's rules, has 13 of 14 within 4.7% and one at -15.7% (attention with 256-wide heads), named in
+#: :data:`MISSED` after it was seen; this 11% was chosen then (it was 13% after round 3). Round 5, recorded
+#: with the model as it is, written to probe the kernels the per-kernel record shows it missing, has 9 of 13
+#: within 10.1% and four beyond 11% (up to 25%), named after it was opened. Measured on one-chip programs at
+#: the measured rates (tests/test_cost.py holds it). Two estimates closer than this tie.
 OUT_OF_SAMPLE_ERROR = 0.11
 
 #: Held-out programs the model misses by more than :data:`OUT_OF_SAMPLE_ERROR` without flagging them,
