@@ -71,6 +71,7 @@ Example: the sharded matmul of :func:`shardbook.comms.analyze`'s example, whose 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,8 +79,11 @@ from .comms import Report, collective_kind, dot_flops, trip_count
 from .hbm import (
     PRECISION_PASSES,
     _dot_setting,
+    _matmul_tiling,
     dot_precision,
+    grid_bounds,
     hbm_bytes,
+    hbm_results,
     tiled_rereads,
     tpu_hbm_bytes,
     tpu_hbm_traffic,
@@ -129,6 +133,13 @@ class Measured:
     # the fraction of the shorter of a matmul kernel's MXU time and vector time that the longer does
     # not hide
     vector_matmul_exposed: float = 0.0
+    # bytes/s a plain product's kernel writes when it reads less than a tenth of what it writes
+    hbm_matmul_write_bandwidth: float | None = None
+    # seconds a matmul kernel with several results in HBM spends, at each step of its grid, on each
+    # result after the first
+    result_step_seconds: float = 0.0
+    # seconds per 8 rows of a reduction's result per block of lanes, where it sums across the lanes
+    lane_reduce_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -209,6 +220,17 @@ V5E_MEASURED = Measured(
     # the matmul (3.00 ms) does not hide it: 7.94 ms. max(MXU, vector) + 0.77 × the shorter puts all
     # four within 6.7% (a least-squares fit gives 0.79)
     vector_matmul_exposed=0.77,
+    # Read off benchmarks.tpu_programs.kernel_sweeps (recorded 2026-12-06 with the sixth held-out set,
+    # before these rules were written). "mostly writing bf16, 16384 x 128 x 16384": 537 MB written
+    # (4 MB read) in 0.807 ms, 6.70e11 B/s once its reads are charged; a plain product's kernel that
+    # reads less than a tenth of what it writes writes at it
+    hbm_matmul_write_bandwidth=6.70e11,
+    # "Adam inside its gradient's matmul f32, 1024 x 16384": 1.850 ms where its product takes 1.500; its
+    # kernel's grid has 384 steps and three results in HBM: 0.455 µs a step for each after the first
+    result_step_seconds=4.55e-7,
+    # "one-hot sums over 50304, 8 x 1024 rows": 0.991 ms where its elements' ops take 0.316; it sums 8,192
+    # rows across the lanes in 197 blocks: 3.35 ns per 8 rows per block
+    lane_reduce_seconds=3.35e-9,
 )
 
 CHIPS: dict[str, Chip] = {
@@ -382,6 +404,10 @@ def estimate(report: Report, chip: str | Chip = "v5e") -> Estimate:
     return Estimate(chip, max(end, fixed), compute, comm, sim.events, notes, memory, fixed, end, "tpu")
 
 
+#: The ops that start an asynchronous copy: a copy engine moves its bytes beside the kernels
+#: (:meth:`_Simulator._kernel`); the matching ``copy-done`` or ``slice-done`` is where a reader waits.
+ASYNC_STARTS = ("copy-start", "slice-start")
+
 #: Work no chip was timed on, and the note an estimate carries where a kernel does it: three functions
 #: that are long polynomials whose cost was never measured (other ops never timed alone, such as power
 #: or floor, are charged the plain rate unflagged), and a slice that strides the last axis of an array
@@ -415,6 +441,7 @@ class _Simulator:
         self.chip = chip
         self.compute_free = 0.0
         self.link_free = dict.fromkeys(DIRECTIONS, 0.0)  # a chip's links, one stream per direction
+        self.copy_free = 0.0  # asynchronous copies, on a stream of their own beside the kernels
         self.events: list[Event] = []
         self.notes: list[str] = []
         self.extra_compute = 0.0  # time of loop iterations not simulated one by one
@@ -482,10 +509,15 @@ class _Simulator:
         return ready.get(comp.root.name, 0.0)
 
     def _kernel(self, comp: Computation, inst: Instruction, after: float, blocked: bool) -> float:
-        """A TPU program's op: a kernel on the compute stream, at its roofline time (or free)."""
+        """A TPU program's op: a kernel on the compute stream, at its roofline time (or free); an
+        asynchronous copy moves its bytes beside the kernels, issued in program order, and what reads
+        it waits for it (its ``copy-done``)."""
         seconds, kind = self._kernel_seconds(comp, inst)
         if kind == "":
             return after
+        if inst.opcode in ASYNC_STARTS:
+            self.copy_free = max(after, self.compute_free, self.copy_free) + seconds
+            return self.copy_free
         start = max(after, self.compute_free)
         blocked = blocked and after > self.compute_free
         self.compute_free = start + seconds
@@ -536,9 +568,11 @@ class _Simulator:
         vector, on_operands, outside = vector_seconds(self.module, inst, m) if m else (0.0, 0.0, False)
         if outside:
             self.notes.append(OUTSIDE_THE_MODEL)
-        hbm = self._hbm_seconds(read, written, alone=not flops and inst.opcode != "copy-start")
         if not flops:
-            return max(hbm, vector), "memory"
+            return max(self._hbm_seconds(read, written, alone=inst.opcode != "copy-start"), vector), "memory"
+        # a plain product that mostly writes writes at the rate measured for one
+        mostly_writes = read < written / 10 and _matmul_tiling(self.module, inst) is not None
+        hbm = self._hbm_seconds(read, written, matmul_writes=mostly_writes)
         dtype, precision = _dot_setting(self.module, comp, inst)
         if precision != "default":
             self.notes.append(f"f32 matmuls at precision {precision!r} at the rate measured for it")
@@ -546,16 +580,25 @@ class _Simulator:
         # work on an operand inside a plain product's kernel, at each fetch: the matrix unit and the
         # vector unit overlap, but not wholly, and the shorter of the two is partly exposed
         exposed = m.vector_matmul_exposed * min(mxu, on_operands) if m is not None else 0.0
+        # each result after the first costs a fixed time at every step of the kernel's grid
+        results = hbm_results(inst.type_text) - 1
+        if m is not None and results > 0:
+            exposed += m.result_step_seconds * math.prod(grid_bounds(inst)) * results
         return max(max(mxu, vector) + exposed, hbm), "matmul"
 
-    def _hbm_seconds(self, read: int, written: int, alone: bool = False) -> float:
+    def _hbm_seconds(
+        self, read: int, written: int, alone: bool = False, matmul_writes: bool = False
+    ) -> float:
         """A kernel's HBM time: its reads and its writes at the rates measured for each, where they were
         (:class:`Measured`), else both at one bandwidth; with ``alone``, a kernel that reads nothing
-        writes at the rate measured for that."""
+        writes at the rate measured for that; with ``matmul_writes``, at the rate measured for a
+        product's kernel that mostly writes."""
         m = self.chip.measured
         if self.tpu and m is not None and m.hbm_read_bandwidth and m.hbm_write_bandwidth:
             if alone and not read and m.hbm_write_alone_bandwidth:
                 return written / m.hbm_write_alone_bandwidth
+            if matmul_writes and m.hbm_matmul_write_bandwidth:
+                return read / m.hbm_read_bandwidth + written / m.hbm_matmul_write_bandwidth
             return read / m.hbm_read_bandwidth + written / m.hbm_write_bandwidth
         return (read + written) / self.hbm_bandwidth
 
@@ -585,6 +628,7 @@ class _Simulator:
             self.extra_memory += rest * sum(e.seconds for e in last if e.kind == "memory")
             self.extra_comm += rest * sum(e.seconds for e in last if e.stream == "communication")
             self.compute_free += rest * step
+            self.copy_free += rest * step
             self.link_free = {d: t + rest * step for d, t in self.link_free.items()}
             state = _shift(state, rest * step)
             self.notes.append(
@@ -705,6 +749,7 @@ def _operand_dtype(comp: Computation, inst: Instruction) -> str:
 
 
 __all__ = [
+    "ASYNC_STARTS",
     "CHIPS",
     "INT32_MATMUL_SLOWDOWN",
     "OUTSIDE_THE_MODEL",

@@ -58,6 +58,26 @@ def hbm_bytes(type_text: str) -> int:
     return total
 
 
+def hbm_results(type_text: str) -> int:
+    """How many of the arrays of an HLO type (an op's result) live in HBM (not in VMEM or another
+    memory space; :func:`hbm_bytes`).
+
+    Example:
+      >>> hbm_results("(f32[8,128]{1,0:T(8,128)}, f32[8]{0:T(256)S(1)}, bf16[8,128]{1,0:T(8,128)(2,1)})")
+      2
+    """
+    return sum(
+        1 for m in _ARRAY_LAYOUT_RE.finditer(type_text) if not re.search(r"S\([1-9]", m.group(3) or "")
+    )
+
+
+def grid_bounds(inst: Instruction) -> list[int]:
+    """The grid a TPU kernel steps through (its ``window_config``'s ``iteration_bounds``), the
+    contraction's steps last in a matmul kernel; empty where the program gives none."""
+    window = inst.backend_config().get("window_config") or {}
+    return [int(b) for b in window.get("iteration_bounds", [])]
+
+
 def tpu_hbm_bytes(module: Module, comp: Computation, inst: Instruction) -> int | None:
     """HBM bytes one top-level op of a TPU program reads and writes; None for an op that is free
     (:func:`tpu_hbm_traffic` gives the two apart).
@@ -319,7 +339,7 @@ def _matmul_tiling(
     if inst.opcode != "fusion":
         return None
     window = inst.backend_config().get("window_config") or {}
-    bounds = [int(b) for b in window.get("iteration_bounds", [])]
+    bounds = grid_bounds(inst)
     callee = module.computations.get(dict(inst.called()).get("calls", ""))
     if len(bounds) != 3 or callee is None:
         return None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .comms import analyze_text
-from .cost import CHIPS, OUTSIDE_THE_MODEL, _Simulator, estimate
+from .cost import ASYNC_STARTS, CHIPS, OUTSIDE_THE_MODEL, _Simulator, estimate
 
 #: The records of real chips (benchmarks/tpu_record.py): ``tpu_<chip>.json`` (each program's median
 #: time, memory and provenance) and ``tpu_<chip>_programs.json.gz`` (the program the chip compiled).
@@ -197,14 +197,6 @@ class KernelTime:
         """(estimated - measured) / measured."""
         return self.estimated / self.measured - 1
 
-    @property
-    def async_copy(self) -> bool:
-        """Whether it starts an asynchronous copy (its wait, the matching ``-done``, is charged nothing)."""
-        return self.opcode in ASYNC_STARTS
-
-
-#: The starts of asynchronous copies: the model charges a copy's traffic to its start.
-ASYNC_STARTS = ("copy-start", "slice-start")
 
 #: Containers: the chip's trace times them as a whole, their kernels again one by one.
 CONTAINERS = ("while", "conditional", "call")
@@ -217,8 +209,9 @@ def kernel_calibration(chip: str = "v5e") -> list[KernelTime]:
     A program's estimate is within :data:`CALIBRATION_TARGET` of its measured time (:func:`calibration`),
     but its kernels' errors need not be small: one kernel's excess can cancel another's shortfall.
     ``python -m benchmarks.tpu_kernel_calibration`` prints them. Loops, branches and calls are left out
-    (their kernels are in); so are the kernels the model charges nothing (among them the waits for
-    asynchronous copies, copy-done and slice-done, whose time the model charges to the copy's start).
+    (their kernels are in); so are the kernels the model charges nothing and the asynchronous copies,
+    which it moves beside the kernels (:data:`shardbook.cost.ASYNC_STARTS`; their waits, copy-done and
+    slice-done, are the time the chip's trace gives them).
     """
     record = json.loads((RECORDS / f"tpu_{chip}_kernels.json").read_text())["programs"]
     fitted = {name for name, entry in tpu_record(chip)["programs"].items() if "seconds" in entry}
@@ -232,7 +225,7 @@ def kernel_calibration(chip: str = "v5e") -> list[KernelTime]:
         for kernel, (runs, seconds) in entry["kernels"].items():
             comp, inst = ops[kernel]
             model, kind = sim._kernel_seconds(comp, inst)
-            if kind and inst.opcode not in CONTAINERS and seconds > 0:
+            if kind and inst.opcode not in CONTAINERS + ASYNC_STARTS and seconds > 0:
                 rows.append(KernelTime(name, kernel, inst.opcode, kind, runs, seconds, model * runs))
     return rows
 

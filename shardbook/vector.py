@@ -3,8 +3,11 @@
 
 Each element-wise op (:data:`VECTOR_OPS`) is charged its result's elements at the rate measured for it
 (:class:`shardbook.cost.Measured`), every op without a rate of its own at the plain one (a kernel whose
-results are all bf16 has its own plain rate); a reduction its input's elements at the plain rate; a
-slice that strides the lanes at the lane-gather rate of its dtype. Values computed from constants alone
+results are all bf16 has its own plain rate; an iota, which reads nothing, writes each of its
+elements); a reduction its input's elements at the plain rate, and, where it sums across the lanes
+(the axis the layout stores last), a fixed time per 8 rows of its result per block of lanes the
+kernel's grid steps through (each block's cross-lane sum); a slice that strides the lanes at the
+lane-gather rate of its dtype. Values computed from constants alone
 are folded, not run. Three things a kernel shares or repeats, each read off a program of the record:
 
 * a sine and a cosine of one value share their range reduction: the second costs
@@ -19,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from .hbm import operand_fetches
+from .hbm import grid_bounds, operand_fetches
 from .hlo import Computation, Instruction, Module
 
 
@@ -43,13 +46,15 @@ class VectorRates(Protocol):
     def reciprocal_seconds(self) -> float: ...
     @property
     def sincos_second_seconds(self) -> float: ...
+    @property
+    def lane_reduce_seconds(self) -> float: ...
 
 
 #: The element-wise ops the vector unit runs (what :mod:`shardbook.cost` charges at the vector unit's rates).
 VECTOR_OPS = frozenset(
     {
         "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "convert", "cosine", "divide",
-        "erf", "exponential", "exponential-minus-one", "floor", "is-finite", "log", "log-plus-one",
+        "erf", "exponential", "exponential-minus-one", "floor", "iota", "is-finite", "log", "log-plus-one",
         "logistic", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power",
         "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select", "shift-left",
         "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan",
@@ -76,6 +81,7 @@ def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[f
     bf16 = inst.arrays and all(a.dtype == "bf16" for a in inst.arrays)
     plain = m.vector_bf16_op_seconds if bf16 and m.vector_bf16_op_seconds else m.vector_op_seconds
     times = operand_fetches(module, inst)  # a matmul kernel's operand work, once per fetch
+    lane_blocks = (grid_bounds(inst) or [1])[-1]  # the blocks of lanes a reduction's grid steps through
     total, on_operands, outside = 0.0, 0.0, False
     stack: list[tuple[Instruction, float, bool]] = [(inst, 1.0, False)]
     seen: set[str] = set()
@@ -106,6 +112,9 @@ def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[f
             outside = outside or i.opcode in UNMEASURED_VECTOR_OPS
         elif i.opcode == "reduce" and i.operands:
             total += m.vector_op_seconds * fetched * operand_elements(module, i)
+            if m.lane_reduce_seconds and reduces_lanes(module, i):
+                rows = max(sum(a.elements for a in i.arrays) // 8, 1)
+                total += m.lane_reduce_seconds * rows * lane_blocks
         elif i.opcode == "slice" and strides_last_axis(i):
             dtypes = {a.dtype for a in i.arrays}
             rate = m.lane_stride_bf16_seconds if dtypes == {"bf16"} else m.lane_stride_seconds
@@ -151,10 +160,26 @@ def operand_elements(module: Module, inst: Instruction) -> int:
     return sum(a.elements for a in src.arrays) if src is not None else 0
 
 
+def reduces_lanes(module: Module, inst: Instruction) -> bool:
+    """Whether a reduce sums across the lanes: one of its dimensions is the axis its operand's layout
+    stores last."""
+    comp = module.computations.get(inst.computation)
+    src = comp.by_name.get(inst.operands[0]) if comp is not None else None
+    if src is None or not src.arrays:
+        return False
+    dims = {int(d) for d in re.findall(r"\d+", inst.attr("dimensions") or "")}
+    return _minor_axis(src.type_text, len(src.arrays[0].dims)) in dims
+
+
+def _minor_axis(type_text: str, rank: int) -> int:
+    """The axis an array's layout stores last (its lanes); the last axis where no layout is given."""
+    layout = re.search(r"\{(\d+(?:,\d+)*)", type_text.split("]", 1)[1] if "]" in type_text else "")
+    return int(layout.group(1).split(",")[0]) if layout else rank - 1
+
+
 def strides_last_axis(inst: Instruction) -> bool:
     """Whether a slice takes every k-th element (k > 1) of the axis its layout stores last (the lanes)."""
     spec = inst.attr("slice") or ""
     strides = [int(p.split(":")[2]) if p.count(":") == 2 else 1 for p in re.findall(r"\[([^\]]*)\]", spec)]
-    layout = re.search(r"\{(\d+(?:,\d+)*)", inst.type_text.split("]", 1)[1] if "]" in inst.type_text else "")
-    minor = int(layout.group(1).split(",")[0]) if layout else len(strides) - 1
+    minor = _minor_axis(inst.type_text, len(strides))
     return 0 <= minor < len(strides) and strides[minor] > 1
