@@ -30,17 +30,21 @@ What the compute stream runs depends on which compiler wrote the program (``repo
   every top-level op, in the entry and in loop bodies (their trip counts read from the loop's
   condition when XLA leaves none), is a kernel. It takes the longest of three times: its matmul's FLOPs
   at the measured matmul rate; its HBM traffic, reads and writes each at its measured bandwidth
-  (:func:`tpu_hbm_traffic`: slices and in-place updates, arrays in VMEM, async copies, and a matmul's
-  operands read again as often as its tiling fetches them, :func:`tiled_rereads`); and its vector
-  unit's work, each element-wise op at the rate measured for it (a sine costs 132 additions), a slice
-  that strides the lanes at the lane-gather rate. A call takes at least the measured fixed cost of one
-  call (what the smallest program takes, which overlaps the device's work).
+  (:func:`tpu_hbm_traffic`: slices and in-place updates, arrays in VMEM, and a matmul's operands read
+  again as often as its tiling fetches them, :func:`tiled_rereads`; a plain product that mostly writes
+  writes at the rate measured for one); and its vector unit's work, each element-wise op at the rate
+  measured for it (a sine costs 132 additions), a slice that strides the lanes at the lane-gather
+  rate, a sum across the lanes at a cost per block of lanes. A matmul kernel with several results in
+  HBM pays a fixed time per step of its grid for each after the first. An asynchronous copy
+  (:data:`ASYNC_STARTS`) moves its bytes on a stream of its own beside the kernels, and what reads it
+  waits for it. A call takes at least the measured fixed cost of one call (what the smallest program
+  takes, which overlaps the device's work).
 
 Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
 also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from
 one-chip programs timed on a real one (``shardbook/data/tpu_v5e.json``). :mod:`shardbook.records` sets
-the estimates beside those times: all 73 programs of the record within 15%, and 68 of 73 programs held
-out of the fit in five rounds within its stated accuracy (five named misses). An f32
+the estimates beside those times: all 90 programs of the record within 15%, and 78 of 85 programs held
+out of the fit in six rounds within its stated accuracy (seven named misses). An f32
 matmul is charged at the rate measured for the precision its compiled dot asks for
 (``operand_precision`` or ``algorithm``: one, three or six bf16 passes). Two constants are fitted,
 not measured: the throughput of **int32** matmuls (:data:`INT32_MATMUL_SLOWDOWN`), and how much of the

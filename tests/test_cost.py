@@ -1,6 +1,7 @@
 """Tests for shardbook.cost: the TPU model on real compiled programs of 8 simulated devices, and on the
 programs a real TPU v5e ran (shardbook/data/tpu_v5e.json)."""
 
+import dataclasses
 import functools
 import gzip
 import json
@@ -340,6 +341,22 @@ def test_v5e_measured_rates_are_read_off_the_record():
     assert m.lane_stride_bf16_seconds == pytest.approx(bf16_lanes, rel=0.005)
     assert m.f32_high_matmul_flops == pytest.approx(rate("matmul float32 8192 at high"), rel=0.005)
     assert m.f32_highest_matmul_flops == pytest.approx(rate("matmul float32 8192 at highest"), rel=0.005)
+    # read off benchmarks.tpu_programs.kernel_sweeps, each the time its rule leaves unexplained
+    with gzip.open(records.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
+        texts = json.load(f)
+
+    def without(name, **zero):
+        chip = dataclasses.replace(cost.CHIPS["v5e"], measured=dataclasses.replace(m, **zero))
+        return cost.estimate(comms.analyze_text(texts[name]), chip).seconds
+
+    writes = record["mostly writing bf16, 16384 x 128 x 16384"]["seconds"] - 2**22 / m.hbm_read_bandwidth
+    assert m.hbm_matmul_write_bandwidth == pytest.approx(2**29 / writes, rel=0.005)
+    adam = "Adam inside its gradient's matmul f32, 1024 x 16384"  # 384 grid steps, 3 results in HBM
+    left = record[adam]["seconds"] - without(adam, result_step_seconds=0.0)
+    assert m.result_step_seconds == pytest.approx(left / (384 * 2), rel=0.005)
+    hots = "one-hot sums over 50304, 8 x 1024 rows"  # 1,024 groups of 8 rows, 197 blocks of lanes
+    left = record[hots]["seconds"] - without(hots, lane_reduce_seconds=0.0)
+    assert m.lane_reduce_seconds == pytest.approx(left / (1024 * 197), rel=0.005)
 
 
 def test_tpu_estimates_within_fifteen_percent_of_the_v5e_record():
@@ -347,7 +364,7 @@ def test_tpu_estimates_within_fifteen_percent_of_the_v5e_record():
     # its measured median, from the program the chip's own compiler wrote
     TARGET = records.CALIBRATION_TARGET
     rows = records.calibration("v5e")
-    assert len(rows) == 73, f"expected the 73 programs that ran on the v5e, got {len(rows)}"
+    assert len(rows) == 90, f"expected the 90 programs that ran on the v5e, got {len(rows)}"
     wrong = [
         f"{r.program}: measured {r.measured * 1e3:.3f} ms, estimated {r.estimated * 1e3:.3f} ms "
         f"({r.error:+.1%}; matmuls {r.matmul * 1e3:.3f}, memory {r.memory * 1e3:.3f} ms)"
@@ -355,6 +372,70 @@ def test_tpu_estimates_within_fifteen_percent_of_the_v5e_record():
         if abs(r.error) > TARGET
     ]
     assert not wrong, f"estimates more than {TARGET:.0%} from the v5e's times:\n" + "\n".join(wrong)
+
+
+def _copy_beside(other: str) -> str:
+    """A TPU program that copies p to VMEM while it negates q (of shape ``other``), then adds the two."""
+    big = "f32[4096,4096]{1,0:T(8,128)}"
+    return (
+        "HloModule m, is_scheduled=true\n"
+        f"ENTRY %e (p: f32[4096,4096], q: f32{other.split('{')[0][3:]}) -> f32[4096,4096] {{\n"
+        f"  %p = {big} parameter(0)\n"
+        f"  %q = {other} parameter(1)\n"
+        "  %cs = (f32[4096,4096]{1,0:T(8,128)S(1)}, f32[4096,4096]{1,0:T(8,128)}, u32[]{:S(2)})"
+        " copy-start(%p)\n"
+        f"  %n = {other} negate(%q)\n"
+        "  %cd = f32[4096,4096]{1,0:T(8,128)S(1)} copy-done(%cs)\n"
+        f"  ROOT %a = {big} add(%cd, %n)\n"
+        "}\n"
+    )
+
+
+def test_an_asynchronous_copy_moves_beside_the_kernels():
+    # property: a copy-start moves its bytes on a stream of its own; the kernels go on, and what reads
+    # the copy waits for it: hidden behind a kernel as long as it, exposed where there is none
+    m = cost.V5E_MEASURED
+    assert m.hbm_read_bandwidth and m.hbm_write_bandwidth
+    copy = 2**26 / m.hbm_read_bandwidth  # 64 MiB read from HBM into VMEM
+    negate = 2**26 / m.hbm_read_bandwidth + 2**26 / m.hbm_write_bandwidth
+    add = 2**26 / m.hbm_read_bandwidth + 2**26 / m.hbm_write_bandwidth  # reads n (p's copy is in VMEM)
+    hidden = cost.estimate(comms.analyze_text(_copy_beside("f32[4096,4096]{1,0:T(8,128)}")), "v5e")
+    assert hidden.device_seconds == pytest.approx(negate + add)
+    assert [e.label.split()[0] for e in hidden.events] == ["negate", "add"]
+    exposed = cost.estimate(comms.analyze_text(_copy_beside("f32[8,128]{1,0:T(8,128)}")), "v5e")
+    small_add = 2**26 / m.hbm_write_bandwidth + 4096 / m.hbm_read_bandwidth
+    assert exposed.device_seconds == pytest.approx(copy + small_add, rel=1e-3)
+    # the GPT steps' copies: the fitted 0.16B step is within 5% of the chip with them beside
+    rows = {r.program: r for r in records.calibration("v5e")}
+    assert abs(rows["GPT 0.16B Adam step"].error) < 0.05
+
+
+def test_the_kernel_rules_read_off_the_kernel_sweeps():
+    # property: a plain product that reads under a tenth of what it writes writes at the rate measured
+    # for one, whatever its contraction; a matmul kernel pays for each result after its first at every
+    # grid step (SGD's one result nothing, momentum's two, Adam's three); a sum across the lanes pays
+    # per group of 8 rows and block of lanes, and an iota is vector work
+    rows = {r.program: r for r in records.calibration("v5e")}
+    for k in (128, 384, 512):
+        assert abs(rows[f"mostly writing bf16, 16384 x {k} x 16384"].error) < 0.03
+    for k in (128, 512):
+        assert abs(rows[f"mostly writing f32 from bf16, 8192 x {k} x 16384"].error) < 0.07
+    steps = {
+        u: rows[f"{u} inside its gradient's matmul f32, 1024 x 16384"] for u in ("SGD", "momentum", "Adam")
+    }
+    assert all(abs(r.error) < 0.09 for r in steps.values())
+    assert steps["SGD"].estimated < steps["momentum"].estimated < steps["Adam"].estimated
+    for hots in ("one-hot sums over 50304, 8 x 1024 rows", "one-hot sums over 65536, 8192 rows"):
+        assert abs(rows[hots].error) < 0.06
+    from shardbook.hlo import parse_module
+
+    with gzip.open(records.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
+        m = parse_module(json.load(f)["one-hot sums over 65536, 8192 rows"])
+    fusion = next(i for i in m.entry.instructions if i.opcode == "fusion")
+    total, _, _ = vector.vector_seconds(m, fusion, cost.V5E_MEASURED)
+    ops = 4 * 8192 * 65536 * cost.V5E_MEASURED.vector_op_seconds  # iota, compare, select, the sum's add
+    sums = 1024 * 8 * cost.V5E_MEASURED.lane_reduce_seconds  # 1,024 groups of 8 rows, 8 blocks of lanes
+    assert total == pytest.approx(ops + sums, rel=0.01)
 
 
 def test_tpu_loops_run_every_trip_without_known_trip_count():
@@ -412,7 +493,7 @@ def test_out_of_sample_error_is_the_held_out_programs():
     # out-of-sample error, except those its estimate flags and the named misses (each of which really is
     # beyond it); the stated error is the measured worst, not a loose bound (within one point of it)
     rows = records.held_out("v5e")
-    assert len(rows) == 73 and {r.round for r in rows} == {1, 2, 3, 4, 5}
+    assert len(rows) == 85 and {r.round for r in rows} == {1, 2, 3, 4, 5, 6}
     families = {r.family for r in rows}
     assert {"matmul", "mlp", "memory", "vector", "attention", "training"} <= families
     inside = [r for r in rows if not r.outside and r.program not in records.MISSED]
@@ -422,9 +503,9 @@ def test_out_of_sample_error_is_the_held_out_programs():
     # round 4, recorded before the rules it tests: its own worst, the named miss aside
     fourth = [r for r in inside if r.round == 4]
     assert len(fourth) == 13 and max(abs(r.error) for r in fourth) < 0.05
-    # round 5, recorded with the model as it is: nine inside, its four misses named after it was opened
-    fifth = [r for r in rows if r.round == 5]
-    assert len(fifth) == 13 and sum(r in inside for r in fifth) == 9
+    # round 6, recorded before today's last rules and opened after them: 9 of 12 within 10%
+    sixth = [r for r in rows if r.round == 6]
+    assert len(sixth) == 12 and sum(abs(r.error) <= 0.10 for r in sixth) == 9
     missed = {r.program: r for r in rows if r.program in records.MISSED}
     assert set(missed) == set(records.MISSED), "a named miss is not in the held-out record"
     assert all(abs(r.error) > records.OUT_OF_SAMPLE_ERROR for r in missed.values()), "a named miss is not one"
@@ -510,7 +591,7 @@ def test_the_kernel_record_is_the_fitted_programs_kernel_by_kernel():
     # profiler's process, as in the memory record, but not in the recorder's), every kernel an
     # instruction of that program's TPU text; a call's kernels (loops left out, their kernels in) add
     # up to the profiler's time for the call, which is the fitted record's time less the gaps between
-    # calls, up to 3% (two records of one chip agree).
+    # calls, up to 3.5% (two records of one chip agree).
     kernels = json.loads((records.RECORDS / "tpu_v5e_kernels.json").read_text())["programs"]
     fitted = records.tpu_record("v5e")["programs"]
     with gzip.open(records.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
@@ -522,11 +603,16 @@ def test_the_kernel_record_is_the_fitted_programs_kernel_by_kernel():
         names = {i.name for c in module.computations.values() for i in c.instructions}
         assert set(entry["kernels"]) <= names, (name, set(entry["kernels"]) - names)
         if name in ran and fitted[name]["seconds"] > 1e-3:
-            assert -0.03 < entry["module_seconds"] / fitted[name]["seconds"] - 1 < 0.005, name
+            assert -0.035 < entry["module_seconds"] / fitted[name]["seconds"] - 1 < 0.005, name
     rows = records.kernel_calibration("v5e")
     per_call: dict[str, float] = {}
     for r in rows:
         per_call[r.program] = per_call.get(r.program, 0.0) + r.measured
+    for name in per_call:  # and the waits for asynchronous copies, which no kernel row holds
+        waits = [
+            s for k, (_, s) in kernels[name]["kernels"].items() if k.startswith(("copy-done", "slice-done"))
+        ]
+        per_call[name] += sum(waits)
     for name, kernel_sum in per_call.items():  # two records of one trace, not this test's clock
         share = kernel_sum / kernels[name]["module_seconds"]
         assert 0.95 < share < 1.02, name
@@ -537,12 +623,11 @@ def test_per_kernel_the_model_is_rougher_than_per_program():
     # within 15%, but single kernels miss by far more, and in a program their errors partly cancel.
     rows = records.kernel_calibration("v5e")
     got = records.kernel_summary(rows)
-    assert got["kernels"] > 300 and 0.8 < got["time within 15%"] < 0.9
-    assert min(r.error for r in rows if r.measured > 5e-3) < -0.5  # a 5 ms kernel, under by half
-    # the asynchronous copies: charged their traffic at their start, started by the chip in µs
-    copies = [r for r in rows if r.async_copy and r.estimated > 1e-4]
-    assert len(copies) > 50 and sum(r.measured for r in copies) < 0.01 * sum(r.estimated for r in copies)
+    assert got["kernels"] > 250 and 0.8 < got["time within 15%"] < 0.9
+    assert min(r.error for r in rows if r.measured > 5e-3) < -0.2  # a 5 ms kernel, a fifth short
+    # the asynchronous copies run beside the kernels: none is charged as one
+    assert not [r for r in rows if r.opcode in cost.ASYNC_STARTS]
     gpt = [r for r in rows if r.program == "GPT 0.16B Adam step"]
     off = sum(abs(r.estimated - r.measured) for r in gpt)
     net = abs(sum(r.estimated - r.measured for r in gpt))
-    assert off > 10 * net
+    assert off > 3 * net
