@@ -1,5 +1,5 @@
 """The one-chip programs held out of the cost model's fit (``benchmarks/tpu_record.py --set held_out``,
-``held_out_2`` to ``held_out_5``): each round written, and recorded on the chip, before the rules it
+``held_out_2`` to ``held_out_6``): each round written, and recorded on the chip, before the rules it
 tests, and merged into ``shardbook/data/tpu_v5e_held_out.json`` with its ``round``. JAX and NumPy only,
 like ``benchmarks/tpu_programs.py``, whose :class:`Program` and pieces (a GPT step, attention) they use.
 """

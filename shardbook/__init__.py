@@ -86,6 +86,7 @@ _EXPORTS = {
     "TOPOLOGIES": "tpu",
     "TpuCompilerUnavailable": "tpu",
     "estimate": "cost",
+    "ASYNC_STARTS": "cost",
     "draw_timeline": "viz",
     "CHIPS": "cost",
     "MODEL_MARGIN": "cost",
