@@ -8,20 +8,11 @@ import sys
 import pytest
 
 from shardbook import hosts, workers
+from tests import host_functions as sent
 from tests.test_hosts import _own_scratch, _workers_alive  # noqa: F401 (a fixture, used by name)
 
 LINUX = sys.platform.startswith("linux")
 FORKED = pytest.param(True, marks=pytest.mark.skipif(not LINUX, reason="workers are forked on Linux only"))
-
-
-def _identity() -> tuple[int, int, int, int, int]:
-    import os
-
-    import jax
-    import numpy as np
-
-    draw = int(np.random.randint(2**31))  # NumPy's global state, never seeded here
-    return jax.process_index(), jax.local_device_count(), os.getpid(), os.getsid(0), draw
 
 
 @pytest.mark.parametrize("fork", [FORKED, False])
@@ -30,7 +21,7 @@ def test_each_worker_is_a_process_of_its_own(fork, monkeypatch):
     # each worker has its own devices (XLA_FLAGS read after the fork), its own session (the process
     # group the launcher kills) and NumPy's global random state seeded afresh, as a new Python has.
     monkeypatch.setattr(workers, "FORK", fork)
-    results = hosts.run_workers(_identity, devices_per_process=[2, 4], timeout=120)
+    results = hosts.run_workers(sent.identity, devices_per_process=[2, 4], timeout=120)
     (p0, n0, pid0, sid0, draw0), (p1, n1, pid1, sid1, draw1) = (r.value for r in results)
     assert (p0, n0, p1, n1) == (0, 2, 1, 4)
     assert sid0 == pid0 and sid1 == pid1 and pid0 != pid1
@@ -38,23 +29,11 @@ def test_each_worker_is_a_process_of_its_own(fork, monkeypatch):
     assert _workers_alive() == []
 
 
-def _kills_the_zygote() -> None:
-    import os
-    import signal
-    import time
-
-    import jax
-
-    if jax.process_index() == 1:
-        os.kill(os.getppid(), signal.SIGKILL)  # the zygote, as an out-of-memory kill would end it
-    time.sleep(60)
-
-
 @pytest.mark.skipif(not LINUX, reason="workers are forked on Linux only")
 def test_the_zygotes_death_takes_every_worker_with_it():
     # Property: a zygote that dies (killed from outside) leaves no worker running: each is killed with
     # it (PR_SET_PDEATHSIG), and the launcher names a death at once instead of waiting for the timeout.
-    results = hosts.run_workers(_kills_the_zygote, timeout=60, check=False)
+    results = hosts.run_workers(sent.kills_the_zygote, timeout=60, check=False)
     assert [r.returncode for r in results] == [-signal.SIGKILL] * 2
     assert not any(r.stopped_by_launcher for r in results)
     assert _workers_alive() == []
