@@ -263,10 +263,9 @@ class Workers:
         env: dict[str, str] | None,
         cwd: str | None,
         logs: Sequence[Any],
-        fork: bool | None = None,
     ):
         self.folder = folder
-        self.fork = (FORK if fork is None else fork) and len(orders) > 1
+        self.fork = FORK and len(orders) > 1
         envs = [_worker_env(n, env) for n in counts]
         paths = []
         for pid, order in enumerate(orders):
@@ -281,8 +280,8 @@ class Workers:
             plan = os.path.join(folder, f"plan{pid}.json")
             with open(plan, "w") as f:
                 json.dump({"folder": folder, "orders": paths if self.fork else [paths[pid]], "logs": fds}, f)
-            self.handles.append(
-                subprocess.Popen(
+            try:
+                started = subprocess.Popen(
                     [sys.executable, "-c", _program(self.fork), plan],
                     stdin=subprocess.DEVNULL,
                     stdout=logs[pid],
@@ -292,7 +291,10 @@ class Workers:
                     pass_fds=fds if self.fork else (),
                     start_new_session=True,  # its own process group: killed with everything it started
                 )
-            )
+            except BaseException:  # no process left behind: those already started end now
+                self.end()
+                raise
+            self.handles.append(started)
         if self.fork:
             self.zygote = self.handles[0]
             self.handles = [_Forked(self.zygote, folder, pid) for pid in range(len(orders))]

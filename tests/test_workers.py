@@ -1,8 +1,9 @@
 """Tests for shardbook.workers: forked from one Python or started one by one, each worker is a process of
-its own, and the zygote's death takes every worker with it. (How runs end, fail and time out is
-tests/test_hosts.py's, through shardbook.hosts.run_workers.)"""
+its own; the zygote's death takes every worker with it; a start that fails leaves no process. (How runs
+end, fail and time out is tests/test_hosts.py's, through shardbook.hosts.run_workers.)"""
 
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -36,4 +37,23 @@ def test_the_zygotes_death_takes_every_worker_with_it():
     results = hosts.run_workers(sent.kills_the_zygote, timeout=60, check=False)
     assert [r.returncode for r in results] == [-signal.SIGKILL] * 2
     assert not any(r.stopped_by_launcher for r in results)
+    assert _workers_alive() == []
+
+
+def test_a_start_that_fails_half_way_leaves_no_process(monkeypatch):
+    # Property: when the second Python cannot be started (the process limit, no memory), the first one
+    # is killed before the error reaches the caller.
+    monkeypatch.setattr(workers, "FORK", False)
+    popen, started = subprocess.Popen, []
+
+    def second_fails(*args, **kwargs):
+        if started:
+            raise BlockingIOError("Resource temporarily unavailable")
+        started.append(popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", second_fails)
+    with pytest.raises(BlockingIOError):
+        hosts.run_workers(sent.sleep_forever)
+    assert started[0].returncode == -signal.SIGKILL
     assert _workers_alive() == []
