@@ -20,7 +20,7 @@ import argparse
 import time
 
 from grading.assignment import run_cell
-from shardbook import hosts
+from shardbook import hosts, workers
 
 #: The function, as a notebook cell defines it (so it travels to the workers as source).
 UNAWAITED = """
@@ -48,8 +48,10 @@ def main() -> None:
     parser.add_argument("--old-ending", action="store_true", help="end workers through Python's clean-up")
     args = parser.parse_args()
     if args.old_ending:
-        assert TODAYS_ENDING in hosts._BOOT, "the workers' ending changed: update this script"
-        hosts._BOOT = hosts._BOOT.replace(TODAYS_ENDING, "")
+        assert TODAYS_ENDING in workers._BOOT, "the workers' ending changed: update this script"
+        workers._BOOT = workers._BOOT.replace(TODAYS_ENDING, "")
+        # Python's clean-up ends only a Python of its own: a forked worker leaves with os._exit either way
+        workers.FORK = False
     namespace: dict = {"__name__": "__main__"}
     run_cell(UNAWAITED, "<cell 1>", namespace)
     hung = 0

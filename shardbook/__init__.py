@@ -31,6 +31,8 @@ chapters). The modules are where a maintainer reads them:
              and the fitted ones kernel by kernel (kernel_calibration).
   pipeline -- pipeline schedules (GPipe, 1F1B): the table, its bubble, the activations kept, a picture.
   hosts   -- many JAX processes on one machine (run_workers): multi-host programs on localhost.
+  workers -- hosts' processes: the program each runs, and how they start (forked from one Python
+             that imported JAX, on Linux).
   claims  -- claim(): a comparative sentence of a chapter checked against the values its page printed;
              claim_faster/claim_tie: a winner between two estimates only outside the model's error.
   sources -- where a TPU figure comes from: one tag per source (measured, TPU compiler, model on a

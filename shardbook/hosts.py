@@ -4,8 +4,10 @@ A multi-controller JAX program is one Python process per host, each calling
 ``jax.distributed.initialize`` and then running the same code. :func:`run_workers` plays that on one
 machine: it starts ``num_processes`` Python processes, each with ``devices_per_process`` simulated CPU
 devices and Gloo collectives, joined by a coordinator on a free localhost port; each calls the
-function and hands back its value and everything it printed. It always ends every process it
-started — on success, failure, timeout or ``KeyboardInterrupt`` — and never waits forever on one:
+function and hands back its value and everything it printed. (On Linux they are forked from one Python
+that imported JAX, which is most of a worker's cost: :mod:`shardbook.workers`.) It always ends every
+process it started — on success, failure, timeout or ``KeyboardInterrupt`` — and never waits forever
+on one:
 
 * a worker that dies (an exception, ``os._exit``, a signal) is named in the result; the others get
   ``after_death`` seconds to show what they see, then are killed;
@@ -28,10 +30,8 @@ that live on one process come back as NumPy arrays.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import dataclasses
 import inspect
-import json
 import os
 import pickle
 import random
@@ -39,7 +39,6 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -47,6 +46,8 @@ import time
 import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+from shardbook.workers import Workers
 
 #: The pieces of the line Gloo prints once per device when its first collective connects ("[Gloo] Rank 0
 #: is connected to 7 peer ranks. Expected number of connected peer ranks is : 7"). Each device's thread
@@ -94,79 +95,6 @@ DEVICE_LIST_WARNING = re.compile(r"^W\d{4} [^\n]*JAX is not known to use device 
 
 #: What the workers import before the function, whatever it uses.
 PREAMBLE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\n"
-
-# Gloo binds to the address this machine's host name resolves to, unless told one. Every worker is on
-# localhost, so 127.0.0.1 it is: nothing listens on outside interfaces, and it works where the host name
-# resolves to nothing (the grading sandbox's network namespace has only a loopback). The factory is
-# private to JAX and has moved (xla_client._xla before JAX 0.6, _jax since): where neither holds it,
-# Gloo keeps its own address, which works wherever the host name resolves (Colab, a laptop).
-_GLOO_LOOPBACK = r"""
-_homes = (getattr(xla_bridge, "_jax", None), getattr(getattr(xla_bridge, "xla_client", None), "_xla", None))
-_home = next((m for m in _homes if callable(getattr(m, "make_gloo_tcp_collectives", None))), None)
-if _home is not None:
-    _gloo = _home.make_gloo_tcp_collectives
-    _home.make_gloo_tcp_collectives = lambda **kw: _gloo(**{"hostname": "127.0.0.1", **kw})
-"""
-
-# The program every worker runs: read its orders, join the others, call the function, write the value.
-_BOOT = (
-    r"""
-import faulthandler, json, os, pickle, signal, sys, traceback
-# Before stopping a worker, the launcher asks where it is: every thread's Python stack, into its log.
-faulthandler.register(signal.SIGUSR1, all_threads=True)
-orders = json.load(open(sys.argv[1]))
-import jax
-from jax._src import xla_bridge
-jax.config.update("jax_cpu_collectives_implementation", "gloo")
-"""
-    + _GLOO_LOOPBACK
-    + r"""
-for name, value in orders["config"].items():
-    jax.config.update(name, value)
-jax.distributed.initialize(
-    orders["coordinator"], orders["num_processes"], orders["process_id"],
-    initialization_timeout=orders["init_timeout"], heartbeat_timeout_seconds=orders["heartbeat"],
-)
-open(orders["joined"], "w").close()  # tells the launcher the function's time starts now
-namespace = {"__name__": "__worker__"}
-exec(compile(orders["source"], "<function sent to the workers>", "exec"), namespace)
-with open(orders["args"], "rb") as f:
-    args = pickle.load(f)
-try:
-    value = namespace["__entry__"](*args)
-except BaseException as error:  # noted for the launcher (a check's message), then shown as usual
-    source, lines, seen = orders["source"].splitlines(), [], error
-    while seen is not None:  # the lines of the function sent that led to it, the error it came from too
-        for frame in traceback.extract_tb(seen.__traceback__):
-            if frame.filename == "<function sent to the workers>" and 0 < (frame.lineno or 0) <= len(source):
-                lines.append((frame.name, source[frame.lineno - 1].strip()))
-        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
-    with open(orders["value"] + ".error", "wb") as f:
-        pickle.dump((type(error).__name__, str(error)), f)
-    with open(orders["value"] + ".lines", "wb") as f:
-        pickle.dump(lines, f)
-    traceback.print_exc()
-    sys.stdout.flush(); sys.stderr.flush()
-    os._exit(1)
-def _host(x):
-    if isinstance(x, jax.Array):
-        import numpy as np
-        return np.asarray(x) if x.is_fully_addressable else repr(x)
-    return x
-value = jax.tree.map(_host, value)
-with open(orders["value"] + ".part", "wb") as f:
-    pickle.dump(value, f)
-os.replace(orders["value"] + ".part", orders["value"])
-sys.stdout.flush(); sys.stderr.flush()
-jax.distributed.shutdown()  # a barrier: process 0 hosts the coordinator, so it must leave last
-# Leave without Python's clean-up. A device's share of a program whose result the function never waited
-# for may still be running (on a busy machine, it may not even have started), and its collective needs
-# the coordinator that shutdown() just closed: in the other process it fails unseen, in this one it may
-# wait for its peer to connect. Python's clean-up would then wait on that device's thread for ever
-# (seen on a loaded machine: the value written, process 0 stuck in the JAX client's destructor).
-os._exit(0)
-"""
-)
 
 
 @dataclasses.dataclass
@@ -395,31 +323,6 @@ def _is_constant(obj: Any) -> bool:
 # ----------------------------------------------------------------------------------------------
 
 
-def _worker_env(devices: int, extra: dict[str, str] | None) -> dict[str, str]:
-    env = dict(os.environ)
-    flags = re.sub(r"--xla_force_host_platform_device_count=\S+", "", env.get("XLA_FLAGS", "")).split()
-    env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
-    env["JAX_PLATFORMS"] = "cpu"
-    env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # The caller's import path (a notebook's folder, the course root), so importable functions import.
-    paths = [p for p in sys.path if p and os.path.isdir(p)]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*env.get("PYTHONPATH", "").split(os.pathsep), *paths]))
-    env.update(extra or {})
-    return env
-
-
-def _kill(procs: Sequence[subprocess.Popen]) -> None:
-    """SIGKILL every process group still running, then reap them all."""
-    for p in procs:
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, signal.SIGKILL)
-    for p in procs:
-        with contextlib.suppress(Exception):
-            p.wait(timeout=10)
-
-
 def run_workers(
     fn: Callable,
     *args: Any,
@@ -475,14 +378,14 @@ def run_workers(
         raise ValueError(f"expected {num_processes} device counts of at least 1, got {devices_per_process!r}")
     source = function_source(fn)
     folder = tempfile.mkdtemp(prefix="shardbook-hosts-")
-    procs: list[subprocess.Popen] = []
+    started: Workers | None = None
     logs = []
     try:
         with open(os.path.join(folder, "args.pkl"), "wb") as f:
             pickle.dump(args, f)
         coordinator = f"127.0.0.1:{free_port()}"
-        for pid in range(num_processes):
-            orders = {
+        orders = [
+            {
                 "coordinator": coordinator,
                 "num_processes": num_processes,
                 "process_id": pid,
@@ -494,24 +397,13 @@ def run_workers(
                 "value": os.path.join(folder, f"value{pid}.pkl"),
                 "joined": os.path.join(folder, f"joined{pid}"),
             }
-            orders_path = os.path.join(folder, f"orders{pid}.json")
-            with open(orders_path, "w") as f:
-                json.dump(orders, f)
-            log = open(os.path.join(folder, f"output{pid}.txt"), "wb")  # noqa: SIM115 (closed below)
-            logs.append(log)
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-c", _BOOT, orders_path],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=_worker_env(counts[pid], env),
-                    cwd=cwd,
-                    start_new_session=True,  # its own process group: killed with everything it started
-                )
-            )
+            for pid in range(num_processes)
+        ]
+        for pid in range(num_processes):
+            logs.append(open(os.path.join(folder, f"output{pid}.txt"), "wb"))  # noqa: SIM115 (closed below)
+        started = Workers(folder, orders, counts, env, cwd, logs)
         joined = [os.path.join(folder, f"joined{pid}") for pid in range(num_processes)]
-        results = _watch(procs, joined, timeout, start_timeout, after_death, logs)
+        results = _watch(started, joined, timeout, start_timeout, after_death, logs)
         for r in results:
             with open(os.path.join(folder, f"output{r.process_id}.txt"), "rb") as f:
                 output, _, r.stacks = f.read().decode(errors="replace").partition(STACKS_HEADER)
@@ -528,7 +420,8 @@ def run_workers(
                 with open(value_path + ".lines", "rb") as f:
                     r.error_lines = pickle.load(f)
     finally:
-        _kill(procs)
+        if started is not None:
+            started.end()
         for log in logs:
             log.close()
         shutil.rmtree(folder, ignore_errors=True)
@@ -538,7 +431,7 @@ def run_workers(
 
 
 def _watch(
-    procs: list[subprocess.Popen],
+    started: Workers,
     joined: list[str],
     timeout: float,
     start_timeout: float,
@@ -551,6 +444,7 @@ def _watch(
     file, then ``timeout`` s after the last one did. Those still running then are asked where they are
     first (:func:`_ask_where`, into ``logs``, their open log files).
     """
+    procs = started.handles
     start = time.monotonic()
     ended: dict[int, float] = {}
     stopped: dict[int, str] = {}
@@ -574,7 +468,7 @@ def _watch(
                     stopped[pid] = reason
                     ended[pid] = now - start
             _ask_where([procs[pid] for pid in stopped], [logs[pid] for pid in stopped])
-            _kill(procs)
+            started.end()
             break
         time.sleep(0.05)
     return [
@@ -589,7 +483,7 @@ def _watch(
     ]
 
 
-def _ask_where(procs: Sequence[subprocess.Popen], logs: Sequence[Any], wait: float = 2.0) -> None:
+def _ask_where(procs: Sequence[Any], logs: Sequence[Any], wait: float = 2.0) -> None:
     """Asks each process to write every thread's Python stack under :data:`STACKS_HEADER` in its log
     (SIGUSR1: faulthandler, registered by the boot program), and waits up to ``wait`` s for them to.
 
@@ -599,12 +493,11 @@ def _ask_where(procs: Sequence[subprocess.Popen], logs: Sequence[Any], wait: flo
     """
     sizes: dict[Any, tuple[int, float]] = {}  # log -> (its size, when it last changed)
     for p, log in zip(procs, logs, strict=True):
-        if p.poll() is None:
+        if p.poll() is None and p.pid is not None:  # a worker not forked yet has nothing to say
             log.write(STACKS_HEADER.encode())
             log.flush()
             sizes[log] = (os.fstat(log.fileno()).st_size, 0.0)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p.pid, signal.SIGUSR1)
+            p.send_signal(signal.SIGUSR1)
     end = time.monotonic() + wait
     while sizes and time.monotonic() < end:  # until each log grew, then stayed put for 0.2 s
         time.sleep(0.05)

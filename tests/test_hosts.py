@@ -10,9 +10,10 @@ import types
 
 import pytest
 
-from shardbook import hosts
+from shardbook import hosts, workers
 from shardbook.checks import CheckFailed
 from shardbook.viz import processes
+from tests import host_functions as sent
 
 
 @pytest.fixture(autouse=True)
@@ -53,56 +54,15 @@ def _port_is_free(address: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# Functions sent to the workers. Module level: they are imported by the workers (tests/ is importable).
+# Runs. The functions sent to the workers are tests/host_functions.py's (``sent``): the workers import
+# them by name, and that module imports nothing they do not need. Each run starts 2 JAX processes.
 # ------------------------------------------------------------------------------------------------
-
-
-def _global_sum() -> tuple[int, int, int, int, float]:
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    mesh = jax.make_mesh((jax.device_count(),), ("X",))
-    local = np.full(jax.local_device_count(), jax.process_index() + 1, np.float32)
-    x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("X")), local, (jax.device_count(),))
-    total = float(jax.jit(jnp.sum)(x))
-    print(f"process {jax.process_index()} sees {jax.local_device_count()} of {jax.device_count()} devices")
-    return jax.process_index(), jax.process_count(), jax.local_device_count(), jax.device_count(), total
-
-
-def _one_dies_in_a_collective() -> None:
-    import os
-
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    mesh = jax.make_mesh((jax.device_count(),), ("X",))
-    for step in range(1000):
-        x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("X")), np.ones(4, np.float32))
-        print("step", step, float(jax.jit(jnp.sum)(x)), flush=True)
-        if jax.process_index() == 1 and step == 1:
-            os._exit(7)
-
-
-def _sleep_forever() -> None:
-    import time
-
-    while True:
-        time.sleep(1)
-
-
-# Each run starts 2 JAX processes (~3 s on an idle 2-core machine).
 
 
 def test_run_workers_joins_processes_with_their_own_device_counts():
     # Property: each process has its own devices, all see the global ones, a collective spans both,
     # values and output come back per process, and nothing is left running or listening.
-    results = hosts.run_workers(_global_sum, devices_per_process=[2, 4], timeout=120)
+    results = hosts.run_workers(sent.global_sum, devices_per_process=[2, 4], timeout=120)
     assert [r.value for r in results] == [(0, 2, 2, 6, 2 * 1 + 4 * 2), (1, 2, 4, 6, 2 * 1 + 4 * 2)]
     assert "process 0 sees 2 of 6 devices" in results[0].output
     assert "process 1 sees 4 of 6 devices" in results[1].output
@@ -117,7 +77,7 @@ def test_dead_worker_is_named_and_the_others_are_stopped_without_a_hang():
     # collective with it) is killed after ``after_death`` seconds, long before the timeout (the message
     # says why each process stopped: had the timeout come first, it would say "the 120 s timeout").
     with pytest.raises(hosts.WorkersFailed) as info:
-        hosts.run_workers(_one_dies_in_a_collective, timeout=120, after_death=1)
+        hosts.run_workers(sent.one_dies_in_a_collective, timeout=120, after_death=1)
     message = str(info.value)
     assert "worker process 1 of 2 died (exit code 7)" in message
     assert "step 1" in message  # its last lines
@@ -137,21 +97,21 @@ def test_gloo_is_pinned_to_the_loopback_wherever_this_jax_keeps_its_factory_and_
         xla_client=types.SimpleNamespace(_xla=types.SimpleNamespace(make_gloo_tcp_collectives=factory))
     )
     for bridge, home in ((new, new._jax), (old, old.xla_client._xla)):
-        exec(hosts._GLOO_LOOPBACK, {"xla_bridge": bridge})
+        exec(workers._GLOO_LOOPBACK, {"xla_bridge": bridge})
         assert home.make_gloo_tcp_collectives(distributed_client="c") == {
             "hostname": "127.0.0.1",
             "distributed_client": "c",
         }
     neither = types.SimpleNamespace(_jax=types.SimpleNamespace())
-    exec(hosts._GLOO_LOOPBACK, {"xla_bridge": neither})
+    exec(workers._GLOO_LOOPBACK, {"xla_bridge": neither})
     assert vars(neither._jax) == {}
-    assert hosts._GLOO_LOOPBACK in hosts._BOOT
+    assert all(workers._GLOO_LOOPBACK in workers._program(fork) for fork in (True, False))
 
 
 def test_timeout_kills_every_worker():
     # Property: a run past its timeout is stopped, every process killed, and the message says so.
     with pytest.raises(hosts.WorkersFailed, match="did not finish within the 8 s timeout"):
-        hosts.run_workers(_sleep_forever, timeout=8)
+        hosts.run_workers(sent.sleep_forever, timeout=8)
     assert _workers_alive() == []
 
 
@@ -192,19 +152,14 @@ def _slow_to_start(tmp_path, monkeypatch, seconds: float) -> None:
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
 
 
-def _quick() -> int:
-    import jax
-
-    return jax.process_index()
-
-
 def test_the_timeout_counts_from_when_every_process_joined(tmp_path, monkeypatch):
     # Property: a slow start (importing JAX on a busy machine) does not eat the function's time; the
     # CI failure this guards against: a 90 s self-check timed out before a trivial function ran.
     _slow_to_start(tmp_path, monkeypatch, 6)
-    results = hosts.run_workers(_quick, timeout=4)
-    # the slow start did happen: both workers slept 6 s before their first line (each noted it)
-    assert len((tmp_path / "slept.txt").read_text().split()) >= 2
+    results = hosts.run_workers(sent.quick, timeout=4)
+    # the slow start did happen: the Python that imports JAX for the workers slept 6 s before its first
+    # line (each Python noted it: one forked both workers, or each worker is a Python of its own)
+    assert len((tmp_path / "slept.txt").read_text().split()) >= 1
     assert [r.value for r in results] == [0, 1]
 
 
@@ -213,15 +168,15 @@ def test_a_start_past_the_start_up_limit_is_named_as_such(tmp_path, monkeypatch)
     # machine, not the function (which never ran); run_check says the same to a learner.
     _slow_to_start(tmp_path, monkeypatch, 60)
     with pytest.raises(hosts.WorkersFailed, match="did not all start and join within the 3 s start-up limit"):
-        hosts.run_workers(_quick, timeout=60, start_timeout=3)
+        hosts.run_workers(sent.quick, timeout=60, start_timeout=3)
     with pytest.raises(CheckFailed, match="did not start and join within 3 s, so nothing of yours ran"):
-        hosts.run_check(_quick, what="the check", timeout=60, start_timeout=3)
+        hosts.run_check(sent.quick, what="the check", timeout=60, start_timeout=3)
     assert _workers_alive() == []
 
 
 def test_check_false_returns_the_results_of_a_failed_run():
     # Property: with check=False the caller reads each process's fate instead of an exception.
-    results = hosts.run_workers(_sleep_forever, timeout=8, check=False)
+    results = hosts.run_workers(sent.sleep_forever, timeout=8, check=False)
     assert [r.stopped_by_launcher for r in results] == ["the 8 s timeout passed"] * 2
     assert not any(r.ok for r in results)
 
@@ -258,20 +213,12 @@ def test_a_check_stopped_at_its_timeout_says_where_each_process_was():
     assert _workers_alive() == []
 
 
-def _leaves_a_thread_running() -> int:
-    import threading
-    import time
-
-    threading.Thread(target=time.sleep, args=(3600,)).start()  # not a daemon: Python's exit waits for it
-    return 7
-
-
 def test_a_worker_ends_once_its_function_returned_whatever_it_left_running():
     # Property: once the function has returned (its value written, the job left), the worker ends at
     # once, without waiting for what still runs in it. The CI failure this guards against: a device's
     # share of a program the function never waited for was still connecting to a peer that had left,
     # and the JAX client's destructor, at Python's exit, waited on it until the 90 s timeout.
-    results = hosts.run_workers(_leaves_a_thread_running, timeout=20)
+    results = hosts.run_workers(sent.leaves_a_thread_running, timeout=20)
     assert [r.value for r in results] == [7, 7]
 
 
@@ -286,13 +233,13 @@ def test_keyboard_interrupt_leaves_no_process_behind(monkeypatch):
 
     monkeypatch.setattr(hosts.time, "sleep", interrupt)
     with pytest.raises(KeyboardInterrupt):
-        hosts.run_workers(_sleep_forever, timeout=60)
+        hosts.run_workers(sent.sleep_forever, timeout=60)
     assert _workers_alive() == []
 
 
 def test_bad_device_counts_are_refused_before_anything_starts():
     with pytest.raises(ValueError, match="expected 2 device counts of at least 1, got \\[4\\]"):
-        hosts.run_workers(_sleep_forever, devices_per_process=[4])
+        hosts.run_workers(sent.sleep_forever, devices_per_process=[4])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -332,8 +279,8 @@ def test_function_source_carries_helpers_imports_and_constants(monkeypatch):
 
 
 def test_function_source_imports_an_importable_function():
-    assert hosts.function_source(_global_sum).endswith(
-        "from tests.test_hosts import _global_sum as __entry__"
+    assert hosts.function_source(sent.global_sum).endswith(
+        "from tests.host_functions import global_sum as __entry__"
     )
 
 
@@ -355,25 +302,13 @@ def test_port_check_sees_a_listener():
 # ------------------------------------------------------------------------------------------------
 
 
-def _fails_a_check() -> None:
-    import jax
-
-    from shardbook.checks import CheckFailed
-
-    raise CheckFailed(f"f(x): expected 1, got {jax.process_index() + 2}. Hint: add one.")
-
-
-def _raises_value_error() -> None:
-    raise ValueError("bad rows\nsecond line")
-
-
 def test_run_check_returns_the_first_check_message_with_its_process():
     from shardbook.checks import CheckFailed
 
     with pytest.raises(
         CheckFailed, match=r"^f\(x\): expected 1, got 2\. Hint: add one\. \(in process 0 of 2\)$"
     ):
-        hosts.run_check(_fails_a_check, what="the check", timeout=60)
+        hosts.run_check(sent.fails_a_check, what="the check", timeout=60)
     assert _workers_alive() == []
 
 
@@ -385,63 +320,11 @@ def test_run_check_puts_another_exception_in_one_line():
         match=r"^the check: expected all 2 processes to finish, got: process 0 raised ValueError: bad rows\. "
         r"Hint: read the error from its first line\.$",
     ):
-        hosts.run_check(_raises_value_error, what="the check", timeout=60)
+        hosts.run_check(sent.raises_value_error, what="the check", timeout=60)
 
 
 # Mistakes of 12.1 (one batch from every process), run as its self-check runs them: the learner's
 # function called through shardbook.checks.call in both processes, then a collective of the check's own.
-
-
-def _checked(global_batch) -> None:
-    import jax
-    import numpy as np
-    from jax.experimental import multihost_utils
-    from jax.sharding import Mesh
-
-    from shardbook.checks import call, expect_allclose
-
-    mesh = Mesh(np.array(jax.devices()[::-1]).reshape(2, 4), ("X", "Y"))
-    data = np.arange(8 * 3, dtype=np.float32).reshape(8, 3)
-    me = jax.process_index()
-    got = call(global_batch, data[4 * me : 4 * me + 4], mesh, what=f"global_batch(process {me})")
-    expect_allclose(multihost_utils.process_allgather(got, tiled=True), data, "global_batch", hint="order.")
-
-
-def _device_put_of_local_rows() -> None:
-    import jax
-    from jax.experimental import multihost_utils
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    def global_batch(local_rows, mesh):  # process 0 gathers first; both device_put their own rows
-        if jax.process_index() == 0:
-            local_rows = multihost_utils.process_allgather(local_rows, tiled=True)[:4]
-        return jax.device_put(local_rows, NamedSharding(mesh, P("X", None)))
-
-    _checked(global_batch)
-
-
-def _returns_none() -> None:
-    import jax
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    def global_batch(local_rows, mesh):
-        jax.make_array_from_process_local_data(NamedSharding(mesh, P("X", None)), local_rows)
-
-    _checked(global_batch)
-
-
-def _shapes_differ() -> None:
-    import jax
-    import numpy as np
-    from jax.experimental import multihost_utils
-
-    def global_batch(local_rows, mesh):  # process 1 gathers half its rows: the shapes differ
-        rows = local_rows if jax.process_index() == 0 else local_rows[:2]
-        return multihost_utils.process_allgather(rows, tiled=True)
-
-    global_batch(np.ones((4, 3), np.float32), None)
 
 
 def test_run_check_says_each_multi_process_mistake_in_one_sentence_with_its_hint():
@@ -450,7 +333,7 @@ def test_run_check_says_each_multi_process_mistake_in_one_sentence_with_its_hint
     # it in the other process (there, a Gloo connection closed under process 0's all-gather).
     cases = [
         (
-            _device_put_of_local_rows,
+            sent.device_put_of_local_rows,
             "global_batch(process 1): expected a result, got AssertionError: device_put got different data "
             "in each process (each process's own rows?), but onto a mesh that spans processes it takes the "
             "same whole array in every process. Hint: to make one global array of the rows each process "
@@ -458,13 +341,13 @@ def test_run_check_says_each_multi_process_mistake_in_one_sentence_with_its_hint
             "1 of 2)",
         ),
         (
-            _returns_none,
+            sent.returns_none,
             "global_batch: expected an array of shape (8, 3), got None (did the function forget to return?). "
             "Hint: a Python function that ends without a return statement returns None: return the result. "
             "(in process 0 of 2)",
         ),
         (
-            _shapes_differ,
+            sent.shapes_differ,
             "12.1: expected all 2 processes to finish, got: the processes gave one collective arrays of "
             "different shapes (Gloo ended process 1 of 2). Hint: every process must give each collective "
             "the same global shape: compute shapes from what all processes know (jax.process_count(), the "
@@ -528,14 +411,10 @@ def test_draw_process_shards_colours_blocks_by_process():
         processes.draw_process_shards(rows, (2, 2, 2))
 
 
-def _not_written_yet() -> None:
-    raise NotImplementedError("write global_batch")
-
-
 def test_run_check_passes_not_implemented_through():
     # Property: an exercise's stub stops its self-check as NotImplementedError, as in one process.
     with pytest.raises(NotImplementedError, match="^write global_batch$"):
-        hosts.run_check(_not_written_yet, what="the check", timeout=60)
+        hosts.run_check(sent.not_written_yet, what="the check", timeout=60)
 
 
 def test_free_port_skips_a_taken_port_and_stays_below_the_ephemeral_range():

@@ -4,7 +4,9 @@ process 1 of 2 died (killed by SIGKILL)".
 """
 
 EXPECTED = {'lost': ['test_global_batch_visible', 'test_global_batch_hidden'],
- 'feedback': ['got: worker process 1 of 2 died (killed by SIGKILL)']}
+ 'feedback': ['got: worker process 1 of 2 died (killed by SIGKILL)',
+              'global_batch in 2 processes: expected all 2 worker processes to finish, got: worker '
+              'process 1 of 2 died (killed by SIGKILL)']}
 
 
 def global_batch(local_rows: np.ndarray, mesh: Mesh) -> jax.Array:

@@ -6,7 +6,11 @@ Right only when the mesh lists processes in order; the visible and hidden tests 
 EXPECTED = {'lost': ['test_global_batch_visible', 'test_global_batch_hidden'],
  'feedback': ["expected the dataset's rows in order 0…7, got rows holding dataset rows [4, 5, 6, "
               '7, 0, 1, 2, 3',
-              'Place the rows where their process holds them first']}
+              'Place the rows where their process holds them first',
+              # the hidden test's mesh, named with its device ids, and the process that saw it
+              "Mesh({'X': 2, 'Y': 4}, Auto axes, device ids [2051, 2050, 2049, 2048, 3, 2, 1, 0])",
+              'Hint: the rows must come out in dataset order',
+              '(in process 0 of 2)']}
 
 
 def global_batch(local_rows: np.ndarray, mesh: Mesh) -> jax.Array:

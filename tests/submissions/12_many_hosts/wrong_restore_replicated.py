@@ -8,6 +8,7 @@ EXPECTED = {
     "feedback": [
         "got float32[8,4] replicated",
         "read it from the checkpoint's metadata (its sharding's partition_spec) for each array",
+        "expected 'w' as float32[8,16] sharded P('X', 'Y') on the mesh given, got float32[8,16] replicated",
     ],
 }
 

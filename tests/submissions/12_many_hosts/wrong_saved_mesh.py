@@ -6,7 +6,9 @@ Right values, wrong layout; the visible and hidden tests restore onto another me
 EXPECTED = {'lost': ['test_restore_on_visible', 'test_restore_on_hidden'],
  'feedback': ["on Mesh({'X': 2, 'Y': 4}",
               'a restore without a target uses the mesh it was saved from',
-              'on another mesh']}
+              'on another mesh',
+              "expected 'w' as float32[8,16] sharded P('X', 'Y') on the mesh given, got float32[8,16] "
+              "sharded P('X', 'Y') on Mesh({'X': 2, 'Y': 4}"]}
 
 
 def restore_on(mesh: Mesh, path: str) -> dict:
