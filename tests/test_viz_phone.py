@@ -58,6 +58,27 @@ def test_the_refitted_phone_figure_has_body_size_text_stacked_panels_and_no_over
     plt.close("all")
 
 
+def test_the_phone_image_is_measured_as_a_fresh_drawing_would_measure_it():
+    # The property: what saves the phone image's CPU time changes nothing it shows or reports. The
+    # desktop image's texts are read while IPython draws it, the laid-out copy's last drawing is
+    # measured again, and the layout measures with one renderer at every height it tries: the same
+    # sizes, PNG and measures as drawing anew, and the copy still paints at its own size.
+    fig = _two_panels()
+    info = phone.figure_bundle(fig)[1][phone.PHONE_KEY]
+    smallest = phone.text_sizes(fig)[0][0]
+    assert info["desktop_min_text_px"] == round(smallest * fig.dpi / 72, 2)
+    copy, drawing = phone._refit(fig)
+    assert drawing is not None  # this figure's layout ends on a drawing
+    reused = phone._measure(copy, drawing)
+    assert reused == phone._measure(copy)
+    assert reused == {key: info[key] for key in reused}  # as figure_bundle made it
+    copy.set_size_inches(copy.get_size_inches() * [1, 1.5])  # a size the layout never tried
+    copy.canvas.draw()
+    height, width = copy.canvas.buffer_rgba().shape[:2]
+    assert (width, height) == copy.canvas.get_width_height(), (width, height)
+    plt.close("all")
+
+
 @pytest.mark.filterwarnings("ignore:Tight layout not applied")  # a round before the figure grows taller
 def test_crowded_category_names_are_turned_upright_on_the_phone():
     # Names that fit side by side on a desktop run into each other in the phone's column: they are

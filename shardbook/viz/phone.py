@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import io
 import pickle
 import textwrap
@@ -51,6 +52,8 @@ PHONE_DENSITY = 3
 # How much larger than the smallest label the largest may be drawn on a phone (titles over tick labels).
 _LARGEST = 1.25
 _DESIGN_ATTR = "_shardbook_phone_design"
+# A figure drawn off screen: the texts it drew, and the renderer that measures them.
+_Drawing = tuple[list["Text"], Any]
 
 
 def set_phone_design(fig: Figure, draw: Callable[[], Figure]) -> Figure:
@@ -117,14 +120,57 @@ def _drawn_texts() -> Iterator[list[Text]]:
         Text.draw = original  # type: ignore[method-assign]
 
 
-def _draw(fig: Figure) -> tuple[list[Text], Any]:
-    """Draws ``fig`` off screen once: (the texts it drew, the renderer that measures them)."""
+@functools.cache
+def _layout_canvas() -> type[Any]:
+    """The phone copy's canvas: matplotlib's Agg canvas, which can measure with one renderer while
+    the figure is laid out at one height after another (:func:`_one_renderer`)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-    with _drawn_texts() as drawn:
-        canvas.draw()
-    return drawn, canvas.get_renderer()
+    class LayoutCanvas(FigureCanvasAgg):
+        kept: Any = None  # the renderer that measures, whatever the figure's size (None: Agg's own)
+
+        def get_renderer(self):
+            kept = self.kept
+            if kept is None or kept.dpi != self.figure.dpi or self.is_saving():
+                return super().get_renderer()
+            return kept
+
+    return LayoutCanvas
+
+
+@contextlib.contextmanager
+def _one_renderer(fig: Figure) -> Iterator[None]:
+    """Within the block, the phone copy ``fig`` is measured by one renderer, whatever its size; it
+    is only drawn off screen there (:func:`_draw`), never painted. matplotlib keeps each text's
+    measures per renderer, and Agg makes a new one for each new size: it would measure every text
+    again, with the same results (they depend on the dpi alone), at each height the layout tries."""
+    canvas: Any = fig.canvas
+    if not isinstance(canvas, _layout_canvas()):
+        yield
+        return
+    canvas.kept = canvas.get_renderer()
+    try:
+        yield
+    finally:
+        canvas.kept = None
+
+
+def _agg_canvas(fig: Figure) -> Any:
+    """``fig``'s canvas, made matplotlib's Agg canvas (off screen) if it is another."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    return fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+
+
+def _draw(fig: Figure) -> _Drawing:
+    """Draws ``fig`` off screen once: (the texts it drew, the renderer that measures them).
+
+    Nothing is painted (as in ``Figure.draw_without_rendering`` and in ``savefig``'s first pass):
+    every artist is placed and every text laid out as in a drawing, for a third of its CPU time."""
+    renderer = _agg_canvas(fig).get_renderer()
+    with _drawn_texts() as drawn, renderer._draw_disabled():
+        fig.draw(renderer)
+    return drawn, renderer
 
 
 def text_sizes(fig: Figure) -> list[tuple[float, str]]:
@@ -287,13 +333,21 @@ def refit_for_phone(
     """A copy of ``fig`` laid out for the phone's column: panels stacked, every text at least
     ``target_px`` CSS px when shown :data:`PHONE_COLUMN_PX` px wide. ``sizes``: ``fig``'s
     :func:`text_sizes`, if already measured."""
+    return _refit(fig, target_px, width_in, sizes)[0]
+
+
+def _refit(
+    fig: Figure,
+    target_px: float = PHONE_BODY_PX,
+    width_in: float | None = None,
+    sizes: list[tuple[float, str]] | None = None,
+) -> tuple[Figure, _Drawing | None]:
+    """:func:`refit_for_phone`, and the copy's last drawing as laid out (None: changed since)."""
     sizes = text_sizes(fig) if sizes is None else sizes
     with warnings.catch_warnings():  # Python 3.12-3.13 warn of itertools' pickling (a Figure's cyclers)
         warnings.simplefilter("ignore", DeprecationWarning)
         phone: Figure = pickle.loads(pickle.dumps(fig))
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    FigureCanvasAgg(phone)  # drawn off screen, whatever backend the notebook uses
+    _layout_canvas()(phone)  # drawn off screen, whatever backend the notebook uses
     old_w, old_h = fig.get_size_inches()
     before_rows = _rows(fig)
     rows = _restack(phone)
@@ -303,57 +357,60 @@ def refit_for_phone(
     growth = (target_px / sizes[0][0]) if sizes else 1.0
     height = old_h / before_rows * rows * max(width / old_w * max(1.0, growth * 0.75), 0.62)
     phone.set_size_inches(width, max(height, 2.4))
-    _lay_out(phone)
-    return phone
+    return phone, _lay_out(phone)
 
 
-def _lay_out(fig: Figure, rounds: int = 9) -> None:
+def _lay_out(fig: Figure, rounds: int = 9) -> _Drawing | None:
     """tight_layout, then: tick labels that run into each other turned upright, and the figure taller
     until no texts are drawn over each other and panels of fixed aspect fill their slots' width (the
     column's width is what a phone has; its height is free, up to four widths a panel). Where no
-    height clears every overlap, the height with the fewest."""
+    height clears every overlap, the height with the fewest. Returns the last drawing of the figure
+    as laid out, for measuring it again (None where the layout changed after it)."""
     width, height = fig.get_size_inches()
     tallest = 4 * width * max(1, len(fig.axes))
     tried: list[tuple[int, float]] = []
-    for _ in range(rounds):
-        fig.set_size_inches(width, height)
-        _tight(fig)
-        drawn, renderer = _draw(fig)  # one drawing for both checks, unless a label is turned
-        if _upright_crowded_ticks(fig, renderer):
-            drawn, renderer = _draw(fig)
-        pairs = _overlaps(drawn, renderer)
-        before = [(t, t.get_text()) for ax in fig.axes for t in ax.texts]
-        if pairs and _stack_words(fig, pairs):
+    with _one_renderer(fig):
+        for _ in range(rounds):
+            fig.set_size_inches(width, height)
             _tight(fig)
-            stacked = _overlapping(fig)
-            if len(stacked) < len(pairs):
-                pairs = stacked
-            else:  # one word a line did not help: the labels as they were
-                for text, words in before:
-                    text.set_text(words)
+            drawing = _draw(fig)  # one drawing for both checks, unless a label is turned
+            if _upright_crowded_ticks(fig, drawing[1]):
+                drawing = _draw(fig)
+            pairs = _overlaps(*drawing)
+            last: _Drawing | None = drawing  # the figure as it is now
+            before = [(t, t.get_text()) for ax in fig.axes for t in ax.texts]
+            if pairs and _stack_words(fig, pairs):
                 _tight(fig)
-        overlaps = len(pairs)
-        narrow = _aspect_shortfall(fig)
-        tried.append((overlaps, height))
-        if (not overlaps and narrow == 1.0) or height >= tallest:
-            return
-        grow = 1 + 0.6 * (min(narrow, 2.0) - 1) if narrow > 1.0 else 1.2
-        height = min(height * max(grow, 1.05), tallest)
-    best = min(tried)
-    if best[1] != height:
-        fig.set_size_inches(width, best[1])
-        _tight(fig)
+                last = _draw(fig)
+                stacked = _overlaps(*last)
+                if len(stacked) < len(pairs):
+                    pairs = stacked
+                else:  # one word a line did not help: the labels as they were
+                    for text, words in before:
+                        text.set_text(words)
+                    _tight(fig)
+                    last = None
+            overlaps = len(pairs)
+            narrow = _aspect_shortfall(fig)
+            tried.append((overlaps, height))
+            if (not overlaps and narrow == 1.0) or height >= tallest:
+                return last
+            grow = 1 + 0.6 * (min(narrow, 2.0) - 1) if narrow > 1.0 else 1.2
+            height = min(height * max(grow, 1.05), tallest)
+        best = min(tried)
+        if best[1] != height:
+            fig.set_size_inches(width, best[1])
+            _tight(fig)
+    return None
 
 
 def _tight(fig: Figure) -> None:
     """tight_layout in the room the figure's own texts and legends (a key, a note) leave: those in its
     lower third stay below the panels, those in its upper third (not the suptitle) above."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     if fig.texts or fig.legends:  # drawn to place them (tight_layout measures the panels itself)
-        canvas.draw()
-    renderer = canvas.get_renderer()
+        renderer = _draw(fig)[1]
+    else:
+        renderer = _agg_canvas(fig).get_renderer()
     bottom, top = 0.0, 1.0
     for item in [*fig.texts, *fig.legends]:
         box = item.get_window_extent(renderer)
@@ -362,8 +419,33 @@ def _tight(fig: Figure) -> None:
             bottom = max(bottom, y1 + 0.01)
         elif y0 > 0.66:
             top = min(top, y0 - 0.01)
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception), _panels_measured_once(fig):
         fig.tight_layout(rect=(0, bottom, 1, top))
+
+
+@contextlib.contextmanager
+def _panels_measured_once(fig: Figure) -> Iterator[None]:
+    """Within the block, each panel measures its tight bounding box once: tight_layout given a
+    ``rect`` measures every panel twice (for its margins, then in the rect they leave), the figure
+    unchanged in between, and each measure lays out every tick label again."""
+    for ax in fig.axes:
+        measured: dict[tuple[int, bool], Any] = {}
+
+        def once(renderer=None, *args, _ax=ax, _measured=measured, **kwargs):
+            measure = type(_ax).get_tightbbox
+            if args or set(kwargs) - {"for_layout_only"}:  # not tight_layout's question
+                return measure(_ax, renderer, *args, **kwargs)
+            key = (id(renderer), kwargs.get("for_layout_only", False))
+            if key not in _measured:
+                _measured[key] = measure(_ax, renderer, **kwargs)
+            return _measured[key]
+
+        ax.get_tightbbox = once  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for ax in fig.axes:
+            vars(ax).pop("get_tightbbox", None)
 
 
 def _aspect_shortfall(fig: Figure) -> float:
@@ -386,7 +468,7 @@ def _upright_crowded_ticks(fig: Figure, renderer: Any) -> bool:
         if any(a.overlaps(b) for a, b in zip(boxes, boxes[1:], strict=False)):
             ax.tick_params(axis="x", labelrotation=90)
             _tight(fig)
-            fig.canvas.draw()  # the next panels' labels as laid out now
+            _draw(fig)  # the next panels' labels as laid out now
             turned = True
     return turned
 
@@ -414,10 +496,7 @@ def _overlaps(drawn: list[Text], renderer: Any) -> list[tuple[Text, Text]]:
 def _stack_words(fig: Figure, pairs: list[tuple[Text, Text]]) -> bool:
     """Labels inside a panel that run into each other side by side ("p0 d2048" in narrow blocks) are
     set one word a line; returns whether any was."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    renderer = FigureCanvasAgg(fig).get_renderer() if not hasattr(fig.canvas, "get_renderer") else None
-    renderer = renderer or fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    renderer = _agg_canvas(fig).get_renderer()
     inside = {id(t) for ax in fig.axes for t in ax.texts}
     changed = False
     for a, b in pairs:
@@ -458,20 +537,22 @@ def phone_image(fig: Figure, sizes: list[tuple[float, str]] | None = None) -> di
 
     with warnings.catch_warnings():  # a layout matplotlib cannot make is measured below, not printed
         warnings.simplefilter("ignore")
-        phone = phone_figure(fig, sizes)
-        info = _measure(phone)
         refitted = getattr(fig, _DESIGN_ATTR, None) is None and _panels_figure_designs(fig) is None
+        phone, drawing = _refit(fig, sizes=sizes) if refitted else (phone_figure(fig), None)
+        info = _measure(phone, drawing)
         if refitted and 0 < info["min_text_px"] < PHONE_BODY_PX:
             plt.close(phone)
             narrower = phone_width_in() * info["min_text_px"] / (PHONE_BODY_PX * 1.01)
-            phone = refit_for_phone(fig, width_in=narrower, sizes=sizes)
-            info = _measure(phone)
+            phone, drawing = _refit(fig, width_in=narrower, sizes=sizes)
+            info = _measure(phone, drawing)
     plt.close(phone)
     return info
 
 
-def _measure(phone: Figure) -> dict[str, Any]:
-    drawn, renderer = _draw(phone)  # one drawing for its text sizes and overlaps
+def _measure(phone: Figure, drawing: _Drawing | None = None) -> dict[str, Any]:
+    """The phone image's PNG and measures. ``drawing``: the figure's last drawing, if unchanged
+    since (else it is drawn once, for its text sizes and overlaps)."""
+    drawn, renderer = drawing or _draw(phone)
     sizes, overlaps = _sizes(drawn), _overlaps(drawn, renderer)
     dpi = 72.0 * PHONE_DENSITY
     png = _png(phone, dpi)
@@ -494,13 +575,15 @@ def figure_bundle(fig: Figure) -> tuple[dict[str, Any], dict[str, Any]]:
     fails is shown as before, without one (the book's build then names it)."""
     from IPython.core.pylabtools import print_figure
 
-    png = print_figure(fig, "png", bbox_inches="tight")
+    with _drawn_texts() as drawn:  # the texts the desktop image draws: measured in drawing it
+        png = print_figure(fig, "png", bbox_inches="tight")
     if png is None:  # an empty figure: IPython shows nothing either
         return {}, {}
     data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": repr(fig)}
     metadata: dict[str, Any] = {}
     try:
-        sizes = text_sizes(fig)  # drawn once, for the refit and for the desktop image's smallest text
+        # print_figure draws the figure twice (to find its tight box, then to paint it)
+        sizes = _sizes(list({id(t): t for t in drawn}.values()))
         phone = phone_image(fig, sizes)
     except Exception as error:  # the learner's own figure must still show
         where = traceback.extract_tb(error.__traceback__)[-1]
