@@ -159,6 +159,13 @@ site-check: venv
 # 1,037 s CPU (unit 547, notebooks 297, learner-path 73, site-check 36, check-exercises 33, pdf-check
 # 29, book 12, ray 8); the run before was on a busier machine, so not all of the 235 s is these
 # changes (their own A/B figures add up to about 55 s). Still over the 900 s issue 49 asks for.
+# Then the multi-host workers forked from one Python that imported JAX (shardbook/workers.py; the
+# multi-host tests 87 -> 56 s of CPU) and the phone figures measured without painting (chapters' figures
+# 28 -> 17 s), with the cost model's new rules and 17 more fitted programs: make test, chapters executed
+# again (the helper package had changed), on a machine busy with other work throughout (98% busy, 2,273
+# s of CPU in 1,163 s), 2026-12-06: 1,064 s CPU (unit 560, notebooks 300, learner-path 71,
+# check-exercises 37, site-check 36, pdf-check 30, book 14, ray 12): under such load a process's CPU
+# time runs high, so this says little against the quiet 1,037 s above.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
