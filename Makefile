@@ -165,7 +165,9 @@ site-check: venv
 # again (the helper package had changed), on a machine busy with other work throughout (98% busy, 2,273
 # s of CPU in 1,163 s), 2026-12-06: 1,064 s CPU (unit 560, notebooks 300, learner-path 71,
 # check-exercises 37, site-check 36, pdf-check 30, book 14, ray 12): under such load a process's CPU
-# time runs high, so this says little against the quiet 1,037 s above.
+# time runs high, so this says little against the quiet 1,037 s above. Again from a clean chapter cache,
+# the machine 100% busy (2,629 s of CPU in 1,316 s): 1,096 s (unit 565, notebooks 318, learner-path 75,
+# site-check 40, check-exercises 40, pdf-check 34, book 14, ray 8).
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
