@@ -512,6 +512,30 @@ def test_a_program_whose_copy_is_skipped_is_its_copy(mesh24, fn):
         assert hlo.without_debug_info(copy) == hlo.without_debug_info(text)
 
 
+def test_a_program_read_back_from_the_compilation_cache_reads_as_compiled(mesh24):
+    # property: the tests compile through JAX's persistent compilation cache (tests/conftest.py); a
+    # program read back from it is the program compiled, its debug information aside, and the analyzer
+    # reads the same collectives, at the same source lines, from either
+    hits = []
+    x = jax.ShapeDtypeStruct((8, 96), jnp.float32, sharding=NamedSharding(mesh24, P("X", "Y")))
+
+    def text() -> str:  # lowered anew each time: a lowering keeps the program it compiled
+        return jax.jit(lambda b: (b @ b.T).sum(1)).lower(x).compile().as_text()
+
+    def listen(event, **kwargs):
+        hits.extend([event] if event == "/jax/compilation_cache/cache_hits" else [])
+
+    jax.monitoring.register_event_listener(listen)
+    try:
+        compiled, read_back = text(), text()
+    finally:
+        jax.monitoring.unregister_event_listener(listen)
+    assert hits, "the second compile was read from the cache"
+    assert hlo.without_debug_info(read_back) == hlo.without_debug_info(compiled)
+    assert comms.analyze_text(read_back).rows() == comms.analyze_text(compiled).rows()
+    assert comms.analyze_text(compiled).rows()[0][-1].startswith("test_comms.py:")
+
+
 def test_copies_compiled_only_to_be_read_are_the_same_without_llvm_optimisations(mesh24):
     # property: the analyzer's never-executed copies (bf16 kept, footprint's memory-scheduled one) skip
     # LLVM's optimisations (cpu.READ_ONLY); their text (debug information aside: a compile read from
