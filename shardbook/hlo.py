@@ -3,7 +3,8 @@
 It reads just enough of the HLO text format for :mod:`shardbook.comms` and :mod:`shardbook.cost`:
 computations and their instructions (name, result type, opcode, operands, attributes), the called
 computations of fusions, loops and reducers, the source locations in the module header, and the three
-spellings of ``replica_groups``. It imports nothing from JAX, so it can be tested on plain strings.
+spellings of ``replica_groups``; :func:`without_debug_info` gives the text two compiles of one program
+share. It imports nothing from JAX, so it can be tested on plain strings.
 
 Example:
   >>> m = parse_module('''HloModule m
@@ -353,6 +354,53 @@ def parse_module(text: str) -> Module:
     if entry is None:
         raise HloParseError("no ENTRY computation in the text: expected the output of compiled.as_text()")
     return Module(module_name, computations, entry, _stack_frames(tables))
+
+
+# Debug information in program text: the tables of source locations in the module's header, and each
+# instruction's ``metadata={op_name="jit(f)/dot_general" stack_frame_id=3}``.
+_SOURCE_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_METADATA_RE = re.compile(r", metadata=\{")
+
+
+def without_debug_info(text: str) -> str:
+    """Program text without its debug information: each instruction's ``metadata={...}`` (the name of
+    the operation that made it and the Python source it was traced from) and the module's tables of
+    source locations (``FileNames``, ``FunctionNames``, ``FileLocations``, ``StackFrames``).
+
+    Two compiles of one program can differ there alone: one read from JAX's persistent compilation
+    cache carries the tables renumbered, and (the cache's key leaves debug information out) the
+    metadata of whichever call compiled the program first. Compare programs through this.
+
+    Example:
+      >>> print(without_debug_info('''HloModule m
+      ...
+      ... FileNames
+      ... 1 "model.py"
+      ...
+      ... ENTRY %main (p: f32[4]) -> f32[4] {
+      ...   ROOT %p = f32[4]{0} parameter(0), metadata={op_name="f/{x}" stack_frame_id=1}
+      ... }'''))
+      HloModule m
+      <BLANKLINE>
+      ENTRY %main (p: f32[4]) -> f32[4] {
+        ROOT %p = f32[4]{0} parameter(0)
+      }
+    """
+    out: list[str] = []
+    in_table = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped in _SOURCE_TABLES:
+            in_table = True
+            continue
+        if in_table:
+            in_table = stripped.split(" ", 1)[0].isdigit()  # a row; a blank line ends the table
+            if in_table or not stripped:
+                continue
+        while m := _METADATA_RE.search(line):
+            line = line[: m.start()] + line[_balanced_end(line, m.end() - 1) :]
+        out.append(line)
+    return "\n".join(out)
 
 
 def _stack_frames(tables: dict[str, dict[int, str]]) -> dict[int, SourceLocation]:

@@ -39,18 +39,75 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+@pytest.fixture
+def ipython_shell():
+    """IPython's shell in this process (``InteractiveShell.instance()``, as a notebook's kernel has one),
+    its history in memory; cleared after the test and closed then. A shell left to the process's exit
+    is reset there (IPython's ``atexit_operations``), which collects the garbage of the whole worker:
+    0.4-0.6 s of CPU apiece, six or seven shells a worker (2026-12-06)."""
+    import atexit
+
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    InteractiveShell.clear_instance()
+    shell = InteractiveShell.instance(config=config)
+    try:
+        yield shell
+    finally:
+        shell.set_custom_exc((), None)
+        InteractiveShell.clear_instance()
+        atexit.unregister(shell.atexit_operations)
+        if shell.history_manager is not None:
+            shell.history_manager.close()
+
+
 #: LLVM's optimisation level for the in-process grading's compiles (see in_process_env).
 LLVM_LEVEL_FLAG = "--xla_backend_optimization_level=0"
 
 
+def compilation_cache(tmp_path_factory) -> Path:
+    """The folder of JAX's persistent compilation cache, one per test session: every pytest-xdist
+    worker compiles through it (the fixture compile_through_the_cache), and so does every in-process
+    grading (in_process_env)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "jax-cache"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compile_through_the_cache(tmp_path_factory):
+    """This test process reads a program it or the other worker compiled before from the session's
+    compilation cache instead of compiling it again: a grader's oracle or a reference answer on the
+    same shapes in several tests, a mutant that compiles to the program of the solution: about 630
+    of the 1,700 compiles of the tests that compile most (test_graders*, test_mutants, test_viz,
+    test_cost, test_comms, test_tpu, test_chips, the doctests; two workers), whose CPU went from
+    182 to 164 s (means of five runs each, taken in turns on a shared 2-core machine, 2026-12-06).
+
+    A program read back is the same program, its debug information aside: the tables of source
+    locations come back renumbered, and (JAX's key leaves debug information out) the metadata is that
+    of the call that compiled it first, so a test that checks a report's source line compiles a
+    program no other test does. Tests compare program texts through
+    ``shardbook.hlo.without_debug_info``. The in-process gradings compile at another LLVM level,
+    which is part of the key: they share the folder, not its programs.
+    """
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", str(compilation_cache(tmp_path_factory)))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
 def in_process_env(tmp_path_factory) -> dict[str, str]:
-    """The environment of an assignment's in-process grading: JAX's persistent compilation cache, one
-    per test session (shared by the pytest-xdist workers), and LLVM at -O0.
+    """The environment of an assignment's in-process grading: the session's compilation cache
+    (:func:`compilation_cache`), and LLVM at -O0.
 
     The graders compile the same oracles and the same reference answers for the reference solution
     and again for every wrong answer of an assignment: with the cache, each distinct program compiles
     once (assignment 5's in-process grading: 41 s of CPU without it, 29 s with it). A cached program
-    is the very executable (its text and memory_analysis() are the same), so no result changes.
+    is the very executable (its memory_analysis() and its text, debug information aside, are the
+    same), so no result changes.
 
     ``--xla_backend_optimization_level=0`` makes XLA:CPU's machine code without LLVM's optimisations,
     after every HLO pass has run and every buffer is assigned: the program text and memory_analysis()
@@ -61,10 +118,8 @@ def in_process_env(tmp_path_factory) -> dict[str, str]:
     took 17% less CPU (163 s -> 135 s, assignments 1-11). Kernels of `make grade`, in the tests too,
     compile as an instructor's do (test_grading compares the two on assignment 1).
     """
-    base = tmp_path_factory.getbasetemp()
-    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "jax-cache"
     return {
-        "JAX_COMPILATION_CACHE_DIR": str(folder),
+        "JAX_COMPILATION_CACHE_DIR": str(compilation_cache(tmp_path_factory)),
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
         "XLA_FLAGS": " ".join([*os.environ.get("XLA_FLAGS", "").split(), LLVM_LEVEL_FLAG]),

@@ -336,36 +336,30 @@ def test_compile_log_counts_compilations():
     assert [name for name, _ in log.programs] == ["jit(<lambda>)"]
 
 
-def test_a_notebook_shows_a_common_mistake_in_words_and_still_fails(capsys):
+def test_a_notebook_shows_a_common_mistake_in_words_and_still_fails(capsys, ipython_shell):
     # Property: in an IPython shell set up by explain_common_errors, the out_specs mistake prints one
     # sentence, its hint and the cell line (no JAX internals, no check_vma advice), the cell still
     # counts as failed (error_in_exec, so grading gives no points), and an unrelated error keeps
     # IPython's usual traceback.
-    from IPython.core.interactiveshell import InteractiveShell
-
     from shardbook.checks import explain_common_errors
 
-    shell = InteractiveShell.instance()
-    try:
-        explain_common_errors(shell)
-        shell.user_ns.update(jax=jax, jnp=jnp, P=P, NamedSharding=NamedSharding)
-        result = shell.run_cell(
-            "mesh = jax.make_mesh((4, 2), ('X', 'Y'))\n"
-            "x = jax.device_put(jnp.ones((8, 2)), NamedSharding(mesh, P('X')))\n"
-            "f = jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P('X'), out_specs=P())\n"
-            "f(x)\n"
-        )
-        shown = capsys.readouterr().out
-        assert not result.success and result.error_in_exec is not None
-        assert "out_specs say the result is the same on every device" in shown and "Hint:" in shown
-        assert ", line 4: f(x)" in shown  # the cell line, named by its cell
-        assert "_rem_singleton" not in shown and "check_vma=False" not in shown.split("Hint:")[0]
-        result = shell.run_cell("{}['missing']")
-        shown = capsys.readouterr().out
-        assert not result.success and "KeyError" in shown and "Hint:" not in shown
-    finally:
-        shell.set_custom_exc((), None)
-        InteractiveShell.clear_instance()
+    shell = ipython_shell
+    explain_common_errors(shell)
+    shell.user_ns.update(jax=jax, jnp=jnp, P=P, NamedSharding=NamedSharding)
+    result = shell.run_cell(
+        "mesh = jax.make_mesh((4, 2), ('X', 'Y'))\n"
+        "x = jax.device_put(jnp.ones((8, 2)), NamedSharding(mesh, P('X')))\n"
+        "f = jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P('X'), out_specs=P())\n"
+        "f(x)\n"
+    )
+    shown = capsys.readouterr().out
+    assert not result.success and result.error_in_exec is not None
+    assert "out_specs say the result is the same on every device" in shown and "Hint:" in shown
+    assert ", line 4: f(x)" in shown  # the cell line, named by its cell
+    assert "_rem_singleton" not in shown and "check_vma=False" not in shown.split("Hint:")[0]
+    result = shell.run_cell("{}['missing']")
+    shown = capsys.readouterr().out
+    assert not result.success and "KeyError" in shown and "Hint:" not in shown
 
 
 def test_compile_log_that_hears_nothing_says_so(monkeypatch):

@@ -2,7 +2,6 @@
 
 import functools
 import html
-import re
 
 import jax
 import jax.numpy as jnp
@@ -510,19 +509,38 @@ def test_a_program_whose_copy_is_skipped_is_its_copy(mesh24, fn):
     copy, _ = cpu.compile_without_cpu_passes(lowered)
     assert cpu.has_collectives(text) and copy is not None
     if not cpu.copy_can_differ(lowered, text):
-        assert _without_debug_info(copy) == _without_debug_info(text)
+        assert hlo.without_debug_info(copy) == hlo.without_debug_info(text)
 
 
-def _without_debug_info(text: str) -> str:
-    """Program text without its metadata and stack-frame tables (which name the Python that traced it)."""
-    body = text[text.index("\n\n") :] if "\nFileNames" in text else text
-    return re.sub(r", metadata=\{[^}]*\}", "", body)
+def test_a_program_read_back_from_the_compilation_cache_reads_as_compiled(mesh24):
+    # property: the tests compile through JAX's persistent compilation cache (tests/conftest.py); a
+    # program read back from it is the program compiled, its debug information aside, and the analyzer
+    # reads the same collectives, at the same source lines, from either
+    hits = []
+    x = jax.ShapeDtypeStruct((8, 96), jnp.float32, sharding=NamedSharding(mesh24, P("X", "Y")))
+
+    def text() -> str:  # lowered anew each time: a lowering keeps the program it compiled
+        return jax.jit(lambda b: (b @ b.T).sum(1)).lower(x).compile().as_text()
+
+    def listen(event, **kwargs):
+        hits.extend([event] if event == "/jax/compilation_cache/cache_hits" else [])
+
+    jax.monitoring.register_event_listener(listen)
+    try:
+        compiled, read_back = text(), text()
+    finally:
+        jax.monitoring.unregister_event_listener(listen)
+    assert hits, "the second compile was read from the cache"
+    assert hlo.without_debug_info(read_back) == hlo.without_debug_info(compiled)
+    assert comms.analyze_text(read_back).rows() == comms.analyze_text(compiled).rows()
+    assert comms.analyze_text(compiled).rows()[0][-1].startswith("test_comms.py:")
 
 
 def test_copies_compiled_only_to_be_read_are_the_same_without_llvm_optimisations(mesh24):
     # property: the analyzer's never-executed copies (bf16 kept, footprint's memory-scheduled one) skip
-    # LLVM's optimisations (cpu.READ_ONLY); their text and memory_analysis() are those of a copy
-    # compiled at the default level, for a sharded, scanned step with bf16 and combined all-reduces
+    # LLVM's optimisations (cpu.READ_ONLY); their text (debug information aside: a compile read from
+    # JAX's persistent cache carries its own) and memory_analysis() are those of a copy compiled at the
+    # default level, for a sharded, scanned step with bf16 and combined all-reduces
     from shardbook.comms import cpu, memory
 
     def loss(ws, x):
@@ -540,10 +558,12 @@ def test_copies_compiled_only_to_be_read_are_the_same_without_llvm_optimisations
             lowered.compile(compiler_options=o) for o in (options, {**options, **cpu.READ_ONLY})
         )
         assert comms.analyze_text(default.as_text()).count("all-reduce") >= 1
-        assert read_only.as_text() == default.as_text()
+        assert hlo.without_debug_info(read_only.as_text()) == hlo.without_debug_info(default.as_text())
         stats = [tuple(getattr(c.memory_analysis(), f) for f in fields) for c in (default, read_only)]
         assert stats[0] == stats[1]
-    assert cpu.compile_without_cpu_passes(lowered)[0] == lowered.compile(compiler_options=passes).as_text()
+    copy, _ = cpu.compile_without_cpu_passes(lowered)
+    without_passes = lowered.compile(compiler_options=passes).as_text()
+    assert copy is not None and hlo.without_debug_info(copy) == hlo.without_debug_info(without_passes)
 
 
 def test_footprint_reads_what_a_program_keeps_alive_on_cpu():
@@ -572,6 +592,29 @@ def test_footprint_reads_what_a_program_keeps_alive_on_cpu():
     assert memory.peak == memory.arguments + memory.outputs - memory.aliased + memory.temporaries
     assert comms.memory.CPU_MEMORY_OPTIONS["xla_disable_hlo_passes"] in comms.cpu.CPU_PASSES
     assert "peak" in str(memory) and "temporaries" in str(memory)
+
+
+def test_without_debug_info_drops_debug_information_alone(mesh24):
+    # property: hlo.without_debug_info (how two compiles of one program are compared) keeps every
+    # computation and instruction with its type, operands and attributes, and drops each metadata
+    # attribute and the tables of source locations
+    x = jax.ShapeDtypeStruct((8, 64), jnp.bfloat16, sharding=NamedSharding(mesh24, P("X", "Y")))
+    text = jax.jit(lambda b: jnp.tanh(b @ b.T).sum(0)).lower(x).compile().as_text()
+    stripped = hlo.without_debug_info(text)
+    assert "metadata={" in text and "\nStackFrames\n" in text  # a program with debug information
+    assert "metadata=" not in stripped and not any(t in stripped for t in ("FileNames", "StackFrames"))
+
+    def program(t: str) -> dict:
+        def attributes(i: hlo.Instruction) -> dict:
+            return {k: v for k, v in hlo._attributes(i.attrs_text).items() if k != "metadata"}
+
+        computations = hlo.parse_module(t).computations.items()
+        return {
+            n: [(i.name, i.type_text, i.opcode, i.operands, attributes(i)) for i in c.instructions]
+            for n, c in computations
+        }
+
+    assert program(stripped) == program(text)
 
 
 def test_instruction_attributes_respect_brackets_strings_and_escaped_quotes():

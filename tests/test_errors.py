@@ -111,12 +111,10 @@ def test_a_none_result_gets_the_return_hint_not_the_checks_own():
     )
 
 
-def _shell():
-    from IPython.core.interactiveshell import InteractiveShell
-
+def _shell(shell):
+    """The test's IPython shell (the fixture ipython_shell) as the book sets one up."""
     from shardbook.checks import explain_common_errors
 
-    shell = InteractiveShell.instance()
     explain_common_errors(shell)
     shell.user_ns.update(jax=jax, jnp=jnp, np=np, P=P, NamedSharding=NamedSharding, call=call)
     return shell
@@ -127,86 +125,66 @@ def _run(shell, capsys, source):
     return result, capsys.readouterr().out
 
 
-def test_a_failing_self_check_shows_its_message_and_the_learners_lines_named_by_cell(capsys):
+def test_a_failing_self_check_shows_its_message_and_the_learners_lines_named_by_cell(capsys, ipython_shell):
     # Property: a failed check in a notebook is its one-line message and the notebook lines that led to
     # it, each named by its cell (the self-check's line, then the learner's), and nothing of the
     # helper's own files: at most a few lines, where IPython printed 18 to 34.
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = _shell()
-    try:
-        _run(shell, capsys, "def double(x):\n    y = x.reshape(5)\n    return y * 2\n")
-        result, shown = _run(shell, capsys, "got = call(double, np.ones(6), what='double(x)')\nprint(got)\n")
-        lines = shown.strip().splitlines()
-        assert not result.success and result.error_in_exec is not None  # the cell still fails
-        assert len(lines) <= 4, shown
-        assert lines[0].startswith(
-            "CheckFailed: double(x): expected a result, got ValueError: cannot reshape"
-        )
-        assert lines[1].startswith("  Cell In[2], line 1: got = call(double, np.ones(6)")
-        assert lines[2] == "  Cell In[1], line 2, in double: y = x.reshape(5)"
-        assert "checks.py" not in shown and "_fail" not in shown and "Traceback" not in shown
-    finally:
-        shell.set_custom_exc((), None)
-        InteractiveShell.clear_instance()
+    shell = _shell(ipython_shell)
+    _run(shell, capsys, "def double(x):\n    y = x.reshape(5)\n    return y * 2\n")
+    result, shown = _run(shell, capsys, "got = call(double, np.ones(6), what='double(x)')\nprint(got)\n")
+    lines = shown.strip().splitlines()
+    assert not result.success and result.error_in_exec is not None  # the cell still fails
+    assert len(lines) <= 4, shown
+    assert lines[0].startswith("CheckFailed: double(x): expected a result, got ValueError: cannot reshape")
+    assert lines[1].startswith("  Cell In[2], line 1: got = call(double, np.ones(6)")
+    assert lines[2] == "  Cell In[1], line 2, in double: y = x.reshape(5)"
+    assert "checks.py" not in shown and "_fail" not in shown and "Traceback" not in shown
 
 
-def test_an_error_through_three_cells_names_each_cell(capsys):
+def test_an_error_through_three_cells_names_each_cell(capsys, ipython_shell):
     # Property: a JAX error raised in a helper of the imports cell, called by the answer, called by the
     # self-check, lists one line per cell, each named by its own cell (11.2's case).
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = _shell()
-    try:
-        _run(
-            shell,
-            capsys,
-            "mesh = jax.make_mesh((4, 2), ('X', 'Y'))\ndef layer(h, w):\n    return h @ w\n",
-        )
-        _run(shell, capsys, "def step(h, w):\n    return layer(h, w)\n")
-        result, shown = _run(
-            shell,
-            capsys,
-            "w = jax.device_put(np.ones((4, 2), np.float32), NamedSharding(mesh, P('Y', None)))\n"
-            "h = jax.device_put(np.ones((8, 4), np.float32), NamedSharding(mesh, P('X', 'Y')))\n"
-            "jax.jit(step)(h, w)\n",
-        )
-        lines = shown.strip().splitlines()
-        assert not result.success
-        assert lines[0].startswith("ShardingTypeError: on a mesh with Explicit axes") and lines[1].startswith(
-            "Hint:"
-        )
-        assert lines[2:] == [
-            "  Cell In[3], line 3: jax.jit(step)(h, w)",
-            "  Cell In[2], line 2, in step: return layer(h, w)",
-            "  Cell In[1], line 3, in layer: return h @ w",
-        ]
-    finally:
-        shell.set_custom_exc((), None)
-        InteractiveShell.clear_instance()
+    shell = _shell(ipython_shell)
+    _run(
+        shell,
+        capsys,
+        "mesh = jax.make_mesh((4, 2), ('X', 'Y'))\ndef layer(h, w):\n    return h @ w\n",
+    )
+    _run(shell, capsys, "def step(h, w):\n    return layer(h, w)\n")
+    result, shown = _run(
+        shell,
+        capsys,
+        "w = jax.device_put(np.ones((4, 2), np.float32), NamedSharding(mesh, P('Y', None)))\n"
+        "h = jax.device_put(np.ones((8, 4), np.float32), NamedSharding(mesh, P('X', 'Y')))\n"
+        "jax.jit(step)(h, w)\n",
+    )
+    lines = shown.strip().splitlines()
+    assert not result.success
+    assert lines[0].startswith("ShardingTypeError: on a mesh with Explicit axes") and lines[1].startswith(
+        "Hint:"
+    )
+    assert lines[2:] == [
+        "  Cell In[3], line 3: jax.jit(step)(h, w)",
+        "  Cell In[2], line 2, in step: return layer(h, w)",
+        "  Cell In[1], line 3, in layer: return h @ w",
+    ]
 
 
-def test_the_feedback_page_shows_the_sentence_and_hint_the_notebook_showed(capsys):
+def test_the_feedback_page_shows_the_sentence_and_hint_the_notebook_showed(capsys, ipython_shell):
     # Property: what HideHiddenTests leaves of a test cell's error is what the learner saw in the cell
     # on Colab without its cell lines: a known JAX mistake's sentence and hint (not JAX's raw
     # ShardingTypeError), a failed check's message; an unknown error stays ``Name: message``.
-    from IPython.core.interactiveshell import InteractiveShell
-
     from grading.preprocessors import HideHiddenTests
 
-    shell = _shell()
-    try:
-        _run(shell, capsys, "mesh = jax.make_mesh((4, 2), ('X', 'Y'))\n")
-        result, shown = _run(
-            shell,
-            capsys,
-            "w = jax.device_put(np.ones((4, 2), np.float32), NamedSharding(mesh, P('Y', None)))\n"
-            "h = jax.device_put(np.ones((8, 4), np.float32), NamedSharding(mesh, P('X', 'Y')))\n"
-            "jax.jit(lambda a, b: a @ b)(h, w)\n",
-        )
-    finally:
-        shell.set_custom_exc((), None)
-        InteractiveShell.clear_instance()
+    shell = _shell(ipython_shell)
+    _run(shell, capsys, "mesh = jax.make_mesh((4, 2), ('X', 'Y'))\n")
+    result, shown = _run(
+        shell,
+        capsys,
+        "w = jax.device_put(np.ones((4, 2), np.float32), NamedSharding(mesh, P('Y', None)))\n"
+        "h = jax.device_put(np.ones((8, 4), np.float32), NamedSharding(mesh, P('X', 'Y')))\n"
+        "jax.jit(lambda a, b: a @ b)(h, w)\n",
+    )
     error = result.error_in_exec
     assert type(error).__name__ == "ShardingTypeError"
     cell = nbformat.v4.new_code_cell("self-check")

@@ -172,30 +172,23 @@ def test_kernel_env_silences_xla_warnings_unless_set_and_drops_pytest_marker(tmp
     assert worker._env(tmp_path)["TF_CPP_MIN_LOG_LEVEL"] == "0"
 
 
-def _colab_shows(nb) -> dict[str, list[str]]:
-    """What each failing test cell of ``nb`` shows when run cell by cell in an IPython shell, as on
+def _colab_shows(shell, nb) -> dict[str, list[str]]:
+    """What each failing test cell of ``nb`` shows when run cell by cell in the IPython ``shell``, as on
     Colab (the setup cell's shardbook.setup() installs the book's error handler): grade_id -> lines."""
-    from IPython.core.interactiveshell import InteractiveShell
-
     from grading.assignment import grade_id
 
-    shell = InteractiveShell.instance()
     shown = {}
-    try:
-        for cell in nb.cells:
-            if cell.cell_type != "code":
-                continue
-            with contextlib.redirect_stdout(io.StringIO()) as out:
-                result = shell.run_cell(cell.source, store_history=True)
-            if not result.success and grade_id(cell):
-                shown[grade_id(cell)] = out.getvalue().strip().splitlines()
-    finally:
-        shell.set_custom_exc((), None)
-        InteractiveShell.clear_instance()
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            result = shell.run_cell(cell.source, store_history=True)
+        if not result.success and grade_id(cell):
+            shown[grade_id(cell)] = out.getvalue().strip().splitlines()
     return shown
 
 
-def test_a_colab_download_is_graded_quietly_and_its_feedback_says_what_colab_said(tmp_path):
+def test_a_colab_download_is_graded_quietly_and_its_feedback_says_what_colab_said(tmp_path, ipython_shell):
     # Property: Colab downloads, of format 4.5 whose cells lost their ids (Colab strips cell metadata) or
     # of format 4.0 with a cell of the learner's own, are graded without nbformat's
     # MissingIDFieldWarning on the instructor's terminal; a wrong answer's feedback page
@@ -226,7 +219,7 @@ def test_a_colab_download_is_graded_quietly_and_its_feedback_says_what_colab_sai
     assert "Test cell" not in html
     for gid, _ in worker.graded_cells(GRADED_ASSIGNMENT, course):
         assert f'<a href="#{gid}">{gid}</a> (Score: ' in html, gid
-    colab = _colab_shows(submissions.notebook(sub, GRADED_ASSIGNMENT))
+    colab = _colab_shows(ipython_shell, submissions.notebook(sub, GRADED_ASSIGNMENT))
     failing = "test_sharding_for_layout_visible"
     assert set(colab) == {failing} and colab[failing][0].startswith("CheckFailed: ")
     assert len(colab[failing]) <= 4 and colab[failing][1].startswith("  Cell In[")  # short, named by cell

@@ -100,19 +100,12 @@ def test_no_other_file_spells_a_name_that_crosses_a_process_boundary():
 
 
 @pytest.fixture()
-def shell():
+def shell(ipython_shell):
     """An IPython shell in this process, with the book's error handler installed as on Colab."""
-    from IPython.core.interactiveshell import InteractiveShell
-
     from shardbook.errors import explain_common_errors
 
-    shell = InteractiveShell.instance()
-    explain_common_errors(shell)
-    try:
-        yield shell
-    finally:
-        shell.set_custom_exc((), None)
-        InteractiveShell.clear_instance()
+    explain_common_errors(ipython_shell)
+    return ipython_shell
 
 
 def test_reset_undoes_every_hook_a_cell_registered_and_keeps_ipythons_and_the_books(shell):

@@ -536,13 +536,11 @@ def test_one_chip_tpu_says_why_it_simulates_and_where_the_chip_is_used(monkeypat
     assert capsys.readouterr().out == ""
 
 
-def test_setup_error_is_one_line_in_ipython():
-    from IPython.core.interactiveshell import InteractiveShell
+def test_setup_error_is_one_line_in_ipython(ipython_shell):
     from IPython.utils.capture import capture_output
 
-    shell = InteractiveShell.instance()
     with capture_output() as captured:
-        shell.run_cell("import shardbook\nraise shardbook.SetupError('do this')")
+        ipython_shell.run_cell("import shardbook\nraise shardbook.SetupError('do this')")
     assert captured.stdout.strip() + captured.stderr.strip() == "SetupError: do this"
 
 

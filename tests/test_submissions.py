@@ -91,7 +91,7 @@ def test_llvm_at_o0_leaves_the_program_and_its_memory_as_they_are():
     from jax.sharding import AxisType, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from shardbook import comms
+    from shardbook import comms, hlo
 
     flag, value = LLVM_LEVEL_FLAG.removeprefix("--").split("=")
     mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2)
@@ -106,7 +106,7 @@ def test_llvm_at_o0_leaves_the_program_and_its_memory_as_they_are():
     lowered = step.lower(ws, x)
     default, at_o0 = lowered.compile(), lowered.compile(compiler_options={flag: int(value)})
     assert comms.analyze_text(default.as_text()).collectives, "a program with collectives"
-    assert at_o0.as_text() == default.as_text()
+    assert hlo.without_debug_info(at_o0.as_text()) == hlo.without_debug_info(default.as_text())
     fields = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes")
     memory = [tuple(getattr(c.memory_analysis(), f) for f in fields) for c in (default, at_o0)]
     assert memory[0] == memory[1]

@@ -13,6 +13,10 @@ from jax.sharding import PartitionSpec as P
 from benchmarks import tpu_programs
 from shardbook import comms, tpu
 
+# A program compiled for a TPU topology goes into the tests' compilation cache too (tests/conftest.py),
+# but without a TPU to load it on it cannot be read back: JAX says so and compiles it again.
+pytestmark = pytest.mark.filterwarnings("ignore:Error reading persistent compilation cache entry")
+
 
 def _matmul(rows):
     """A builder: A[B_X, D_Y] @ W[D, F_Y] on a (2, 4) mesh of the devices it is given."""

@@ -152,13 +152,11 @@ def test_the_page_offers_the_phone_image_below_the_phone_breakpoint_and_keeps_th
     plt.close("all")
 
 
-def test_setup_makes_ipython_show_every_figure_with_its_phone_image():
+def test_setup_makes_ipython_show_every_figure_with_its_phone_image(ipython_shell):
     # The one display path: IPython's formatter for any matplotlib Figure, as a notebook uses it.
-    interactiveshell = pytest.importorskip("IPython.core.interactiveshell")
-    shell = interactiveshell.InteractiveShell.instance()
-    phone.show_figures_for_phones(shell)
+    phone.show_figures_for_phones(ipython_shell)
     fig = _two_panels()
-    data, metadata = shell.display_formatter.format(fig)
+    data, metadata = ipython_shell.display_formatter.format(fig)
     assert "image/png" in data and metadata[phone.PHONE_KEY]["min_text_px"] >= phone.PHONE_BODY_PX
     json.dumps(metadata)  # what a notebook can store
     plt.close("all")
@@ -194,17 +192,16 @@ def test_the_book_build_shows_the_phone_image_and_warns_of_small_text(tmp_path):
     plt.close("all")
 
 
-def test_only_the_books_own_runs_draw_phone_images(monkeypatch):
+def test_only_the_books_own_runs_draw_phone_images(monkeypatch, ipython_shell):
     # Colab and grading run shardbook.setup() too: there a figure is drawn once, as before; the book's
     # runs (tools/notebooks.py, make book) set the variable and get the phone image.
-    interactiveshell = pytest.importorskip("IPython.core.interactiveshell")
     import IPython
     from matplotlib.figure import Figure
 
     import shardbook
     from tools import notebooks
 
-    shell = interactiveshell.InteractiveShell.instance()
+    shell = ipython_shell
     monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
     formatter = shell.display_formatter.mimebundle_formatter
     for value, hooked in ((None, False), ("1", True)):

@@ -27,7 +27,7 @@ import functools
 import re
 from typing import Any
 
-from ..hlo import ArrayType, Computation, Instruction, Module
+from ..hlo import ArrayType, Computation, Instruction, Module, without_debug_info
 from .queries import value_type
 from .report import COLLECTIVE_KINDS
 
@@ -137,7 +137,9 @@ def compile_without_cpu_passes(lowered: Any) -> tuple[str | None, list[str]]:
 
 @functools.cache
 def passes_without_effect(names: tuple[str, ...]) -> tuple[str, ...]:
-    """The pass names whose switching off leaves a small probe program unchanged (unknown to XLA).
+    """The pass names whose switching off leaves a small probe program unchanged (unknown to XLA), its
+    debug information aside (:func:`shardbook.hlo.without_debug_info`: a compile that JAX's persistent
+    cache answered carries its own).
 
     The probe (compiled once per process for two CPU devices) has a bf16 all-gather, which
     float-normalization widens to f32, and two independent all-reduces, which the combiner joins.
@@ -162,12 +164,12 @@ def passes_without_effect(names: tuple[str, ...]) -> tuple[str, ...]:
     probe = jax.jit(lambda a, b, c: (a * 2, b.sum(1), c.sum(1)), out_shardings=(spec(), spec(), spec()))
     with jax.set_mesh(mesh):  # the caller may have set a mesh of its own: the probe uses its mesh
         lowered = probe.lower(a, b, b)
-    plain = lowered.compile(compiler_options=READ_ONLY).as_text()
-    return tuple(
-        name
-        for name in names
-        if lowered.compile(compiler_options={**READ_ONLY, "xla_disable_hlo_passes": name}).as_text() == plain
-    )
+
+    def text(options: dict) -> str:
+        return without_debug_info(lowered.compile(compiler_options=options).as_text() or "")
+
+    plain = text(READ_ONLY)
+    return tuple(name for name in names if text({**READ_ONLY, "xla_disable_hlo_passes": name}) == plain)
 
 
 def intended_dtype(module: Module, comp: Computation, name: str, depth: int = 0) -> str | None:
