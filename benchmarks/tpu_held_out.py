@@ -1,5 +1,5 @@
 """The one-chip programs held out of the cost model's fit (``benchmarks/tpu_record.py --set held_out``,
-``held_out_2`` to ``held_out_6``): each round written, and recorded on the chip, before the rules it
+``held_out_2`` to ``held_out_7``): each round written, and recorded on the chip, before the rules it
 tests, and merged into ``shardbook/data/tpu_v5e_held_out.json`` with its ``round``. JAX and NumPy only,
 like ``benchmarks/tpu_programs.py``, whose :class:`Program` and pieces (a GPT step, attention) they use.
 """
@@ -18,6 +18,7 @@ from benchmarks.tpu_programs import (
     _adam,
     _dot_at,
     _layernorm,
+    _momentum,
     _sds,
     attention,
     gpt_step,
@@ -424,3 +425,50 @@ def _adam_after(p, m, v, g, lr=1e-3, b1=0.9, b2=0.95, eps=1e-8):
     m = b1 * m + (1 - b1) * g
     v = b2 * v + (1 - b2) * g * g
     return p - lr * m / (jnp.sqrt(v) + eps), m, v
+
+
+def held_out_seventh() -> list[Program]:
+    """A seventh set held out of the fit, written and recorded before any rule read off
+    :func:`benchmarks.tpu_programs.kernel_sweeps_second` or the held-out rounds' kernel record
+    (``--set held_out_7``, its times kept sealed until those rules are committed): attention with wide
+    and narrow heads, f32 MLP steps, weights updated inside their gradients' matmuls, one-hot sums, an
+    exact GELU, a cross-entropy and a GPT step of other shapes."""
+
+    prog = program
+    f32, bf16 = "float32", "bfloat16"
+    qkv = lambda shape, dtype: [(shape, dtype)] * 3  # noqa: E731
+
+    def mlp_step(width: int, rows: int) -> Program:
+        params = [_sds((width, width), f32), _sds((width, width), f32), _sds((width, width // 4), f32)]
+        return Program(f"MLP SGD step float32, width {width}, {rows} rows", "mlp",
+                       jax.jit(_mlp_sgd_step, donate_argnums=(0,)),
+                       (params, _sds((rows, width), f32), _sds((rows, width // 4), f32)), feeds_back=1,
+                       about=f"{width} -> {width} -> {width} -> {width // 4}, {rows} rows, ReLU, MSE, SGD, "
+                       "donated")  # fmt: skip
+
+    return [
+        prog("attention bfloat16 1024, 16 heads of 256", "attention", attention,
+             *qkv((4, 1024, 16, 256), bf16)),
+        prog("attention bfloat16 2048, 4 heads of 512", "attention", attention,
+             *qkv((4, 2048, 4, 512), bf16)),
+        prog("attention bfloat16 4096, 32 heads of 64", "attention", attention,
+             *qkv((1, 4096, 32, 64), bf16)),
+        mlp_step(5120, 8192),
+        mlp_step(3072, 16384),
+        prog("SGD inside its gradient's matmul f32, 3072 x 6144, 12288 rows", "training",
+             lambda p, h, d: p - 1e-3 * (h.T @ d), ((3072, 6144), f32), ((12288, 3072), f32),
+             ((12288, 6144), f32), feeds_back=1, donate=(0,)),
+        prog("momentum inside its gradient's matmul f32, 4096 x 4096, 16384 rows", "training",
+             lambda p, m, h, d: _momentum(p, m, h.T @ d), ((4096, 4096), f32), ((4096, 4096), f32),
+             ((16384, 4096), f32), ((16384, 4096), f32), feeds_back=2, donate=(0, 1)),
+        prog("one-hot sums over 40000, 8192 rows", "vector",
+             lambda t: jnp.sum(jnp.where(t[:, None] == jnp.arange(40000), 1.0, 0.0), -1), ((8192,), "int32")),
+        prog("one-hot sums over 24000, 2 x 8192 rows", "vector",
+             lambda t: jnp.sum(jnp.where(t[..., None] == jnp.arange(24000), 1.0, 0.0), -1),
+             ((2, 8192), "int32")),
+        prog("exact GELU f32, 4096 x 32768", "vector", lambda x: jax.nn.gelu(x, approximate=False),
+             ((4096, 32768), f32)),
+        prog("cross-entropy float32 logits, 50304, 4096 rows", "memory", jax.value_and_grad(_cross_entropy),
+             ((4096, 50304), f32), ((4096,), "int32")),
+        gpt_step("GPT width 1024, 8 layers, batch 4", GPT(50304, 1024, 16, 4096, 8, 1024), batch=4),
+    ]  # fmt: skip

@@ -27,7 +27,7 @@ import tempfile
 import jax
 
 from benchmarks import tpu_programs
-from benchmarks.tpu_record import KINDS, caller
+from benchmarks.tpu_record import KINDS, SETS, STEMS, caller
 
 WARM_UP, TRACED = 3, 5
 TIMING = (
@@ -75,6 +75,13 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="a folder")
     parser.add_argument("--only", default="", help="programs whose name contains one of these (a,b,...)")
     parser.add_argument("--merge", default="", help="an earlier tpu_<kind>_kernels.json, to add these to")
+    parser.add_argument(
+        "--set",
+        choices=SETS,
+        default="fitted",
+        help="the programs to trace (as benchmarks.tpu_record's --set); a held-out set's go to "
+        "tpu_<kind>_held_out_kernels.json, where they say where a miss goes, not what to fit",
+    )
     args = parser.parse_args()
     device = jax.devices()[0]
     kind = KINDS.get(device.device_kind, device.device_kind.lower().replace(" ", "_"))
@@ -90,6 +97,7 @@ def main() -> None:
         "python": platform.python_version(),
         "date": datetime.date.today().isoformat(),
         "command": "python -m benchmarks.tpu_kernels --out DIR"
+        + (f" --set {args.set}" if args.set != "fitted" else "")
         + (f" --only {args.only!r}" if args.only else "")
         + (" --merge RECORD" if args.merge else ""),
     }
@@ -100,7 +108,7 @@ def main() -> None:
         if record["device_kind"] != device.device_kind:
             raise SystemExit(f"{args.merge}: a {record['device_kind']}; this chip: a {device.device_kind}")
     print(json.dumps(provenance), flush=True)
-    for program in tpu_programs.all_programs():
+    for program in SETS[args.set]():
         if not any(part in program.name for part in args.only.split(",")):
             continue
         with tempfile.TemporaryDirectory() as folder:
@@ -112,7 +120,8 @@ def main() -> None:
         record["programs"][program.name] = {**row, "recorded": provenance} if args.merge else row
         ms = row["module_seconds"] * 1e3
         print(f"{program.name}: {ms:.3f} ms, {len(row['kernels'])} kernels", flush=True)
-        with open(f"{args.out}/tpu_{kind}_kernels.json", "w") as f:  # after each: a cut run keeps what it did
+        # after each program: a cut run keeps what it did
+        with open(f"{args.out}/tpu_{kind}{STEMS[args.set]}_kernels.json", "w") as f:
             json.dump(record, f, indent=1)
 
 

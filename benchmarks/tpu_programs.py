@@ -525,6 +525,61 @@ def kernel_sweeps() -> list[Program]:
     return outer + update + hots
 
 
+def kernel_sweeps_second() -> list[Program]:
+    """The kinds of kernel that held-out rounds 4 to 6 show the model still missing, swept for the rules a
+    next session reads off (recorded with the seventh held-out set, before any rule): attention's two
+    products over the heads' width (64 to 512) and the scores' length; an f32 MLP's matmuls in their
+    three forms (forward, input gradient, weight gradient) with and without the update inside; weight
+    gradients whose tiling re-reads their operands; an exact GELU in f32; one-hot sums into one
+    dimension over widths that are and are not a power of two."""
+    bf16, f32 = "bfloat16", "float32"
+    prog = program
+    scores = lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k)  # noqa: E731
+    values = lambda p, v: jnp.einsum("bhqk,bkhd->bqhd", p, v)  # noqa: E731
+    onehot = lambda labels, width: jnp.sum(  # noqa: E731
+        jnp.where(labels[..., None] == jnp.arange(width), 1.0, 0.0), -1
+    )
+    # fmt: off
+    heads = [
+        prog(f"attention scores bf16, {h} heads of {d}, {t} long", "attention", scores,
+             ((b, t, h, d), bf16), ((b, t, h, d), bf16), about=f"q kᵀ alone, contraction {d}")
+        for b, t, h, d in ((8, 2048, 8, 192), (8, 2048, 4, 512), (16, 1024, 8, 256), (4, 2048, 32, 64))
+    ] + [
+        prog(f"attention values bf16, {h} heads of {d}", "attention", values, ((b, h, 2048, 2048), bf16),
+             ((b, 2048, h, d), bf16), about=f"p v alone, {d} wide")
+        for b, h, d in ((4, 8, 256), (4, 16, 128))
+    ]
+    x, w, h = ((8192, 6144), f32), ((6144, 6144), f32), ((8192, 6144), f32)
+    mlp = [
+        prog("matmul float32 8192 x 6144 x 6144", "matmul", jnp.matmul, x, w),
+        prog("ReLU of a matmul f32, 8192 x 6144 x 6144", "matmul", lambda x, w: jax.nn.relu(x @ w), x, w),
+        prog("input gradient through ReLU f32, 8192 x 6144 x 6144", "training",
+             lambda d, w, h: jnp.where(h > 0, d @ w.T, 0.0), x, w, h),
+        prog("gradient's matmul alone f32, 6144 x 6144, 8192 rows", "training", lambda h, d: h.T @ d, h, x),
+        prog("SGD inside its gradient's matmul f32, 6144 x 6144, 8192 rows", "training",
+             lambda p, h, d: p - 1e-3 * (h.T @ d), w, h, x, feeds_back=1, donate=(0,)),
+    ]
+    rereads = [
+        prog(f"gradient's matmul alone f32, {m} x {n}, {r} rows", "training", lambda h, d: h.T @ d,
+             ((r, m), f32), ((r, n), f32))
+        for m, n, r in ((4096, 4096, 16384), (2048, 2048, 16384))
+    ] + [
+        prog(f"SGD inside its gradient's matmul f32, {m} x {n}, {r} rows", "training",
+             lambda p, h, d: p - 1e-3 * (h.T @ d), ((m, n), f32), ((r, m), f32), ((r, n), f32),
+             feeds_back=1, donate=(0,))
+        for m, n, r in ((4096, 4096, 8192), (2048, 2048, 16384))
+    ]
+    gelu = [prog("exact GELU f32, 8192 x 8192", "vector", lambda x: jax.nn.gelu(x, approximate=False),
+                 ((8192, 8192), f32))]
+    hots = [
+        prog(f"one-hot sums over {n}, 8192 rows", "vector", functools.partial(onehot, width=n),
+             ((8192,), "int32"))
+        for n in (16000, 32000, 49152, 50432)
+    ]
+    # fmt: on
+    return heads + mlp + rereads + gelu + hots
+
+
 def _momentum(p, m, g, lr=1e-3, beta=0.9):
     m = beta * m + g
     return p - lr * m, m
@@ -571,7 +626,7 @@ def all_programs() -> list[Program]:
     for the rules read off them."""
     return (
         matmuls() + memory_bound() + vector_unit() + attentions() + training_steps()
-        + precision_matmuls() + kernel_sharing() + kernel_rates() + kernel_sweeps()
+        + precision_matmuls() + kernel_sharing() + kernel_rates() + kernel_sweeps() + kernel_sweeps_second()
     )  # fmt: skip
 
 

@@ -46,6 +46,7 @@ SETS = {
     "held_out_4": tpu_held_out.held_out_fourth,
     "held_out_5": tpu_held_out.held_out_fifth,
     "held_out_6": tpu_held_out.held_out_sixth,
+    "held_out_7": tpu_held_out.held_out_seventh,
 }
 #: the file each set is written to (after tpu_<kind>): the second held-out set joins the first
 STEMS = {"fitted": ""} | {name: "_held_out" for name in SETS if name.startswith("held_out")}
