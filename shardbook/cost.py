@@ -144,6 +144,8 @@ class Measured:
     result_step_seconds: float = 0.0
     # seconds per 8 rows of a reduction's result per block of lanes, where it sums across the lanes
     lane_reduce_seconds: float = 0.0
+    # the same, where the result has one dimension (its sums laid out along the lanes of a 1-D tile)
+    lane_reduce_rank1_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,16 @@ V5E_MEASURED = Measured(
     # "one-hot sums over 50304, 8 x 1024 rows": 0.991 ms where its elements' ops take 0.316; it sums 8,192
     # rows across the lanes in 197 blocks: 3.35 ns per 8 rows per block
     lane_reduce_seconds=3.35e-9,
+    # Read off benchmarks.tpu_programs.kernel_sweeps_second (recorded 2026-12-06 with the seventh
+    # held-out set, before this rule was written). "one-hot sums over 50432, 8192 rows": 1.316 ms where
+    # its elements' ops take 0.317; the same sum as the one over 50,304 into [8, 1024] but written to a
+    # one-dimensional result, in the same 197 blocks of lanes: 4.95 ns per 8 rows per block. The sums
+    # over 32,000 and 50,304 into one dimension, and the held-out cross-entropies' picks of the label's
+    # logit (their per-kernel record), take the same time per block. A vector register holds 16 rows of
+    # a 16-bit operand: the held-out bf16 cross-entropy's sum across 50,304 lanes (8 x 393 blocks of
+    # 1,024 rows) took 1.095 ms, less than its groups of 8 rows alone would take at either rate (1.35
+    # or 1.99 ms); in groups of 16 they take 1.00 ms, under the kernel's 1.12 ms of HBM reads
+    lane_reduce_rank1_seconds=4.95e-9,
 )
 
 CHIPS: dict[str, Chip] = {

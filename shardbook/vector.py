@@ -48,6 +48,8 @@ class VectorRates(Protocol):
     def sincos_second_seconds(self) -> float: ...
     @property
     def lane_reduce_seconds(self) -> float: ...
+    @property
+    def lane_reduce_rank1_seconds(self) -> float: ...
 
 
 #: The element-wise ops the vector unit runs (what :mod:`shardbook.cost` charges at the vector unit's rates).
@@ -113,8 +115,12 @@ def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[f
         elif i.opcode == "reduce" and i.operands:
             total += m.vector_op_seconds * fetched * operand_elements(module, i)
             if m.lane_reduce_seconds and reduces_lanes(module, i):
-                rows = max(sum(a.elements for a in i.arrays) // 8, 1)
-                total += m.lane_reduce_seconds * rows * lane_blocks
+                # a vector register holds 8 rows of 32-bit values, 16 of 16-bit ones (packed in pairs)
+                packed = 16 if _operand_dtype(module, i) in ("bf16", "f16") else 8
+                rows = max(sum(a.elements for a in i.arrays) // packed, 1)
+                one_dimensional = len(i.arrays) == 1 and len(i.arrays[0].dims) == 1
+                rate = m.lane_reduce_rank1_seconds if one_dimensional else 0.0
+                total += (rate or m.lane_reduce_seconds) * rows * lane_blocks
         elif i.opcode == "slice" and strides_last_axis(i):
             dtypes = {a.dtype for a in i.arrays}
             rate = m.lane_stride_bf16_seconds if dtypes == {"bf16"} else m.lane_stride_seconds
@@ -151,6 +157,13 @@ def _second_of_pairs(comp: Computation) -> set[str]:
             elif other != i.opcode:
                 out.add(i.name)
     return out
+
+
+def _operand_dtype(module: Module, inst: Instruction) -> str:
+    """The dtype of an instruction's first operand (within its computation); "" where unknown."""
+    comp = module.computations.get(inst.computation)
+    src = comp.by_name.get(inst.operands[0]) if comp is not None else None
+    return src.arrays[0].dtype if src is not None and src.arrays else ""
 
 
 def operand_elements(module: Module, inst: Instruction) -> int:
