@@ -29,17 +29,18 @@ RECORDS = Path(__file__).parent / "data"
 CALIBRATION_TARGET = 0.15
 
 #: The model's stated accuracy out of sample: every program of :func:`held_out` (recorded on a real v5e,
-#: none of the model's constants read off it, in six rounds, each recorded before the rules it tests were
-#: written) is within this fraction of its measured time, except the programs the model flags
+#: none of the model's constants read off it, in seven rounds, each recorded before the rules it tests
+#: were written) is within this fraction of its measured time, except the programs the model flags
 #: (:data:`OUTSIDE_THE_MODEL`) and those of :data:`MISSED`. This 11% was chosen after round 4, the worst
 #: program then rounded up (it was 13% after round 3), and kept since; two programs the rule that moves
 #: asynchronous copies beside the kernels pushed past it were named in :data:`MISSED` after that rule was
 #: written. Round 5 was opened against the model as it stood when it was recorded, and its misses helped
-#: choose today's last rules; round 6, recorded before those rules and opened after them, is the fair test
-#: of today's model: 9 of its 12 programs are within 10%, and its two misses beyond 11% (an f32 SGD update
-#: inside its gradient's matmul, +33.9%; a one-hot sum into a one-dimensional result, -24.5%) are named in
-#: :data:`MISSED`, after it was opened. Measured on one-chip programs at the measured rates
-#: (tests/test_cost.py holds it). Two estimates closer than this tie.
+#: choose the rules of kernel_sweeps; round 6, recorded before those rules and opened after them, had 9 of
+#: its 12 programs within 10% (10 since the rate of sums into one dimension). Round 7 was written to probe
+#: the kinds of program the model still missed, recorded before the rules read off kernel_sweeps_second
+#: and opened after them: the fair test of today's model, 6 of its 12 within 10%; its five misses beyond
+#: 11% are named in :data:`MISSED`, after it was opened. Measured on one-chip programs at the measured
+#: rates (tests/test_cost.py holds it). Two estimates closer than this tie.
 OUT_OF_SAMPLE_ERROR = 0.11
 
 #: Held-out programs the model misses by more than :data:`OUT_OF_SAMPLE_ERROR` without flagging them,
@@ -64,6 +65,23 @@ MISSED = {
     "made",
     "exact GELU f32, 16384 x 16384": "an exact (erf) GELU in f32, alone in its kernel, over by a "
     "hundredth of a point: the cause is not established; round 2's exact GELU in f32 is just inside",
+    # round 7, named after it was opened
+    "attention bfloat16 1024, 16 heads of 256": "attention with heads of 256, whose scores take two "
+    "steps of their kernel's grid to contract: the chip's time for such scores alone is close to the "
+    "MXU's plus the writes' (benchmarks/pending), as if the two did not overlap; not made a rule, since "
+    "attention's second product does not follow it",
+    "MLP SGD step float32, width 5120, 8192 rows": "an f32 MLP's SGD step, like the rounds 2 and 5 steps "
+    "of width 8192 and 6144: its matmul kernels take up to 1.25 times their MXU time, and those whose "
+    "result is 1,280 wide up to 1.6 times; the cause is not established",
+    "SGD inside its gradient's matmul f32, 3072 x 6144, 12288 rows": "a product whose tiling, as the "
+    "model reads it, fetches its f32 operands several times over: charged for those re-reads, as "
+    "round 6's 4096 x 4096 one, where the chip fetched less than the windows and grid say",
+    "one-hot sums over 40000, 8192 rows": "a one-hot sum into one dimension whose kernel's grid is "
+    "313 x 1 (the fitted sums': 64 x 2 to 64 x 8, or 2 x 125 to 2 x 197): it took 0.66 ps an element "
+    "on the chip, the fitted sums of that form 0.75 to 0.77, and the cause is not established",
+    "one-hot sums over 24000, 2 x 8192 rows": "a one-hot sum into two dimensions whose kernel's grid "
+    "is 1 x 375 x 1: it took 0.63 ps an element on the chip, the fitted sums 0.75 to 0.77, and the "
+    "cause is not established",
 }
 
 
@@ -128,7 +146,7 @@ def calibration(chip: str = "v5e") -> list[Calibrated]:
 def held_out(chip: str = "v5e") -> list[Calibrated]:
     """The programs of ``shardbook/data/tpu_<chip>_held_out.json``, recorded on a real chip and not used
     to fit the model, each estimated from its own TPU program next to its measured time: the model's
-    out-of-sample accuracy (:data:`OUT_OF_SAMPLE_ERROR`). Six rounds (:attr:`Calibrated.round`), each
+    out-of-sample accuracy (:data:`OUT_OF_SAMPLE_ERROR`). Seven rounds (:attr:`Calibrated.round`), each
     recorded before the rules it tests: 17 programs of other shapes, precisions and dtypes (an MLP, a
     cross-entropy, an element-wise chain, GPT steps); 15 recorded after the tiling rule and the sine,
     cosine and erf rates (large f32 matmuls, transcendental functions, a rotary embedding, a wide MLP
@@ -140,15 +158,18 @@ def held_out(chip: str = "v5e") -> list[Calibrated]:
     ``kernel_rates``, to probe the kinds of kernel the per-kernel record shows the model missing
     (matmul kernels that mostly write or update a weight, attention and norms of other shapes, a GPT
     step); 12 recorded after ``kernel_sweeps`` and before the rules read off it and ``kernel_rates``
-    (the same kinds at other shapes, and a model's pieces). The per-kernel record of some of them
-    (``benchmarks/pending/held_out_misses_tpu_v5e_kernels.json``) shaped the rule that a sum across
+    (the same kinds at other shapes, and a model's pieces); 12 written to probe what the model still
+    missed (attention with wide and narrow heads, f32 MLP steps, weights updated inside their gradients'
+    matmuls, one-hot sums, an exact GELU, a cross-entropy, a GPT step), recorded before the rules read
+    off ``kernel_sweeps_second``. The per-kernel record of some of them
+    (``benchmarks/pending/held_out_tpu_v5e_kernels.json``) shaped the rule that a sum across
     the lanes of a 16-bit operand makes groups of 16 rows (the bf16 cross-entropy of round 5).
 
     Example:
       >>> rows = held_out("v5e")
       >>> inside = [r for r in rows if not r.outside and r.program not in MISSED]
       >>> len(rows), len(inside), max(abs(r.error) for r in inside) <= OUT_OF_SAMPLE_ERROR
-      (85, 79, True)
+      (97, 86, True)
     """
     return _compared(chip, "_held_out")
 
