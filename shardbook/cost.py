@@ -43,8 +43,8 @@ What the compute stream runs depends on which compiler wrote the program (``repo
 Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
 also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from
 one-chip programs timed on a real one (``shardbook/data/tpu_v5e.json``). :mod:`shardbook.records` sets
-the estimates beside those times: all 90 programs of the record within 15%, and 78 of 85 programs held
-out of the fit in six rounds within its stated accuracy (seven named misses). An f32
+the estimates beside those times: all 103 programs of the record within 15%, and 86 of 97 programs held
+out of the fit in seven rounds within its stated accuracy (eleven named misses). An f32
 matmul is charged at the rate measured for the precision its compiled dot asks for
 (``operand_precision`` or ``algorithm``: one, three or six bf16 passes). Two constants are fitted,
 not measured: the throughput of **int32** matmuls (:data:`INT32_MATMUL_SLOWDOWN`), and how much of the
@@ -146,6 +146,8 @@ class Measured:
     lane_reduce_seconds: float = 0.0
     # the same, where the result has one dimension (its sums laid out along the lanes of a 1-D tile)
     lane_reduce_rank1_seconds: float = 0.0
+    # rows of a 16-bit operand in one group of such a sum (8 where not measured)
+    lane_reduce_16bit_rows: int = 8
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,7 @@ V5E_MEASURED = Measured(
     # 1,024 rows) took 1.095 ms, less than its groups of 8 rows alone would take at either rate (1.35
     # or 1.99 ms); in groups of 16 they take 1.00 ms, under the kernel's 1.12 ms of HBM reads
     lane_reduce_rank1_seconds=4.95e-9,
+    lane_reduce_16bit_rows=16,
 )
 
 CHIPS: dict[str, Chip] = {

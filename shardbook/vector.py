@@ -50,6 +50,8 @@ class VectorRates(Protocol):
     def lane_reduce_seconds(self) -> float: ...
     @property
     def lane_reduce_rank1_seconds(self) -> float: ...
+    @property
+    def lane_reduce_16bit_rows(self) -> int: ...
 
 
 #: The element-wise ops the vector unit runs (what :mod:`shardbook.cost` charges at the vector unit's rates).
@@ -115,8 +117,10 @@ def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[f
         elif i.opcode == "reduce" and i.operands:
             total += m.vector_op_seconds * fetched * operand_elements(module, i)
             if m.lane_reduce_seconds and reduces_lanes(module, i):
-                # a vector register holds 8 rows of 32-bit values, 16 of 16-bit ones (packed in pairs)
-                packed = 16 if _operand_dtype(module, i) in ("bf16", "f16") else 8
+                # a vector register holds 8 rows of 32-bit values (and of 16-bit ones packed in pairs,
+                # the rows a group of a 16-bit operand's sum holds where that was measured)
+                short = _operand_dtype(module, i) in ("bf16", "f16")
+                packed = (m.lane_reduce_16bit_rows or 8) if short else 8
                 rows = max(sum(a.elements for a in i.arrays) // packed, 1)
                 one_dimensional = len(i.arrays) == 1 and len(i.arrays[0].dims) == 1
                 rate = m.lane_reduce_rank1_seconds if one_dimensional else 0.0
