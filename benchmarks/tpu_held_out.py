@@ -1,5 +1,5 @@
 """The one-chip programs held out of the cost model's fit (``benchmarks/tpu_record.py --set held_out``,
-``held_out_2`` to ``held_out_7``): each round written, and recorded on the chip, before the rules it
+``held_out_2`` to ``held_out_8``): each round written, and recorded on the chip, before the rules it
 tests, and merged into ``shardbook/data/tpu_v5e_held_out.json`` with its ``round``. JAX and NumPy only,
 like ``benchmarks/tpu_programs.py``, whose :class:`Program` and pieces (a GPT step, attention) they use.
 """
@@ -40,6 +40,20 @@ def _mlp_loss(params, x, y):
 def _mlp_sgd_step(params, x, y):
     loss, grads = jax.value_and_grad(_mlp_loss)(params, x, y)
     return [p - 1e-3 * g for p, g in zip(params, grads, strict=True)], loss
+
+
+def _mlp_step(name: str, width: int, rows: int) -> Program:
+    """The donated f32 SGD step of a ReLU MLP ``width -> width -> width -> width / 4`` on ``rows`` rows."""
+    f32 = "float32"
+    params = [_sds((width, width), f32), _sds((width, width), f32), _sds((width, width // 4), f32)]
+    return Program(
+        name,
+        "mlp",
+        jax.jit(_mlp_sgd_step, donate_argnums=(0,)),
+        (params, _sds((rows, width), f32), _sds((rows, width // 4), f32)),
+        feeds_back=1,
+        about=f"{width} -> {width} -> {width} -> {width // 4}, {rows} rows, ReLU, MSE, SGD, donated",
+    )
 
 
 def _cross_entropy(logits, labels):
@@ -438,14 +452,6 @@ def held_out_seventh() -> list[Program]:
     f32, bf16 = "float32", "bfloat16"
     qkv = lambda shape, dtype: [(shape, dtype)] * 3  # noqa: E731
 
-    def mlp_step(width: int, rows: int) -> Program:
-        params = [_sds((width, width), f32), _sds((width, width), f32), _sds((width, width // 4), f32)]
-        return Program(f"MLP SGD step float32, width {width}, {rows} rows", "mlp",
-                       jax.jit(_mlp_sgd_step, donate_argnums=(0,)),
-                       (params, _sds((rows, width), f32), _sds((rows, width // 4), f32)), feeds_back=1,
-                       about=f"{width} -> {width} -> {width} -> {width // 4}, {rows} rows, ReLU, MSE, SGD, "
-                       "donated")  # fmt: skip
-
     return [
         prog("attention bfloat16 1024, 16 heads of 256", "attention", attention,
              *qkv((4, 1024, 16, 256), bf16)),
@@ -453,8 +459,8 @@ def held_out_seventh() -> list[Program]:
              *qkv((4, 2048, 4, 512), bf16)),
         prog("attention bfloat16 4096, 32 heads of 64", "attention", attention,
              *qkv((1, 4096, 32, 64), bf16)),
-        mlp_step(5120, 8192),
-        mlp_step(3072, 16384),
+        _mlp_step("MLP SGD step float32, width 5120, 8192 rows", 5120, 8192),
+        _mlp_step("MLP SGD step float32, width 3072, 16384 rows", 3072, 16384),
         prog("SGD inside its gradient's matmul f32, 3072 x 6144, 12288 rows", "training",
              lambda p, h, d: p - 1e-3 * (h.T @ d), ((3072, 6144), f32), ((12288, 3072), f32),
              ((12288, 6144), f32), feeds_back=1, donate=(0,)),
@@ -471,4 +477,43 @@ def held_out_seventh() -> list[Program]:
         prog("cross-entropy float32 logits, 50304, 4096 rows", "memory", jax.value_and_grad(_cross_entropy),
              ((4096, 50304), f32), ((4096,), "int32")),
         gpt_step("GPT width 1024, 8 layers, batch 4", GPT(50304, 1024, 16, 4096, 8, 1024), batch=4),
+    ]  # fmt: skip
+
+
+def held_out_eighth() -> list[Program]:
+    """An eighth set held out of the fit, written and recorded before any rule read off
+    :func:`benchmarks.tpu_programs.kernel_sweeps_third` (``--set held_out_8``, its times kept sealed
+    until those rules are committed): attention with heads of 128 to 384, f32 MLP steps, weights
+    updated inside their gradients' matmuls, one-hot sums, an exact GELU, a softmax and a GPT step of
+    other shapes."""
+
+    prog = program
+    f32, bf16 = "float32", "bfloat16"
+    qkv = lambda shape, dtype: [(shape, dtype)] * 3  # noqa: E731
+
+    onehot = lambda t, width: jnp.sum(jnp.where(t[..., None] == jnp.arange(width), 1.0, 0.0), -1)  # noqa: E731
+    return [
+        prog("attention bfloat16 3072, 8 heads of 256", "attention", attention,
+             *qkv((2, 3072, 8, 256), bf16)),
+        prog("attention bfloat16 1024, 4 heads of 384", "attention", attention,
+             *qkv((8, 1024, 4, 384), bf16)),
+        prog("attention bfloat16 4096, 16 heads of 128", "attention", attention,
+             *qkv((1, 4096, 16, 128), bf16)),
+        _mlp_step("MLP SGD step float32, width 4096 from 16384 rows", 4096, 16384),
+        _mlp_step("MLP SGD step float32, width 7168 from 4096 rows", 7168, 4096),
+        prog("SGD inside its gradient's matmul f32, 6144 by 3072 from 16384 rows", "training",
+             lambda p, h, d: p - 1e-3 * (h.T @ d), ((6144, 3072), f32), ((16384, 6144), f32),
+             ((16384, 3072), f32), feeds_back=1, donate=(0,)),
+        prog("Adam inside its gradient's matmul f32, 4096 by 4096 from 8192 rows", "training",
+             lambda p, m, v, h, d: _adam(p, m, v, h.T @ d), *[((4096, 4096), f32)] * 3,
+             ((8192, 4096), f32), ((8192, 4096), f32), feeds_back=3, donate=(0, 1, 2)),
+        prog("one-hot sums over 30000 into one dimension", "vector",
+             lambda t: onehot(t, 30000), ((8192,), "int32"), about="8192 rows"),
+        prog("one-hot sums over 16384 into two dimensions", "vector",
+             lambda t: onehot(t, 16384), ((4, 4096), "int32"), about="4 x 4096 rows"),
+        prog("exact GELU f32, 12288 x 12288", "vector", lambda x: jax.nn.gelu(x, approximate=False),
+             ((12288, 12288), f32)),
+        prog("softmax f32 over 50304, 4096 rows", "memory", lambda x: jax.nn.softmax(x, -1),
+             ((4096, 50304), f32)),
+        gpt_step("GPT width 896, 10 layers, batch 6", GPT(50304, 896, 14, 3584, 10, 1024), batch=6),
     ]  # fmt: skip

@@ -580,6 +580,56 @@ def kernel_sweeps_second() -> list[Program]:
     return heads + mlp + rereads + gelu + hots
 
 
+def kernel_sweeps_third() -> list[Program]:
+    """What held-out round 7 and :func:`kernel_sweeps_second` left unexplained, swept for the rules a
+    next session reads off (recorded with the eighth held-out set, before any rule): attention's
+    products with 256- and 384-wide heads over the ratio of their writes (or reads) to their MXU work;
+    erfc and an exact GELU in f32; one-hot sums over the widths whose tilings the fitted ones do not
+    share; SGD inside a gradient's matmul of other shapes and in bf16, beside its gradient alone."""
+    bf16, f32 = "bfloat16", "float32"
+    prog = program
+    scores = lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k)  # noqa: E731
+    values = lambda p, v: jnp.einsum("bhqk,bkhd->bqhd", p, v)  # noqa: E731
+    onehot = lambda labels, width: jnp.sum(  # noqa: E731
+        jnp.where(labels[..., None] == jnp.arange(width), 1.0, 0.0), -1
+    )
+    sgd = lambda p, h, d: p - 1e-3 * (h.T @ d)  # noqa: E731
+    # fmt: off
+    heads = [
+        prog(f"attention scores bf16, {h} heads of {d}, batch {b}", "attention", scores,
+             ((b, t, h, d), bf16), ((b, t, h, d), bf16), about=f"q kᵀ alone, {t} long")
+        for b, t, h, d in ((4, 2048, 8, 256), (8, 2048, 4, 384))
+    ] + [
+        prog(f"attention values bf16, 8 heads of 256, {t} keys", "attention", values,
+             ((b, 8, t, t), bf16), ((b, t, 8, 256), bf16), about=f"p v alone, batch {b}")
+        for b, t in ((16, 1024), (2, 4096))
+    ]
+    erfs = [
+        prog("erfc f32, 8192 x 8192", "vector", jax.scipy.special.erfc, ((8192, 8192), f32)),
+        prog("exact GELU f32, 8192 x 16384", "vector", lambda x: jax.nn.gelu(x, approximate=False),
+             ((8192, 16384), f32)),
+    ]
+    hots = [
+        prog(f"one-hot sums over {n} into one dimension", "vector",
+             functools.partial(onehot, width=n), ((8192,), "int32"), about="8192 rows")
+        for n in (8000, 12000, 20000, 24000)
+    ] + [
+        prog("one-hot sums over 40000 into two dimensions", "vector", functools.partial(onehot, width=40000),
+             ((2, 4096), "int32"), about="2 x 4096 rows"),
+    ]
+    updates = [
+        prog("SGD inside its gradient's matmul f32, 2048 by 8192 from 8192 rows", "training", sgd,
+             ((2048, 8192), f32), ((8192, 2048), f32), ((8192, 8192), f32), feeds_back=1, donate=(0,)),
+        prog("SGD inside its gradient's matmul bf16, 4096 by 4096 from 8192 rows", "training", sgd,
+             ((4096, 4096), bf16), ((8192, 4096), bf16), ((8192, 4096), bf16), feeds_back=1,
+             donate=(0,)),
+        prog("gradient's matmul alone bf16, 4096 by 4096 from 8192 rows", "training",
+             lambda h, d: h.T @ d, ((8192, 4096), bf16), ((8192, 4096), bf16)),
+    ]
+    # fmt: on
+    return heads + erfs + hots + updates
+
+
 def _momentum(p, m, g, lr=1e-3, beta=0.9):
     m = beta * m + g
     return p - lr * m, m
@@ -627,6 +677,7 @@ def all_programs() -> list[Program]:
     return (
         matmuls() + memory_bound() + vector_unit() + attentions() + training_steps()
         + precision_matmuls() + kernel_sharing() + kernel_rates() + kernel_sweeps() + kernel_sweeps_second()
+        + kernel_sweeps_third()
     )  # fmt: skip
 
 

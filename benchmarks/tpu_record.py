@@ -47,9 +47,12 @@ SETS = {
     "held_out_5": tpu_held_out.held_out_fifth,
     "held_out_6": tpu_held_out.held_out_sixth,
     "held_out_7": tpu_held_out.held_out_seventh,
+    "held_out_8": tpu_held_out.held_out_eighth,
+    # a fitted set recorded alone, before any rule is read off it (its names need no --only)
+    "sweeps_3": tpu_programs.kernel_sweeps_third,
 }
 #: the file each set is written to (after tpu_<kind>): the second held-out set joins the first
-STEMS = {"fitted": ""} | {name: "_held_out" for name in SETS if name.startswith("held_out")}
+STEMS = {"fitted": "", "sweeps_3": ""} | {name: "_held_out" for name in SETS if name.startswith("held_out")}
 
 
 def first_lines(error: BaseException, n: int = 6) -> str:
