@@ -43,7 +43,7 @@ What the compute stream runs depends on which compiler wrote the program (``repo
 Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
 also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from
 one-chip programs timed on a real one (``shardbook/data/tpu_v5e.json``). :mod:`shardbook.records` sets
-the estimates beside those times: all 103 programs of the record within 15%, and 86 of 97 programs held
+the estimates beside those times: all 107 programs of the record within 15%, and 86 of 97 programs held
 out of the fit in seven rounds within its stated accuracy (eleven named misses). An f32
 matmul is charged at the rate measured for the precision its compiled dot asks for
 (``operand_precision`` or ``algorithm``: one, three or six bf16 passes). Two constants are fitted,
@@ -603,6 +603,16 @@ class _Simulator:
         results = hbm_results(inst.type_text) - 1
         if m is not None and results > 0:
             exposed += m.result_step_seconds * math.prod(grid_bounds(inst)) * results
+        bounds = grid_bounds(inst)
+        if m is not None and m.hbm_matmul_write_bandwidth and len(bounds) > 3 and bounds[-1] > 1:
+            # a batched product whose contraction takes several steps of its grid writes each block of
+            # its result after the block's last step, not beside the products. Read off
+            # benchmarks.tpu_programs.kernel_sweeps_third (recorded 2026-12-06 with the eighth
+            # held-out set, before this rule): "attention scores bf16, 8 heads of 256, batch 4", its
+            # contraction in 2 steps, took 0.79 ms: its MXU time (0.375) plus its 268 MB written at
+            # the rate of a product that mostly writes (0.40), within 2%; with heads of 384 (3 steps)
+            # within 1%, of 128 (1 step) the writes overlap as in a plain product
+            return max(max(mxu, vector) + exposed + written / m.hbm_matmul_write_bandwidth, hbm), "matmul"
         return max(max(mxu, vector) + exposed, hbm), "matmul"
 
     def _hbm_seconds(
