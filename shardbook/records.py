@@ -4,7 +4,7 @@ program's estimate beside its measured time.
 ``benchmarks/tpu_record.py`` writes the records on the chip (``shardbook/data/tpu_<chip>.json``, each
 program's median time, memory and provenance, and ``tpu_<chip>_programs.json.gz``, the program the
 chip compiled); :func:`calibration` compares the model with the programs its rates were read off and
-checked on, :func:`held_out` with the programs held out of the fit in seven rounds, each recorded before
+checked on, :func:`held_out` with the programs held out of the fit in eight rounds, each recorded before
 the rules it tests.
 :data:`OUT_OF_SAMPLE_ERROR` is the model's stated accuracy, what :func:`shardbook.claims.model_error`
 reads; ``python -m benchmarks.tpu_calibration`` prints both tables.
@@ -29,7 +29,7 @@ RECORDS = Path(__file__).parent / "data"
 CALIBRATION_TARGET = 0.15
 
 #: The model's stated accuracy out of sample: every program of :func:`held_out` (recorded on a real v5e,
-#: none of the model's constants read off it, in seven rounds, each recorded before the rules it tests
+#: none of the model's constants read off it, in eight rounds, each recorded before the rules it tests
 #: were written) is within this fraction of its measured time, except the programs the model flags
 #: (:data:`OUTSIDE_THE_MODEL`) and those of :data:`MISSED`. This 11% was chosen after round 4, the worst
 #: program then rounded up (it was 13% after round 3), and kept since; two programs the rule that moves
@@ -38,9 +38,11 @@ CALIBRATION_TARGET = 0.15
 #: choose the rules of kernel_sweeps; round 6, recorded before those rules and opened after them, had 9 of
 #: its 12 programs within 10% (10 since the rate of sums into one dimension). Round 7 was written to probe
 #: the kinds of program the model still missed, recorded before the rules read off kernel_sweeps_second
-#: and opened after them: the fair test of today's model, 6 of its 12 within 10%; its five misses beyond
-#: 11% are named in :data:`MISSED`, after it was opened. Measured on one-chip programs at the measured
-#: rates (tests/test_cost.py holds it). Two estimates closer than this tie.
+#: and opened after them: 6 of its 12 within 10%; its five misses beyond 11% are named in :data:`MISSED`,
+#: after it was opened. Round 8, recorded before the rule read off kernel_sweeps_third and opened after
+#: it, is the fair test of today's model: 8 of its 12 within 10%, its three misses beyond 11% named.
+#: Measured on one-chip programs at the measured rates (tests/test_cost.py holds it). Two estimates
+#: closer than this tie.
 OUT_OF_SAMPLE_ERROR = 0.11
 
 #: Held-out programs the model misses by more than :data:`OUT_OF_SAMPLE_ERROR` without flagging them,
@@ -77,6 +79,14 @@ MISSED = {
     "313 x 1 (the fitted sums': 64 x 2 to 64 x 8, or 2 x 125 to 2 x 197): it took 0.66 ps an element "
     "on the chip, less than any fitted one-hot sum (0.75 ps and more), and the cause is not "
     "established",
+    # round 8, named after it was opened
+    "attention bfloat16 1024, 4 heads of 384": "attention with heads of 384 at 1024 tokens: the cause is "
+    "not established (its kernels were not traced); round 8's attention with heads of 256 at 3072 "
+    "tokens is within 10%",
+    "MLP SGD step float32, width 7168 from 4096 rows": "an f32 MLP's SGD step, like those of rounds 2, "
+    "5 and 7: the cause is not established",
+    "SGD inside its gradient's matmul f32, 6144 by 3072 from 16384 rows": "a product whose tiling, as "
+    "the model reads it, fetches its f32 operands several times over, as rounds 6's and 7's",
     "one-hot sums over 24000, 2 x 8192 rows": "a one-hot sum into two dimensions whose kernel's grid "
     "is 1 x 375 x 1: it took 0.63 ps an element on the chip, less than any fitted one-hot sum (0.75 ps "
     "and more), and the cause is not established",
@@ -145,7 +155,7 @@ def calibration(chip: str = "v5e") -> list[Calibrated]:
 def held_out(chip: str = "v5e") -> list[Calibrated]:
     """The programs of ``shardbook/data/tpu_<chip>_held_out.json``, recorded on a real chip and not used
     to fit the model, each estimated from its own TPU program next to its measured time: the model's
-    out-of-sample accuracy (:data:`OUT_OF_SAMPLE_ERROR`). Seven rounds (:attr:`Calibrated.round`), each
+    out-of-sample accuracy (:data:`OUT_OF_SAMPLE_ERROR`). Eight rounds (:attr:`Calibrated.round`), each
     recorded before the rules it tests: 17 programs of other shapes, precisions and dtypes (an MLP, a
     cross-entropy, an element-wise chain, GPT steps); 15 recorded after the tiling rule and the sine,
     cosine and erf rates (large f32 matmuls, transcendental functions, a rotary embedding, a wide MLP
@@ -160,7 +170,8 @@ def held_out(chip: str = "v5e") -> list[Calibrated]:
     (the same kinds at other shapes, and a model's pieces); 12 written to probe what the model still
     missed (attention with wide and narrow heads, f32 MLP steps, weights updated inside their gradients'
     matmuls, one-hot sums, an exact GELU, a cross-entropy, a GPT step), recorded before the rules read
-    off ``kernel_sweeps_second``. The per-kernel record of some of them
+    off ``kernel_sweeps_second``; 12 more of those kinds at other shapes, a softmax and a GPT step,
+    recorded before the rule read off ``kernel_sweeps_third``. The per-kernel record of some of them
     (``benchmarks/pending/held_out_tpu_v5e_kernels.json``) shaped the rule that a sum across
     the lanes of a 16-bit operand makes groups of 16 rows (the bf16 cross-entropy of round 5).
 
@@ -168,7 +179,7 @@ def held_out(chip: str = "v5e") -> list[Calibrated]:
       >>> rows = held_out("v5e")
       >>> inside = [r for r in rows if not r.outside and r.program not in MISSED]
       >>> len(rows), len(inside), max(abs(r.error) for r in inside) <= OUT_OF_SAMPLE_ERROR
-      (97, 87, True)
+      (109, 96, True)
     """
     return _compared(chip, "_held_out")
 
