@@ -168,6 +168,12 @@ site-check: venv
 # time runs high, so this says little against the quiet 1,037 s above. Again from a clean chapter cache,
 # the machine 100% busy (2,629 s of CPU in 1,316 s): 1,096 s (unit 565, notebooks 318, learner-path 75,
 # site-check 40, check-exercises 40, pdf-check 34, book 14, ray 8).
+# With the unit tests compiling through the session's JAX cache (cache51) and the cost model's rules of
+# 2026-12-06 evening, on a machine whose other tenants used 480-610 s of CPU during every run (nothing
+# else of ours running): chapters executed again, 1,334 s (unit 629, notebooks 379, ray 94); then,
+# chapters re-executed, 1,140 s (unit 593, notebooks 323); then 899 s (unit 520, notebooks 172), but
+# with three chapters (appendix A, B, 11, about 100 s) already executed into the cache before the run,
+# so not a cold run: make test's CPU on a cold cache is still about 1,000 s, over the 900 s of issue 49.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path

@@ -43,8 +43,8 @@ What the compute stream runs depends on which compiler wrote the program (``repo
 Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
 also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from
 one-chip programs timed on a real one (``shardbook/data/tpu_v5e.json``). :mod:`shardbook.records` sets
-the estimates beside those times: all 107 programs of the record within 15%, and 96 of 109 programs held
-out of the fit in eight rounds within its stated accuracy (thirteen named misses). An f32
+the estimates beside those times: all 107 programs of the record that ran within 15%, and 96 of 109
+programs held out of the fit in eight rounds within its stated accuracy (thirteen named misses). An f32
 matmul is charged at the rate measured for the precision its compiled dot asks for
 (``operand_precision`` or ``algorithm``: one, three or six bf16 passes). Two constants are fitted,
 not measured: the throughput of **int32** matmuls (:data:`INT32_MATMUL_SLOWDOWN`), and how much of the
@@ -609,9 +609,9 @@ class _Simulator:
             # its result after the block's last step, not beside the products. Read off
             # benchmarks.tpu_programs.kernel_sweeps_third (recorded 2026-12-06 with the eighth
             # held-out set, before this rule): "attention scores bf16, 8 heads of 256, batch 4", its
-            # contraction in 2 steps, took 0.79 ms: its MXU time (0.375) plus its 268 MB written at
-            # the rate of a product that mostly writes (0.40), within 2%; with heads of 384 (3 steps)
-            # within 1%, of 128 (1 step) the writes overlap as in a plain product
+            # contraction in 2 steps, took 0.79 ms in its kernel: its MXU time (0.375) plus its 268 MB
+            # written at the rate of a product that mostly writes (0.40), within 2%; with heads of 384
+            # (3 steps) within 3%, of 128 (1 step) the writes overlap as in a plain product
             return max(max(mxu, vector) + exposed + written / m.hbm_matmul_write_bandwidth, hbm), "matmul"
         return max(max(mxu, vector) + exposed, hbm), "matmul"
 

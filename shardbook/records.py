@@ -65,10 +65,10 @@ MISSED = {
     "exact GELU f32, 16384 x 16384": "an exact (erf) GELU in f32, alone in its kernel, over by a "
     "hundredth of a point: the cause is not established; round 2's exact GELU in f32 is just inside",
     # round 7, named after it was opened
-    "attention bfloat16 1024, 16 heads of 256": "attention with heads of 256, whose scores take two "
-    "steps of their kernel's grid to contract: the chip's time for such scores alone is close to the "
-    "MXU's plus the writes' (benchmarks/pending), as if the two did not overlap; not made a rule, since "
-    "attention's second product does not follow it",
+    "attention bfloat16 1024, 16 heads of 256": "attention with heads of 256: its scores, which take two "
+    "steps of their kernel's grid to contract, follow the rule for such products since round 8's "
+    "sweeps; the rest of the shortfall is attention's second product (p v), whose time alone "
+    "(benchmarks/pending) is its reads plus part of its MXU time, not made a rule",
     "MLP SGD step float32, width 5120, 8192 rows": "an f32 MLP's SGD step, like the rounds 2 and 5 steps "
     "of width 8192 and 6144: its matmul kernels take up to 1.25 times their MXU time, and those whose "
     "result is 1,280 wide up to 1.6 times; the cause is not established",
@@ -170,7 +170,8 @@ def held_out(chip: str = "v5e") -> list[Calibrated]:
     (the same kinds at other shapes, and a model's pieces); 12 written to probe what the model still
     missed (attention with wide and narrow heads, f32 MLP steps, weights updated inside their gradients'
     matmuls, one-hot sums, an exact GELU, a cross-entropy, a GPT step), recorded before the rules read
-    off ``kernel_sweeps_second``; 12 more of those kinds at other shapes, a softmax and a GPT step,
+    off ``kernel_sweeps_second``; 12 more of those kinds at other shapes, among them a softmax and a GPT
+    step,
     recorded before the rule read off ``kernel_sweeps_third``. The per-kernel record of some of them
     (``benchmarks/pending/held_out_tpu_v5e_kernels.json``) shaped the rule that a sum across
     the lanes of a 16-bit operand makes groups of 16 rows (the bf16 cross-entropy of round 5).
