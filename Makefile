@@ -173,7 +173,10 @@ site-check: venv
 # else of ours running): chapters executed again, 1,334 s (unit 629, notebooks 379, ray 94); then,
 # chapters re-executed, 1,140 s (unit 593, notebooks 323); then 899 s (unit 520, notebooks 172), but
 # with three chapters (appendix A, B, 11, about 100 s) already executed into the cache before the run,
-# so not a cold run: make test's CPU on a cold cache is still about 1,000 s, over the 900 s of issue 49.
+# so not a cold run. Then, every chapter but appendix A executed again (the helper had changed), the
+# machine 94% busy (491 s of other CPU): 806 s wall, 1,028 s CPU (unit 543, notebooks 282,
+# learner-path 68, check-exercises 41, site-check 38, pdf-check 31, book 15, ray 8): still over the
+# 900 s of issue 49.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path

@@ -440,6 +440,21 @@ def _one_hot_sums(labels, width: int = 32768):
     return jnp.sum(jnp.where(hits, 0.5, 0.0) * jnp.arange(width, dtype=jnp.float32), -1)
 
 
+def _scores(q, k):
+    """Attention's scores q kᵀ per head: [batch, queries, heads, d] x [batch, keys, heads, d]."""
+    return jnp.einsum("bqhd,bkhd->bhqk", q, k)
+
+
+def _values(p, v):
+    """Attention's second product p v per head: [batch, heads, queries, keys] x [batch, keys, heads, d]."""
+    return jnp.einsum("bhqk,bkhd->bqhd", p, v)
+
+
+def _one_hot_count(labels, width: int):
+    """How many of each row's labels fall in [0, width): a sum of one-hot rows, never materialised."""
+    return jnp.sum(jnp.where(labels[..., None] == jnp.arange(width), 1.0, 0.0), -1)
+
+
 def _adam_after_matmul(p, m, v, h, d, lr=1e-3, b1=0.9, b2=0.95, eps=1e-8):
     g = h.T @ d
     m = b1 * m + (1 - b1) * g
@@ -456,12 +471,11 @@ def kernel_rates() -> list[Program]:
     bf16, f32 = "bfloat16", "float32"
 
     prog = program
-    scores = lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k)  # noqa: E731
     wide = lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32)  # noqa: E731
     return [
-        prog("attention scores bf16, 8 heads of 256", "attention", scores, ((8, 2048, 8, 256), bf16),
+        prog("attention scores bf16, 8 heads of 256", "attention", _scores, ((8, 2048, 8, 256), bf16),
              ((8, 2048, 8, 256), bf16), about="q kᵀ alone: 512 MB written"),
-        prog("attention scores bf16, 16 heads of 128", "attention", scores, ((4, 2048, 16, 128), bf16),
+        prog("attention scores bf16, 16 heads of 128", "attention", _scores, ((4, 2048, 16, 128), bf16),
              ((4, 2048, 16, 128), bf16), about="q kᵀ alone: 512 MB written"),
         prog("attention bfloat16 2048, 8 heads of 256", "attention", attention, ((8, 2048, 8, 256), bf16),
              ((8, 2048, 8, 256), bf16), ((8, 2048, 8, 256), bf16)),
@@ -487,9 +501,6 @@ def kernel_sweeps() -> list[Program]:
     bf16, f32 = "bfloat16", "float32"
     prog = program
     wide = lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32)  # noqa: E731
-    onehot = lambda labels, width: jnp.sum(  # noqa: E731
-        jnp.where(labels[..., None] == jnp.arange(width), 1.0, 0.0), -1
-    )
     # fmt: off
     outer = [
         prog(f"mostly writing bf16, 16384 x {k} x 16384", "matmul", jnp.matmul, ((16384, k), bf16),
@@ -514,11 +525,11 @@ def kernel_sweeps() -> list[Program]:
              donate=(0, 1, 2)),
     ]
     hots = [
-        prog("one-hot sums over 50304, 8192 rows", "vector", lambda t: onehot(t, 50304),
+        prog("one-hot sums over 50304, 8192 rows", "vector", lambda t: _one_hot_count(t, 50304),
              ((8192,), "int32")),
-        prog("one-hot sums over 65536, 8192 rows", "vector", lambda t: onehot(t, 65536),
+        prog("one-hot sums over 65536, 8192 rows", "vector", lambda t: _one_hot_count(t, 65536),
              ((8192,), "int32")),
-        prog("one-hot sums over 50304, 8 x 1024 rows", "vector", lambda t: onehot(t, 50304),
+        prog("one-hot sums over 50304, 8 x 1024 rows", "vector", lambda t: _one_hot_count(t, 50304),
              ((8, 1024), "int32")),
     ]
     # fmt: on
@@ -534,18 +545,13 @@ def kernel_sweeps_second() -> list[Program]:
     dimension over widths that are and are not a power of two."""
     bf16, f32 = "bfloat16", "float32"
     prog = program
-    scores = lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k)  # noqa: E731
-    values = lambda p, v: jnp.einsum("bhqk,bkhd->bqhd", p, v)  # noqa: E731
-    onehot = lambda labels, width: jnp.sum(  # noqa: E731
-        jnp.where(labels[..., None] == jnp.arange(width), 1.0, 0.0), -1
-    )
     # fmt: off
     heads = [
-        prog(f"attention scores bf16, {h} heads of {d}, {t} long", "attention", scores,
+        prog(f"attention scores bf16, {h} heads of {d}, {t} long", "attention", _scores,
              ((b, t, h, d), bf16), ((b, t, h, d), bf16), about=f"q kᵀ alone, contraction {d}")
         for b, t, h, d in ((8, 2048, 8, 192), (8, 2048, 4, 512), (16, 1024, 8, 256), (4, 2048, 32, 64))
     ] + [
-        prog(f"attention values bf16, {h} heads of {d}", "attention", values, ((b, h, 2048, 2048), bf16),
+        prog(f"attention values bf16, {h} heads of {d}", "attention", _values, ((b, h, 2048, 2048), bf16),
              ((b, 2048, h, d), bf16), about=f"p v alone, {d} wide")
         for b, h, d in ((4, 8, 256), (4, 16, 128))
     ]
@@ -572,7 +578,7 @@ def kernel_sweeps_second() -> list[Program]:
     gelu = [prog("exact GELU f32, 8192 x 8192", "vector", lambda x: jax.nn.gelu(x, approximate=False),
                  ((8192, 8192), f32))]
     hots = [
-        prog(f"one-hot sums over {n}, 8192 rows", "vector", functools.partial(onehot, width=n),
+        prog(f"one-hot sums over {n}, 8192 rows", "vector", functools.partial(_one_hot_count, width=n),
              ((8192,), "int32"))
         for n in (16000, 32000, 49152, 50432)
     ]
@@ -588,19 +594,14 @@ def kernel_sweeps_third() -> list[Program]:
     share; SGD inside a gradient's matmul of other shapes and in bf16, beside its gradient alone."""
     bf16, f32 = "bfloat16", "float32"
     prog = program
-    scores = lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k)  # noqa: E731
-    values = lambda p, v: jnp.einsum("bhqk,bkhd->bqhd", p, v)  # noqa: E731
-    onehot = lambda labels, width: jnp.sum(  # noqa: E731
-        jnp.where(labels[..., None] == jnp.arange(width), 1.0, 0.0), -1
-    )
     sgd = lambda p, h, d: p - 1e-3 * (h.T @ d)  # noqa: E731
     # fmt: off
     heads = [
-        prog(f"attention scores bf16, {h} heads of {d}, batch {b}", "attention", scores,
+        prog(f"attention scores bf16, {h} heads of {d}, batch {b}", "attention", _scores,
              ((b, t, h, d), bf16), ((b, t, h, d), bf16), about=f"q kᵀ alone, {t} long")
         for b, t, h, d in ((4, 2048, 8, 256), (8, 2048, 4, 384))
     ] + [
-        prog(f"attention values bf16, 8 heads of 256, {t} keys", "attention", values,
+        prog(f"attention values bf16, 8 heads of 256, {t} keys", "attention", _values,
              ((b, 8, t, t), bf16), ((b, t, 8, 256), bf16), about=f"p v alone, batch {b}")
         for b, t in ((16, 1024), (2, 4096))
     ]
@@ -611,11 +612,11 @@ def kernel_sweeps_third() -> list[Program]:
     ]
     hots = [
         prog(f"one-hot sums over {n} into one dimension", "vector",
-             functools.partial(onehot, width=n), ((8192,), "int32"), about="8192 rows")
+             functools.partial(_one_hot_count, width=n), ((8192,), "int32"), about="8192 rows")
         for n in (8000, 12000, 20000, 24000)
     ] + [
-        prog("one-hot sums over 40000 into two dimensions", "vector", functools.partial(onehot, width=40000),
-             ((2, 4096), "int32"), about="2 x 4096 rows"),
+        prog("one-hot sums over 40000 into two dimensions", "vector",
+             functools.partial(_one_hot_count, width=40000), ((2, 4096), "int32"), about="2 x 4096 rows"),
     ]
     updates = [
         prog("SGD inside its gradient's matmul f32, 2048 by 8192 from 8192 rows", "training", sgd,
