@@ -601,9 +601,9 @@ class _Simulator:
         exposed = m.vector_matmul_exposed * min(mxu, on_operands) if m is not None else 0.0
         # each result after the first costs a fixed time at every step of the kernel's grid
         results = hbm_results(inst.type_text) - 1
-        if m is not None and results > 0:
-            exposed += m.result_step_seconds * math.prod(grid_bounds(inst)) * results
         bounds = grid_bounds(inst)
+        if m is not None and results > 0:
+            exposed += m.result_step_seconds * math.prod(bounds) * results
         if m is not None and m.hbm_matmul_write_bandwidth and len(bounds) > 3 and bounds[-1] > 1:
             # a batched product whose contraction takes several steps of its grid writes each block of
             # its result after the block's last step, not beside the products. Read off

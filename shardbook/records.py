@@ -171,10 +171,9 @@ def held_out(chip: str = "v5e") -> list[Calibrated]:
     missed (attention with wide and narrow heads, f32 MLP steps, weights updated inside their gradients'
     matmuls, one-hot sums, an exact GELU, a cross-entropy, a GPT step), recorded before the rules read
     off ``kernel_sweeps_second``; 12 more of those kinds at other shapes, among them a softmax and a GPT
-    step,
-    recorded before the rule read off ``kernel_sweeps_third``. The per-kernel record of some of them
-    (``benchmarks/pending/held_out_tpu_v5e_kernels.json``) shaped the rule that a sum across
-    the lanes of a 16-bit operand makes groups of 16 rows (the bf16 cross-entropy of round 5).
+    step, recorded before the rule read off ``kernel_sweeps_third``. The per-kernel record of some of
+    them (``benchmarks/pending/held_out_tpu_v5e_kernels.json``) shaped the rule that a sum across the
+    lanes of a 16-bit operand makes groups of 16 rows (the bf16 cross-entropy of round 5).
 
     Example:
       >>> rows = held_out("v5e")

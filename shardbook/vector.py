@@ -163,25 +163,28 @@ def _second_of_pairs(comp: Computation) -> set[str]:
     return out
 
 
-def _operand_dtype(module: Module, inst: Instruction) -> str:
-    """The dtype of an instruction's first operand (within its computation); "" where unknown."""
+def _first_operand(module: Module, inst: Instruction) -> Instruction | None:
+    """The instruction that computes ``inst``'s first operand (within its computation), if any."""
     comp = module.computations.get(inst.computation)
-    src = comp.by_name.get(inst.operands[0]) if comp is not None else None
+    return comp.by_name.get(inst.operands[0]) if comp is not None else None
+
+
+def _operand_dtype(module: Module, inst: Instruction) -> str:
+    """The dtype of an instruction's first operand; "" where unknown."""
+    src = _first_operand(module, inst)
     return src.arrays[0].dtype if src is not None and src.arrays else ""
 
 
 def operand_elements(module: Module, inst: Instruction) -> int:
     """Elements of an instruction's first operand (within its computation)."""
-    comp = module.computations.get(inst.computation)
-    src = comp.by_name.get(inst.operands[0]) if comp is not None else None
+    src = _first_operand(module, inst)
     return sum(a.elements for a in src.arrays) if src is not None else 0
 
 
 def reduces_lanes(module: Module, inst: Instruction) -> bool:
     """Whether a reduce sums across the lanes: one of its dimensions is the axis its operand's layout
     stores last."""
-    comp = module.computations.get(inst.computation)
-    src = comp.by_name.get(inst.operands[0]) if comp is not None else None
+    src = _first_operand(module, inst)
     if src is None or not src.arrays:
         return False
     dims = {int(d) for d in re.findall(r"\d+", inst.attr("dimensions") or "")}
