@@ -1,5 +1,5 @@
 """The one-chip programs held out of the cost model's fit (``benchmarks/tpu_record.py --set held_out``,
-``held_out_2`` to ``held_out_8``): each round written, and recorded on the chip, before the rules it
+``held_out_2`` to ``held_out_9``): each round written, and recorded on the chip, before the rules it
 tests, and merged into ``shardbook/data/tpu_v5e_held_out.json`` with its ``round``. JAX and NumPy only,
 like ``benchmarks/tpu_programs.py``, whose :class:`Program` and pieces (a GPT step, attention) they use.
 """
@@ -516,4 +516,43 @@ def held_out_eighth() -> list[Program]:
         prog("softmax f32 over 50304, 4096 rows", "memory", lambda x: jax.nn.softmax(x, -1),
              ((4096, 50304), f32)),
         gpt_step("GPT width 896, 10 layers, batch 6", GPT(50304, 896, 14, 3584, 10, 1024), batch=6),
+    ]  # fmt: skip
+
+
+def held_out_ninth() -> list[Program]:
+    """A ninth set held out of the fit, written and recorded before any rule read off
+    :func:`benchmarks.tpu_programs.kernel_sweeps_fourth` or the rest of
+    :func:`~benchmarks.tpu_programs.kernel_sweeps_third` (``--set held_out_9``, its times kept sealed
+    until those rules are committed): a fair test of the whole model, each family once or twice, at
+    shapes no fitted or held-out program has."""
+
+    prog = program
+    f32, bf16 = "float32", "bfloat16"
+    qkv = lambda shape, dtype: [(shape, dtype)] * 3  # noqa: E731
+
+    return [
+        prog("attention bfloat16 2048, 12 heads of 128, batch 2", "attention", attention,
+             *qkv((2, 2048, 12, 128), bf16)),
+        prog("attention bfloat16 1024, 8 heads of 256, batch 4", "attention", attention,
+             *qkv((4, 1024, 8, 256), bf16)),
+        prog("attention float32 1024, 8 heads of 64, batch 8", "attention", attention,
+             *qkv((8, 1024, 8, 64), f32)),
+        _mlp_step("MLP SGD step float32, width 5632 from 8192 rows", 5632, 8192),
+        prog("SGD inside its gradient's matmul f32, 5120 by 5120 from 8192 rows", "training",
+             lambda p, h, d: p - 1e-3 * (h.T @ d), ((5120, 5120), f32), ((8192, 5120), f32),
+             ((8192, 5120), f32), feeds_back=1, donate=(0,)),
+        prog("momentum inside its gradient's matmul f32, 3072 by 6144 from 16384 rows", "training",
+             lambda p, m, h, d: _momentum(p, m, h.T @ d), ((3072, 6144), f32), ((3072, 6144), f32),
+             ((16384, 3072), f32), ((16384, 6144), f32), feeds_back=2, donate=(0, 1)),
+        prog("matmul bfloat16 6144 x 12288 x 3072", "matmul", jnp.matmul, ((6144, 12288), bf16),
+             ((12288, 3072), bf16)),
+        prog("one-hot sums over 36000 into one dimension", "vector",
+             lambda t: jnp.sum(jnp.where(t[:, None] == jnp.arange(36000), 1.0, 0.0), -1),
+             ((8192,), "int32"), about="8192 rows"),
+        prog("exact GELU f32, 6144 x 16384", "vector", lambda x: jax.nn.gelu(x, approximate=False),
+             ((6144, 16384), f32)),
+        prog("cross-entropy bfloat16 logits, 32768, 8192 rows", "memory",
+             jax.value_and_grad(_cross_entropy), ((8192, 32768), bf16), ((8192,), "int32")),
+        prog("layer norm float32 8192 x 4096", "memory", _layernorm, ((8192, 4096), f32), ((4096,), f32)),
+        gpt_step("GPT width 1152, 8 layers, batch 4", GPT(50304, 1152, 18, 4608, 8, 1024), batch=4),
     ]  # fmt: skip

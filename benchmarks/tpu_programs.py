@@ -631,6 +631,39 @@ def kernel_sweeps_third() -> list[Program]:
     return heads + erfs + hots + updates
 
 
+def kernel_sweeps_fourth() -> list[Program]:
+    """Weights updated inside their f32 gradients' matmuls, the family whose kernels the model's
+    count of fetches puts past the HBM's peak (``benchmarks/pending/README.md``), varied one thing at
+    a time from "SGD inside its gradient's matmul f32, 4096 x 4096" (recorded with the ninth held-out
+    set, before any rule): not donated, returning the gradient too, momentum instead of SGD, a plain
+    product instead of a transposed one, twice the rows, another shape."""
+    f32 = "float32"
+    prog = program
+    sgd = lambda p, h, d: p - 1e-3 * (h.T @ d)  # noqa: E731
+    square, rows = ((4096, 4096), f32), ((16384, 4096), f32)
+    # fmt: off
+    return [
+        prog("SGD inside its gradient's matmul f32 not donated, 4096 by 4096 from 16384 rows", "training",
+             sgd, square, rows, rows),
+        prog("SGD inside its gradient's matmul f32 returning it, 4096 by 4096 from 16384 rows", "training",
+             lambda p, h, d: (p - 1e-3 * (g := h.T @ d), g), square, rows, rows, feeds_back=1,
+             donate=(0,)),
+        prog("SGD inside a plain matmul f32, 4096 by 4096 from 16384", "training",
+             lambda p, a, b: p - 1e-3 * (a @ b), square, ((4096, 16384), f32), ((16384, 4096), f32),
+             feeds_back=1, donate=(0,)),
+        prog("SGD inside its gradient's matmul f32, 4096 by 4096 from 32768 rows", "training", sgd,
+             square, ((32768, 4096), f32), ((32768, 4096), f32), feeds_back=1, donate=(0,)),
+        prog("SGD inside its gradient's matmul f32, 8192 by 2048 from 8192 rows", "training", sgd,
+             ((8192, 2048), f32), ((8192, 8192), f32), ((8192, 2048), f32), feeds_back=1, donate=(0,)),
+        prog("momentum inside its gradient's matmul f32, 6144 by 6144 from 8192 rows", "training",
+             lambda p, m, h, d: _momentum(p, m, h.T @ d), ((6144, 6144), f32), ((6144, 6144), f32),
+             ((8192, 6144), f32), ((8192, 6144), f32), feeds_back=2, donate=(0, 1)),
+        prog("gradient's matmul alone f32, 4096 by 4096 from 32768 rows", "training",
+             lambda h, d: h.T @ d, ((32768, 4096), f32), ((32768, 4096), f32)),
+    ]
+    # fmt: on
+
+
 def _momentum(p, m, g, lr=1e-3, beta=0.9):
     m = beta * m + g
     return p - lr * m, m
@@ -678,7 +711,7 @@ def all_programs() -> list[Program]:
     return (
         matmuls() + memory_bound() + vector_unit() + attentions() + training_steps()
         + precision_matmuls() + kernel_sharing() + kernel_rates() + kernel_sweeps() + kernel_sweeps_second()
-        + kernel_sweeps_third()
+        + kernel_sweeps_third() + kernel_sweeps_fourth()
     )  # fmt: skip
 
 

@@ -48,11 +48,13 @@ SETS = {
     "held_out_6": tpu_held_out.held_out_sixth,
     "held_out_7": tpu_held_out.held_out_seventh,
     "held_out_8": tpu_held_out.held_out_eighth,
+    "held_out_9": tpu_held_out.held_out_ninth,
     # a fitted set recorded alone, before any rule is read off it (its names need no --only)
     "sweeps_3": tpu_programs.kernel_sweeps_third,
+    "sweeps_4": tpu_programs.kernel_sweeps_fourth,
 }
 #: the file each set is written to (after tpu_<kind>): the second held-out set joins the first
-STEMS = {"fitted": "", "sweeps_3": ""} | {name: "_held_out" for name in SETS if name.startswith("held_out")}
+STEMS = {name: "_held_out" if name.startswith("held_out") else "" for name in SETS}
 
 
 def first_lines(error: BaseException, n: int = 6) -> str:
