@@ -715,6 +715,14 @@ def all_programs() -> list[Program]:
     )  # fmt: skip
 
 
+def fed_back(programs: list[Program]) -> list[Program]:
+    """The programs of ``programs`` whose result is one array that feeds back as their next call's first
+    argument (a weight updated inside its gradient's matmul)."""
+    return [
+        p for p in programs if p.feeds_back and not isinstance(jax.eval_shape(p.fn, *p.shapes), (tuple, list))
+    ]
+
+
 def flops_of_matmul(program: Program) -> float:
     """2·M·K·N of a matmul program."""
     (m, k), (_, n) = program.shapes[0].shape, program.shapes[1].shape

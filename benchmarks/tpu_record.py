@@ -52,6 +52,16 @@ SETS = {
     # a fitted set recorded alone, before any rule is read off it (its names need no --only)
     "sweeps_3": tpu_programs.kernel_sweeps_third,
     "sweeps_4": tpu_programs.kernel_sweeps_fourth,
+    # the programs whose one result feeds back, recorded again with that result fed back whole
+    "fed_back": lambda: tpu_programs.fed_back(tpu_programs.all_programs()),
+    "held_out_fed_back": lambda: tpu_programs.fed_back(
+        [
+            p
+            for name, programs in SETS.items()
+            if name.startswith("held_out") and "fed" not in name
+            for p in programs()
+        ]
+    ),
 }
 #: the file each set is written to (after tpu_<kind>): the second held-out set joins the first
 STEMS = {name: "_held_out" if name.startswith("held_out") else "" for name in SETS}
@@ -83,13 +93,16 @@ def compiler_view(compiled) -> dict:
 
 def caller(program: tpu_programs.Program):
     """``call(args) -> (outputs, the next call's args)``: a training step's updated state (its first
-    ``feeds_back`` outputs) is its next call's first arguments."""
+    ``feeds_back`` outputs) is its next call's first arguments. A program whose result is one array
+    feeds that array back whole (before 2026-12-07 its first row went back instead, and the calls after
+    the first ran another program: see ``benchmarks/pending/README.md``)."""
     fn, keep = program.fn, program.feeds_back
 
     def call(args):
         out = fn(*args)
         if keep:
-            args = list(out[:keep]) + list(args[keep:])
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            args = list(outs[:keep]) + list(args[keep:])
         return out, args
 
     return call

@@ -24,8 +24,8 @@ chapters). The modules are where a maintainer reads them:
   tpu     -- compile for a TPU topology on any machine (compile_for_tpu): the TPU compiler's program,
              its memory and its fits/does-not-fit verdict, cached by the program's fingerprint.
   cost    -- the TPU cost model (estimate; viz.timeline draws a step). Its parts: links (collectives on
-             the ICI links, one stream per direction) and hbm (a TPU program's HBM traffic and
-             vector-unit ops).
+             the ICI links, one stream per direction), hbm (a TPU program's HBM traffic), vector (its
+             vector-unit ops) and measured (the rates read off a real chip, V5E_MEASURED).
   records -- the cost model against a real chip: the records of one-chip programs timed on a v5e
              (tpu_record), the fitted ones (calibration) and those held out (held_out, OUT_OF_SAMPLE_ERROR),
              and the fitted ones kernel by kernel (kernel_calibration).
@@ -93,7 +93,7 @@ _EXPORTS = {
     "CHIPS": "cost",
     "MODEL_MARGIN": "cost",
     "INT32_MATMUL_SLOWDOWN": "cost",
-    "V5E_MEASURED": "cost",
+    "V5E_MEASURED": "measured",
     "tpu_record": "records",
     "calibration": "records",
     "Calibrated": "records",

@@ -2,7 +2,7 @@
 :mod:`shardbook.cost` sets against the kernel's HBM traffic and its matmul.
 
 Each element-wise op (:data:`VECTOR_OPS`) is charged its result's elements at the rate measured for it
-(:class:`shardbook.cost.Measured`), every op without a rate of its own at the plain one (a kernel whose
+(:class:`shardbook.measured.Measured`), every op without a rate of its own at the plain one (a kernel whose
 results are all bf16 has its own plain rate; an iota, which reads nothing, writes each of its
 elements); a reduction its input's elements at the plain rate, and, where it sums across the lanes
 (the axis the layout stores last), a fixed time per 8 rows of its result per block of lanes the
@@ -27,7 +27,7 @@ from .hlo import Computation, Instruction, Module
 
 
 class VectorRates(Protocol):
-    """The vector unit's rates of a chip, per element (what :class:`shardbook.cost.Measured` holds):
+    """The vector unit's rates of a chip, per element (what :class:`shardbook.measured.Measured` holds):
     ``vector_seconds``, the ops with a rate of their own; ``vector_op_seconds``, every other op
     (``vector_bf16_op_seconds`` in a kernel whose results are all bf16); the lane gathers of f32 and of
     bf16; a reciprocal; the second of a sine and a cosine of one value."""

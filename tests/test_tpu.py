@@ -257,3 +257,20 @@ def test_sum_overcount_is_the_records():
 def test_usable_hbm_is_the_chips():
     # property: the compiler's available HBM is a real v5e's bytes_limit (the compiler rounds to 0.01 GiB)
     assert tpu.usable_hbm("v5e-1") == pytest.approx(RECORD["hbm_bytes_limit"], abs=0.005 * 2**30)
+
+
+def test_a_recorded_step_feeds_its_whole_result_back():
+    # regression: a step whose result is one array fed back its first row (out[:1]), so every call
+    # after the first ran another program (a row broadcast against the product, nothing donated)
+    from benchmarks.tpu_record import SETS, caller
+
+    shape = ((8, 4), "float32")
+    step = tpu_programs.program("step", "training", lambda p, x: p - x, shape, shape, feeds_back=1)
+    pair = tpu_programs.program("pair", "training", lambda p, x: (p - x, x), shape, shape, feeds_back=1)
+    for program in (step, pair):
+        args = program.arguments()
+        out, args = caller(program)(args)
+        assert [a.shape for a in args] == [(8, 4), (8, 4)], program.name
+    assert tpu_programs.fed_back([step, pair]) == [step]
+    names = [p.name for p in SETS["fed_back"]() + SETS["held_out_fed_back"]()]
+    assert len(names) == 13 and all(n.startswith("SGD inside") for n in names)
