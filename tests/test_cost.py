@@ -368,7 +368,7 @@ def test_tpu_estimates_within_fifteen_percent_of_the_v5e_record():
     # its measured median, from the program the chip's own compiler wrote
     TARGET = records.CALIBRATION_TARGET
     rows = records.calibration("v5e")
-    assert len(rows) == 126, f"expected the 126 programs that ran on the v5e, got {len(rows)}"
+    assert len(rows) == 107, f"expected the 107 programs that ran on the v5e, got {len(rows)}"
     wrong = [
         f"{r.program}: measured {r.measured * 1e3:.3f} ms, estimated {r.estimated * 1e3:.3f} ms "
         f"({r.error:+.1%}; matmuls {r.matmul * 1e3:.3f}, memory {r.memory * 1e3:.3f} ms)"
@@ -467,42 +467,6 @@ def test_a_batched_product_that_contracts_in_steps_writes_after_its_products():
     assert scores.estimated == pytest.approx(mxu + writes, rel=0.02)
     one_step = rows["attention scores bf16, 16 heads of 128"]
     assert one_step.estimated < 0.75 * (one_step.matmul + 2**29 / m.hbm_matmul_write_bandwidth)
-
-
-def test_a_weight_updated_in_place_inside_an_f32_product_pays_per_fetch_not_at_hbm_rate():
-    # property: the one kernel of "SGD inside its gradient's matmul f32" of 4096 x 4096 from 16384 rows,
-    # compiled to the same tiling donated and not: written over its weight, it takes its MXU time plus
-    # the per-element rate times what its tiling fetches; written elsewhere, its fetches at the HBM's
-    # rate. Two results (momentum, or SGD that returns its gradient too), or one operand already bf16
-    # (an MLP's SGD step), and the fetches are charged at the HBM's rate again
-    from shardbook.hbm import in_place_fetches, tiled_rereads
-    from shardbook.hlo import parse_module
-
-    rows = {r.program: r for r in records.calibration("v5e")}
-    with gzip.open(records.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
-        texts = json.load(f)
-    name = "SGD inside its gradient's matmul f32{}, 4096 by 4096 from 16384 rows"
-    donated, kept = (comms.analyze_text(texts[name.format(w)]) for w in ("", " not donated"))
-    fetched = {}
-    for label, report in (("donated", donated), ("kept", kept)):
-        fetched[label] = in_place_fetches(report.module, report.module.entry, report.module.entry.root)
-    assert fetched["kept"] == 0 and fetched["donated"] == 2**28 * 12 // 4  # 8 and 4 times over
-    m = cost.V5E_MEASURED
-    mxu = 2 * 4096 * 4096 * 16384 / cost.measured_matmul_rate(cost.CHIPS["v5e"], "f32")
-    in_place = cost.estimate(donated, "v5e")
-    assert in_place.seconds == pytest.approx(mxu + m.in_place_fetch_seconds * fetched["donated"], rel=0.01)
-    entry = kept.module.entry
-    reads = 2 * 2**28 + 2**26 + tiled_rereads(kept.module, entry, entry.root)
-    assert cost.estimate(kept, "v5e").seconds >= reads / m.hbm_read_bandwidth
-    for program in (name.format(""), name.format(" not donated"), name.format(" returning it")):
-        assert abs(rows[program].error) < 0.05, (program, rows[program].error)
-    others = (
-        "momentum inside its gradient's matmul f32, 6144 by 6144 from 8192 rows",
-        "MLP SGD step float32",
-    )
-    for other in others:
-        m2 = parse_module(texts[other])
-        assert not any(in_place_fetches(m2, m2.entry, i) for i in m2.entry.instructions), other
 
 
 def test_a_sum_across_the_lanes_of_a_16_bit_operand_takes_16_rows_a_register():
