@@ -67,6 +67,12 @@ SETS = {
 STEMS = {name: "_held_out" if name.startswith("held_out") else "" for name in SETS}
 
 
+def held_out_round(name: str) -> int:
+    """The held-out round (``held_out_N``'s N) a program was written for."""
+    rounds = {s: int(s.rsplit("_", 1)[1]) for s in SETS if s.startswith("held_out_") and s[-1].isdigit()}
+    return next(r for s, r in rounds.items() if any(p.name == name for p in SETS[s]()))
+
+
 def first_lines(error: BaseException, n: int = 6) -> str:
     """The error's type and its first n lines (an HBM error's verdict is in its first lines)."""
     lines = str(error).strip().splitlines()
@@ -238,9 +244,7 @@ def main() -> None:
             continue
         row = record_program(program, args.repeats, texts)
         if args.set.startswith("held_out_"):
-            row["round"] = int(
-                args.set.rsplit("_", 1)[1]
-            )  # its held-out round (appendix A: what each came before)
+            row["round"] = held_out_round(program.name)  # appendix A: what each round came before
         record["programs"][program.name] = row
         shown = {k: v for k, v in row.items() if k not in ("about",)}
         print(program.name, json.dumps(shown)[:400], flush=True)
