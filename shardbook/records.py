@@ -138,16 +138,16 @@ def calibration(chip: str = "v5e") -> list[Calibrated]:
 
     The model's measured constants are read off 27 of these programs (:data:`V5E_MEASURED` names each),
     so those agree by construction (within 6.7% for the four one constant was fitted to); none was read
-    off the other 80, 10 of them f32 matmuls at other precisions, though the 12 of
+    off the other 99, 10 of them f32 matmuls at other precisions, though the 12 of
     ``benchmarks.tpu_programs.kernel_sweeps`` shaped the form of the rules read off three of them, the
     one-hot sums of ``kernel_sweeps_second`` the form of one, and the attention scores of
-    ``kernel_sweeps_third`` the rule for a batched product that contracts in several steps.
-    :func:`held_out` gives programs none of the constants was read off.
+    ``kernel_sweeps_third`` the rule for a batched product that contracts in several steps; no rule was
+    read off ``kernel_sweeps_fourth``. :func:`held_out` gives programs none of the constants was read off.
 
     Example:
       >>> rows = calibration("v5e")
       >>> len(rows), max(abs(r.error) for r in rows) < CALIBRATION_TARGET
-      (107, True)
+      (126, True)
     """
     return _compared(chip, "")
 
