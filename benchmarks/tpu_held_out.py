@@ -1,5 +1,5 @@
 """The one-chip programs held out of the cost model's fit (``benchmarks/tpu_record.py --set held_out``,
-``held_out_2`` to ``held_out_9``): each round written, and recorded on the chip, before the rules it
+``held_out_2`` to ``held_out_10``): each round written, and recorded on the chip, before the rules it
 tests, and merged into ``shardbook/data/tpu_v5e_held_out.json`` with its ``round``. JAX and NumPy only,
 like ``benchmarks/tpu_programs.py``, whose :class:`Program` and pieces (a GPT step, attention) they use.
 """
@@ -555,4 +555,42 @@ def held_out_ninth() -> list[Program]:
              jax.value_and_grad(_cross_entropy), ((8192, 32768), bf16), ((8192,), "int32")),
         prog("layer norm float32 8192 x 4096", "memory", _layernorm, ((8192, 4096), f32), ((4096,), f32)),
         gpt_step("GPT width 1152, 8 layers, batch 4", GPT(50304, 1152, 18, 4608, 8, 1024), batch=4),
+    ]  # fmt: skip
+
+
+def held_out_tenth() -> list[Program]:
+    """A tenth set held out of the fit, written and recorded before the rule that an operand a matmul's
+    kernel computes (a ReLU's and a convert's of an f32 parameter) fetches what it is computed from as
+    often as its window (``--set held_out_10``, its times kept sealed until that rule is committed):
+    f32 MLP steps, whose kernels showed it, and a fair test of the rest at new shapes."""
+
+    prog = program
+    f32, bf16 = "float32", "bfloat16"
+    qkv = lambda shape, dtype: [(shape, dtype)] * 3  # noqa: E731
+
+    return [
+        _mlp_step("MLP SGD step float32, width 4608 from 8192 rows", 4608, 8192),
+        _mlp_step("MLP SGD step float32, width 6656 from 4096 rows", 6656, 4096),
+        _mlp_step("MLP SGD step float32, width 2560 from 32768 rows", 2560, 32768),
+        prog("MLP forward float32, ReLU, 8192 x 6144 x 6144", "mlp",
+             lambda x, w1, w2: jax.nn.relu(x @ w1) @ w2, ((8192, 6144), f32), ((6144, 6144), f32),
+             ((6144, 6144), f32)),
+        prog("attention bfloat16 2048, 16 heads of 64, batch 4", "attention", attention,
+             *qkv((4, 2048, 16, 64), bf16)),
+        prog("one-hot sums over 28000 into one dimension", "vector",
+             lambda t: jnp.sum(jnp.where(t[:, None] == jnp.arange(28000), 1.0, 0.0), -1),
+             ((8192,), "int32"), about="8192 rows"),
+        prog("exact GELU f32, 4096 x 24576", "vector", lambda x: jax.nn.gelu(x, approximate=False),
+             ((4096, 24576), f32)),
+        prog("cross-entropy float32 logits, 32000, 8192 rows", "memory",
+             jax.value_and_grad(_cross_entropy), ((8192, 32000), f32), ((8192,), "int32")),
+        prog("matmul float32 6144 x 6144 x 6144", "matmul", jnp.matmul, ((6144, 6144), f32),
+             ((6144, 6144), f32)),
+        prog("Adam inside its gradient's matmul f32, 3072 by 3072 from 16384 rows", "training",
+             lambda p, m, v, h, d: _adam(p, m, v, h.T @ d), *[((3072, 3072), f32)] * 3,
+             ((16384, 3072), f32), ((16384, 3072), f32), feeds_back=3, donate=(0, 1, 2)),
+        prog("SGD inside its gradient's matmul bf16, 6144 by 6144 from 8192 rows", "training",
+             lambda p, h, d: p - 1e-3 * (h.T @ d), ((6144, 6144), bf16), ((8192, 6144), bf16),
+             ((8192, 6144), bf16), feeds_back=1, donate=(0,)),
+        gpt_step("GPT width 1280, 6 layers, batch 6", GPT(50304, 1280, 20, 5120, 6, 1024), batch=6),
     ]  # fmt: skip

@@ -49,6 +49,7 @@ SETS = {
     "held_out_7": tpu_held_out.held_out_seventh,
     "held_out_8": tpu_held_out.held_out_eighth,
     "held_out_9": tpu_held_out.held_out_ninth,
+    "held_out_10": tpu_held_out.held_out_tenth,
     # a fitted set recorded alone, before any rule is read off it (its names need no --only)
     "sweeps_3": tpu_programs.kernel_sweeps_third,
     "sweeps_4": tpu_programs.kernel_sweeps_fourth,

@@ -273,4 +273,4 @@ def test_a_recorded_step_feeds_its_whole_result_back():
         assert [a.shape for a in args] == [(8, 4), (8, 4)], program.name
     assert tpu_programs.fed_back([step, pair]) == [step]
     names = [p.name for p in SETS["fed_back"]() + SETS["held_out_fed_back"]()]
-    assert len(names) == 13 and all(n.startswith("SGD inside") for n in names)
+    assert len(names) == 14 and all(n.startswith("SGD inside") for n in names)
