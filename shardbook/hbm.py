@@ -291,7 +291,9 @@ def tiled_rereads(module: Module, comp: Computation, inst: Instruction) -> int:
     its innermost axis: with the contraction split into steps, the left operand once per block of output
     columns and the right one once per block of output rows; with the contraction in one step, the right
     one stays while the rows go by. An operand the compiler placed in VMEM is read from there. A padded
-    contraction reads its padding too.
+    contraction reads its padding too. An operand the kernel computes (the ReLU of an f32 activation,
+    converted to bf16, in an MLP's backward pass) reads what it is computed from as often as its window
+    is fetched.
 
     Example: f32[8192,8192] @ f32[8192,8192] at the default precision, as a v5e compiled it: 8 × 8
     blocks of 1024 × 1024, the contraction in 22 steps of 384 (8448, padded): each operand is read
@@ -313,7 +315,12 @@ def tiled_rereads(module: Module, comp: Computation, inst: Instruction) -> int:
     extra = 0
     for role, key, axes in _ROLES:
         index = _parameter_read(module, callee, dot.operands[role])
-        if index is None or index >= len(operands) or (operand := operands[index]) is None:
+        if index is None:  # computed in the kernel: what it is computed from is fetched as often
+            extra += _computed_rereads(
+                callee, dot.operands[role], operands, bounds, window.get(key, []), axes
+            )
+            continue
+        if index >= len(operands) or (operand := operands[index]) is None:
             continue
         full = hbm_bytes(operand.type_text)
         arrays = operand.arrays
@@ -323,6 +330,30 @@ def tiled_rereads(module: Module, comp: Computation, inst: Instruction) -> int:
         if elements:
             read = _fetches(bounds, axes) * elements * DTYPE_BYTES.get(arrays[0].dtype, 4)
             extra += max(0, read - full)
+    return extra
+
+
+def _computed_rereads(
+    callee: Computation, value: str, operands: list, bounds: list[int], window: list, axes: set[int]
+) -> int:
+    """HBM bytes beyond once that a matmul kernel reads for an operand it computes inside itself (a ReLU
+    and a convert of an f32 parameter, say): each parameter of the kernel the operand is computed from
+    element for element (as many elements) is fetched as often as the operand's window."""
+    source = callee.by_name.get(value)
+    elements = _window_elements(window)
+    if source is None or not source.arrays or not elements:
+        return 0
+    whole = source.arrays[0].elements
+    times = _fetches(bounds, axes) * elements / whole
+    extra = 0
+    for name in _computed_from(callee, value):
+        inst = callee.by_name[name]
+        if inst.opcode != "parameter" or not inst.arrays or inst.arrays[0].elements != whole:
+            continue
+        index = int(inst.operand_text) if inst.operand_text.isdigit() else len(operands)
+        if index < len(operands) and operands[index] is not None:
+            full = hbm_bytes(operands[index].type_text)
+            extra += max(0, round(times * full) - full)
     return extra
 
 

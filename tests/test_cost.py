@@ -566,7 +566,7 @@ def test_out_of_sample_error_is_the_held_out_programs():
     # then), and round 9, recorded before any rule and opened against round 8's model: within 10%, with
     # their weight updates recorded again (the recorder had timed another program for those)
     within = {n: sum(abs(r.error) <= 0.10 for r in rows if r.round == n) for n in (6, 7, 8, 9)}
-    assert within == {6: 11, 7: 7, 8: 9, 9: 11}
+    assert within == {6: 11, 7: 8, 8: 10, 9: 11}
     updates = [r for r in rows if r.program.startswith("SGD inside")]
     assert len(updates) == 4 and all(abs(r.error) < 0.05 for r in updates)
     missed = {r.program: r for r in rows if r.program in records.MISSED}
@@ -594,6 +594,32 @@ def test_tiled_rereads_count_the_windows_a_matmul_fetches():
     assert tiled_rereads(m, m.entry, m.entry.root) == 2 * (8 * 8448 * 8192 * 4 - operand)
     m = parse_module(texts["matmul float32 4096"])  # A prefetched into VMEM, the contraction in one step
     assert tiled_rereads(m, m.entry, m.entry.root) == 0
+
+
+def test_an_operand_a_matmul_kernel_computes_rereads_what_it_is_computed_from():
+    # property: in the f32 MLP step 8192 wide, two weight-gradient kernels of one tiling (8 x 16 x 6)
+    # read an f32 activation 8 times over, one as it is, one through a ReLU and a convert to bf16
+    # computed in the kernel; the chip took the same time for both (4.09 ms), and the model charges
+    # both the same re-reads (before, the computed one none, and it was a quarter short)
+    from shardbook.hbm import tiled_rereads
+
+    name = "MLP SGD step float32, width 8192"
+    with gzip.open(records.RECORDS / "tpu_v5e_held_out_programs.json.gz", "rt") as f:
+        report = comms.analyze_text(json.load(f)[name])
+    m = report.module
+    pending = records.RECORDS.parent.parent / "benchmarks" / "pending"
+    kernel_record = json.loads((pending / "held_out_tpu_v5e_kernels.json").read_text())
+    kernels = kernel_record["programs"][name]["kernels"]
+    computed, plain = m.entry.by_name["fusion"], m.entry.by_name["fusion.1"]
+    assert hbm.grid_bounds(computed) == hbm.grid_bounds(plain) == [8, 16, 6]
+    assert kernels["fusion"][1] == pytest.approx(kernels["fusion.1"][1], rel=0.01)
+    f32_rereads = 4096 * 8192 * 4 * (8 * 16 * 6 * 86 * 8 * 4 * 128 / (4096 * 8192) - 1)
+    bf16_rereads = 4096 * 8192 * 2 * (8 * 16 * 6 * 86 * 8 * 8 * 128 / (4096 * 8192) - 1)
+    assert tiled_rereads(m, m.entry, computed) == pytest.approx(f32_rereads + bf16_rereads, rel=0.01)
+    assert tiled_rereads(m, m.entry, plain) == pytest.approx(f32_rereads + bf16_rereads, rel=0.01)
+    sim = cost._Simulator(report, cost.CHIPS["v5e"])
+    seconds = [sim._kernel_seconds(m.entry, k)[0] for k in (computed, plain)]
+    assert seconds[0] == pytest.approx(seconds[1], rel=0.03)
 
 
 def test_vector_unit_work_sets_a_kernel_longer_than_its_traffic():
