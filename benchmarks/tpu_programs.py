@@ -633,7 +633,8 @@ def kernel_sweeps_third() -> list[Program]:
 
 def kernel_sweeps_fourth() -> list[Program]:
     """Weights updated inside their f32 gradients' matmuls, the family whose kernels the model's
-    count of fetches puts past the HBM's peak (``benchmarks/pending/README.md``), varied one thing at
+    count of fetches seemed to put past the HBM's peak (the recorder's fault, found with these:
+    ``benchmarks/pending/README.md``), varied one thing at
     a time from "SGD inside its gradient's matmul f32, 4096 x 4096" (recorded with the ninth held-out
     set, before any rule): not donated, returning the gradient too, momentum instead of SGD, a plain
     product instead of a transposed one, twice the rows, another shape."""

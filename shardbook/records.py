@@ -103,7 +103,7 @@ class Calibrated:
     memory: float  # the other kernels' time
     fixed: float  # the least one call takes
     notes: tuple[str, ...] = ()  # the estimate's notes (OUTSIDE_THE_MODEL among them, where it applies)
-    round: int = 0  # 0: the fitted record; 1 to 4: the held-out round it was recorded in
+    round: int = 0  # 0: the fitted record; 1 to 10: the held-out round it was written for
 
     @property
     def outside(self) -> bool:
