@@ -1,5 +1,5 @@
 """The one-chip programs held out of the cost model's fit (``benchmarks/tpu_record.py --set held_out``,
-``held_out_2`` to ``held_out_10``): each round written, and recorded on the chip, before the rules it
+``held_out_2`` to ``held_out_11``): each round written, and recorded on the chip, before the rules it
 tests, and merged into ``shardbook/data/tpu_v5e_held_out.json`` with its ``round``. JAX and NumPy only,
 like ``benchmarks/tpu_programs.py``, whose :class:`Program` and pieces (a GPT step, attention) they use.
 """
@@ -593,4 +593,39 @@ def held_out_tenth() -> list[Program]:
              lambda p, h, d: p - 1e-3 * (h.T @ d), ((6144, 6144), bf16), ((8192, 6144), bf16),
              ((8192, 6144), bf16), feeds_back=1, donate=(0,)),
         gpt_step("GPT width 1280, 6 layers, batch 6", GPT(50304, 1280, 20, 5120, 6, 1024), batch=6),
+    ]  # fmt: skip
+
+
+def held_out_eleventh() -> list[Program]:
+    """An eleventh set held out of the fit, written and recorded before any rule read off
+    :func:`benchmarks.tpu_programs.kernel_sweeps_fifth` (``--set held_out_11``, its times kept sealed
+    until those rules are committed): exact GELUs and an erfc in f32 and bf16, alone and inside an MLP,
+    a softplus, and a fair test of the rest at new shapes."""
+
+    prog = program
+    f32, bf16 = "float32", "bfloat16"
+    qkv = lambda shape, dtype: [(shape, dtype)] * 3  # noqa: E731
+    gelu = lambda x: jax.nn.gelu(x, approximate=False)  # noqa: E731
+
+    return [
+        prog("exact GELU f32, 10240 x 10240", "vector", gelu, ((10240, 10240), f32)),
+        prog("exact GELU bf16, 12288 x 12288", "vector", gelu, ((12288, 12288), bf16)),
+        prog("erfc f32, 16384 x 4096", "vector", jax.scipy.special.erfc, ((16384, 4096), f32)),
+        prog("softplus f32, 16384 x 8192", "vector", jax.nn.softplus, ((16384, 8192), f32)),
+        prog("MLP forward float32, exact GELU, 4096 x 8192 x 8192", "mlp",
+             lambda x, w1, w2: gelu(x @ w1) @ w2, ((4096, 8192), f32), ((8192, 8192), f32),
+             ((8192, 4096), f32)),
+        prog("attention bfloat16 1024, 12 heads of 128, batch 8", "attention", attention,
+             *qkv((8, 1024, 12, 128), bf16)),
+        _mlp_step("MLP SGD step float32, width 3584 from 16384 rows", 3584, 16384),
+        prog("cross-entropy bfloat16 logits, 50304, 4096 rows", "memory",
+             jax.value_and_grad(_cross_entropy), ((4096, 50304), bf16), ((4096,), "int32")),
+        prog("layer norm bfloat16 16384 x 2048", "memory", _layernorm, ((16384, 2048), bf16),
+             ((2048,), bf16)),
+        prog("matmul bfloat16 10240 x 4096 x 8192", "matmul", jnp.matmul, ((10240, 4096), bf16),
+             ((4096, 8192), bf16)),
+        prog("one-hot sums over 44000 into one dimension", "vector",
+             lambda t: jnp.sum(jnp.where(t[:, None] == jnp.arange(44000), 1.0, 0.0), -1),
+             ((8192,), "int32"), about="8192 rows"),
+        gpt_step("GPT width 768, 12 layers, batch 10", GPT(50304, 768, 12, 3072, 12, 1024), batch=10),
     ]  # fmt: skip

@@ -50,9 +50,11 @@ SETS = {
     "held_out_8": tpu_held_out.held_out_eighth,
     "held_out_9": tpu_held_out.held_out_ninth,
     "held_out_10": tpu_held_out.held_out_tenth,
+    "held_out_11": tpu_held_out.held_out_eleventh,
     # a fitted set recorded alone, before any rule is read off it (its names need no --only)
     "sweeps_3": tpu_programs.kernel_sweeps_third,
     "sweeps_4": tpu_programs.kernel_sweeps_fourth,
+    "sweeps_5": tpu_programs.kernel_sweeps_fifth,
     # the programs whose one result feeds back, recorded again with that result fed back whole
     "fed_back": lambda: tpu_programs.fed_back(tpu_programs.all_programs()),
     "held_out_fed_back": lambda: tpu_programs.fed_back(
