@@ -29,6 +29,9 @@ class Measured:
     vector_seconds: tuple[tuple[str, float], ...] = ()
     vector_op_seconds: float = 0.0
     vector_bf16_op_seconds: float = 0.0  # the same in a kernel whose results are all bf16
+    # the same (f32) for ops that can run side by side: ``vector_op_seconds`` is the rate along a chain
+    # of dependent ops, and a kernel takes the longer of the two (:func:`shardbook.vector.vector_seconds`)
+    vector_op_side_by_side_seconds: float = 0.0
     # bytes/s a kernel reads from HBM (measured on a kernel that only reads), and writes to it
     hbm_read_bandwidth: float | None = None
     hbm_write_bandwidth: float | None = None
@@ -90,6 +93,11 @@ V5E_MEASURED = Measured(
     ),
     vector_op_seconds=1.920e-13,
     vector_bf16_op_seconds=1.667e-13,
+    # Read off benchmarks.tpu_programs.kernel_sweeps_fifth (recorded 2026-12-07 with the eleventh
+    # held-out set, before this rule). "compare and select over add and subtract x32 f32": 32 steps of
+    # where(x > c, x - c, x + c), 128 ops an element whose longest chain is 64, in 21.94 ps an element:
+    # 0.171 ps an op. A Horner polynomial, one chain, gives the 0.192 above
+    vector_op_side_by_side_seconds=1.714e-13,
     # "row sums f32": 537 MB read (64 KB written) in 0.729 ms, 90% of the 819 GB/s peak. The write rate
     # is inferred, not measured alone: "add f32" reads 1.07 GB (1.46 ms at the read rate) and writes
     # 537 MB in 2.438 ms, leaving 0.98 ms for the writes if the two do not overlap

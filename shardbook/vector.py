@@ -39,6 +39,8 @@ class VectorRates(Protocol):
     @property
     def vector_bf16_op_seconds(self) -> float: ...
     @property
+    def vector_op_side_by_side_seconds(self) -> float: ...
+    @property
     def lane_stride_seconds(self) -> float: ...
     @property
     def lane_stride_bf16_seconds(self) -> float: ...
@@ -87,13 +89,18 @@ def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[f
     times = operand_fetches(module, inst)  # a matmul kernel's operand work, once per fetch
     lane_blocks = (grid_bounds(inst) or [1])[-1]  # the blocks of lanes a reduction's grid steps through
     total, on_operands, outside = 0.0, 0.0, False
-    stack: list[tuple[Instruction, float, bool]] = [(inst, 1.0, False)]
+    side_by_side = m.vector_op_side_by_side_seconds if plain == m.vector_op_seconds else 0.0
+    plain_seconds = 0.0  # charged at the plain rate: what ops side by side would take less of
+    cost: dict[str, float] = {}  # each op of the kernel's own computation: its time, nested work included
+    top = _own_computation(module, inst)
+    stack: list[tuple[Instruction, float, bool, str]] = [(inst, 1.0, False, "")]
     seen: set[str] = set()
     constant: set[str] = set()  # values computed from constants alone: folded, not run per element
     ones: set[str] = set()  # the constant 1, and broadcasts of it
     second: set[str] = set()  # the second of a sine and a cosine of one value
     while stack:
-        i, fetched, operand = stack.pop()
+        i, fetched, operand, owner = stack.pop()
+        owner = owner or (i.name if top is not None and top.by_name.get(i.name) is i else "")
         before = total
         if i.opcode == "constant" or (
             (i.opcode in VECTOR_OPS or i.opcode == "broadcast")
@@ -112,6 +119,7 @@ def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[f
                 rate = m.reciprocal_seconds
             else:
                 rate = rates.get(i.opcode, plain)
+                plain_seconds += rate * elements if i.opcode not in rates else 0.0
             total += rate * elements
             outside = outside or i.opcode in UNMEASURED_VECTOR_OPS
         elif i.opcode == "reduce" and i.operands:
@@ -132,16 +140,35 @@ def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[f
             outside = outside or not dtypes <= set(LANE_GATHER_DTYPES)
         if operand:
             on_operands += total - before
+        if owner:
+            cost[owner] = cost.get(owner, 0.0) + total - before
         for _, name in i.called():
             if name not in seen and (callee := module.computations.get(name)) is not None:
                 seen.add(name)
                 second |= _second_of_pairs(callee)
                 own = times if i is inst else {}
                 stack += [
-                    (c, fetched * own.get(c.name, 1.0), operand or c.name in own)
+                    (c, fetched * own.get(c.name, 1.0), operand or c.name in own, owner)
                     for c in reversed(callee.instructions)
                 ]
+    if side_by_side and top is not None and plain_seconds:
+        # ops that can run side by side go at their own rate; the longest chain of dependent ops at
+        # the plain one (read off a polynomial, one chain): the kernel takes the longer of the two
+        longest: dict[str, float] = {}
+        for c in top.instructions:
+            longest[c.name] = cost.get(c.name, 0.0) + max(
+                (longest.get(o, 0.0) for o in c.operands), default=0.0
+            )
+        apart = total - plain_seconds * (1 - side_by_side / m.vector_op_seconds)
+        total = max(apart, max(longest.values(), default=0.0))
     return total, on_operands, outside
+
+
+def _own_computation(module: Module, inst: Instruction) -> Computation | None:
+    """The computation a fusion runs (None for any other op)."""
+    if inst.opcode != "fusion":
+        return None
+    return module.computations.get(dict(inst.called()).get("calls", ""))
 
 
 def _is_one(inst: Instruction) -> bool:

@@ -368,7 +368,7 @@ def test_tpu_estimates_within_fifteen_percent_of_the_v5e_record():
     # its measured median, from the program the chip's own compiler wrote
     TARGET = records.CALIBRATION_TARGET
     rows = records.calibration("v5e")
-    assert len(rows) == 126, f"expected the 126 programs that ran on the v5e, got {len(rows)}"
+    assert len(rows) == 131, f"expected the 131 programs that ran on the v5e, got {len(rows)}"
     wrong = [
         f"{r.program}: measured {r.measured * 1e3:.3f} ms, estimated {r.estimated * 1e3:.3f} ms "
         f"({r.error:+.1%}; matmuls {r.matmul * 1e3:.3f}, memory {r.memory * 1e3:.3f} ms)"
@@ -566,7 +566,7 @@ def test_out_of_sample_error_is_the_held_out_programs():
     # then), and round 9, recorded before any rule and opened against round 8's model: within 10%, with
     # their weight updates recorded again (the recorder had timed another program for those)
     within = {n: sum(abs(r.error) <= 0.10 for r in rows if r.round == n) for n in (6, 7, 8, 9, 10)}
-    assert within == {6: 11, 7: 8, 8: 10, 9: 11, 10: 9}
+    assert within == {6: 11, 7: 9, 8: 11, 9: 11, 10: 10}
     updates = [r for r in rows if r.program.startswith("SGD inside") and r.round < 10]
     assert len(updates) == 4 and all(abs(r.error) < 0.05 for r in updates)
     missed = {r.program: r for r in rows if r.program in records.MISSED}
@@ -620,6 +620,30 @@ def test_an_operand_a_matmul_kernel_computes_rereads_what_it_is_computed_from():
     sim = cost._Simulator(report, cost.CHIPS["v5e"])
     seconds = [sim._kernel_seconds(m.entry, k)[0] for k in (computed, plain)]
     assert seconds[0] == pytest.approx(seconds[1], rel=0.03)
+
+
+def test_element_wise_ops_side_by_side_go_faster_than_a_chain():
+    # property: a kernel takes the longer of its element-wise ops at the rate of ops side by side and
+    # its longest chain of dependent ops at the rate read off a polynomial (one chain): the polynomial
+    # keeps its time, compares and selects beside arithmetic go at the side-by-side rate, and an exact
+    # GELU (erfc's two polynomials side by side), 10% over at one rate, is within 3%
+    m = cost.V5E_MEASURED
+    assert 0 < m.vector_op_side_by_side_seconds < m.vector_op_seconds
+    rows = {r.program: r for r in records.calibration("v5e")}
+    held = [r for r in records.held_out("v5e") if r.program.startswith("exact GELU f32")]
+    picked = rows["compare and select over add and subtract x32 f32"]
+    elements = 16384 * 8192
+    assert picked.estimated == pytest.approx(128 * elements * m.vector_op_side_by_side_seconds, rel=0.01)
+    assert rows["polynomial x4 f32"].error == pytest.approx(0.0, abs=0.01)
+    gelus = [r for r in rows.values() if r.program.startswith("exact GELU")] + held
+    assert len(gelus) >= 8 and all(abs(r.error) < 0.03 for r in gelus), [f"{r.error:+.1%}" for r in gelus]
+    one_rate = dataclasses.replace(
+        cost.CHIPS["v5e"], measured=dataclasses.replace(m, vector_op_side_by_side_seconds=0.0)
+    )
+    with gzip.open(records.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
+        text = json.load(f)["exact GELU f32, 8192 x 16384"]
+    gelu = rows["exact GELU f32, 8192 x 16384"]
+    assert cost.estimate(comms.analyze_text(text), one_rate).seconds > 1.08 * gelu.measured
 
 
 def test_vector_unit_work_sets_a_kernel_longer_than_its_traffic():
