@@ -4,7 +4,7 @@ program's estimate beside its measured time.
 ``benchmarks/tpu_record.py`` writes the records on the chip (``shardbook/data/tpu_<chip>.json``, each
 program's median time, memory and provenance, and ``tpu_<chip>_programs.json.gz``, the program the
 chip compiled); :func:`calibration` compares the model with the programs its rates were read off and
-checked on, :func:`held_out` with the programs held out of the fit in ten rounds, each recorded before
+checked on, :func:`held_out` with the programs held out of the fit in eleven rounds, each recorded before
 the rules it tests.
 :data:`OUT_OF_SAMPLE_ERROR` is the model's stated accuracy, what :func:`shardbook.claims.model_error`
 reads; ``python -m benchmarks.tpu_calibration`` prints both tables.
@@ -29,8 +29,8 @@ RECORDS = Path(__file__).parent / "data"
 CALIBRATION_TARGET = 0.15
 
 #: The model's stated accuracy out of sample: every program of :func:`held_out` (recorded on a real v5e,
-#: none of the model's constants read off it, in ten rounds, each recorded before the rules it tests were
-#: written) is within this fraction of its measured time, except the programs the model flags
+#: none of the model's constants read off it, in eleven rounds, each recorded before the rules it tests
+#: were written) is within this fraction of its measured time, except the programs the model flags
 #: (:data:`OUTSIDE_THE_MODEL`) and those of :data:`MISSED`. This 11% was chosen after round 4, the worst
 #: program then rounded up (it was 13% after round 3), and kept since; two programs the rule that moves
 #: asynchronous copies beside the kernels pushed past it were named in :data:`MISSED` after that rule was
@@ -48,8 +48,10 @@ CALIBRATION_TARGET = 0.15
 #: back, so every "SGD inside" program of rounds 6 to 9 (and of the fitted sweeps) was timed running
 #: another program; recorded again on 2026-12-07, all within 5%. Round 10, recorded before the rule that an
 #: operand a matmul kernel computes re-reads its sources (read off a held-out MLP step's kernels) and
-#: opened after it: 9 of its 12 within 10%, its two misses beyond 11% named. Measured on one-chip programs
-#: at the measured rates (tests/test_cost.py holds it). Two estimates closer than this tie.
+#: opened after it: 9 of its 12 within 10%, its two misses beyond 11% named. Round 11, recorded before the
+#: rate of element-wise ops side by side and opened after it: 10 of its 12 within 10%, its two misses
+#: named. Measured on one-chip programs at the measured rates (tests/test_cost.py holds it). Two estimates
+#: closer than this tie.
 OUT_OF_SAMPLE_ERROR = 0.11
 
 #: Held-out programs the model misses by more than :data:`OUT_OF_SAMPLE_ERROR` without flagging them,
@@ -87,6 +89,12 @@ MISSED = {
     "one-hot sums over 28000 into one dimension": "a one-hot sum into one dimension, over as round 7's "
     "sums over 40,000 and 24,000 are: the chip took less per element than the model charges, and the "
     "cause is not established",
+    # round 11, named after it was opened
+    "layer norm bfloat16 16384 x 2048": "a bf16 layer norm 2048 wide, its rows of 2,048 summed across the "
+    "lanes, 29% short: the cause is not established (round 11 has no kernel record); round 5's bf16 "
+    "layer norm of the same width, over fewer rows, is within 2%",
+    "one-hot sums over 44000 into one dimension": "a one-hot sum into one dimension, over as those of "
+    "rounds 7 and 10 are: the cause is not established",
 }
 
 
@@ -102,7 +110,7 @@ class Calibrated:
     memory: float  # the other kernels' time
     fixed: float  # the least one call takes
     notes: tuple[str, ...] = ()  # the estimate's notes (OUTSIDE_THE_MODEL among them, where it applies)
-    round: int = 0  # 0: the fitted record; 1 to 10: the held-out round it was written for
+    round: int = 0  # 0: the fitted record; 1 to 11: the held-out round it was written for
 
     @property
     def outside(self) -> bool:
@@ -153,7 +161,7 @@ def calibration(chip: str = "v5e") -> list[Calibrated]:
 def held_out(chip: str = "v5e") -> list[Calibrated]:
     """The programs of ``shardbook/data/tpu_<chip>_held_out.json``, recorded on a real chip and not used
     to fit the model, each estimated from its own TPU program next to its measured time: the model's
-    out-of-sample accuracy (:data:`OUT_OF_SAMPLE_ERROR`). Ten rounds (:attr:`Calibrated.round`), each
+    out-of-sample accuracy (:data:`OUT_OF_SAMPLE_ERROR`). Eleven rounds (:attr:`Calibrated.round`), each
     recorded before the rules it tests: 17 programs of other shapes, precisions and dtypes (an MLP, a
     cross-entropy, an element-wise chain, GPT steps); 15 recorded after the tiling rule and the sine,
     cosine and erf rates (large f32 matmuls, transcendental functions, a rotary embedding, a wide MLP
@@ -172,7 +180,9 @@ def held_out(chip: str = "v5e") -> list[Calibrated]:
     step, recorded before the rule read off ``kernel_sweeps_third``; 12 written as a fair test of the
     whole model, each kind once or twice at new shapes, recorded with ``kernel_sweeps_fourth`` (from
     which no rule was read); 12 recorded before the rule that an operand a matmul kernel computes
-    re-reads its sources (f32 MLP steps of three more shapes among them). The per-kernel record of some of
+    re-reads its sources (f32 MLP steps of three more shapes among them); 12 recorded with
+    ``kernel_sweeps_fifth``, before the rate of element-wise ops side by side (exact GELUs, an erfc, a
+    softplus and a fair test of the rest). The per-kernel record of some of
     them (``benchmarks/pending/held_out_tpu_v5e_kernels.json``) shaped the rule that a sum across the
     lanes of a 16-bit operand makes groups of 16 rows (the bf16 cross-entropy of round 5), and the rule
     that an operand a matmul kernel computes re-reads its sources (round 2's f32 MLP step).
@@ -181,7 +191,7 @@ def held_out(chip: str = "v5e") -> list[Calibrated]:
       >>> rows = held_out("v5e")
       >>> inside = [r for r in rows if not r.outside and r.program not in MISSED]
       >>> len(rows), len(inside), max(abs(r.error) for r in inside) <= OUT_OF_SAMPLE_ERROR
-      (133, 125, True)
+      (145, 135, True)
     """
     return _compared(chip, "_held_out")
 
