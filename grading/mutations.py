@@ -443,6 +443,27 @@ def _splice(source: str, spans: list[tuple[ast.AST, str]]) -> str:
 
 def apply(source: str, tree: ast.AST, sites: Sites, edits: list[Edit]) -> str | None:
     """The cell's source with the edits made, changing only the edited spans; None if it won't compile."""
+    made = _applied(source, tree, sites, edits)
+    return made and made[0]
+
+
+#: (a tree, its ast.dump): the tree :func:`apply` is called with for every mutant of one cell.
+_last_dump: tuple[ast.AST | None, str] = (None, "")
+
+
+def _dump_of(tree: ast.AST) -> str:
+    """``ast.dump(tree)``, computed once for the cell's tree that every one of its mutants is compared
+    with (:func:`apply`)."""
+    global _last_dump
+    held, dump = _last_dump
+    if held is not tree:
+        dump = ast.dump(tree)
+        _last_dump = (tree, dump)
+    return dump
+
+
+def _applied(source: str, tree: ast.AST, sites: Sites, edits: list[Edit]) -> tuple[str, str] | None:
+    """:func:`apply`'s text and ``ast.dump`` of its parse (which tells mutants apart), or None."""
     mutated = clone(tree)
     msites = Sites(mutated, sites.lo, sites.hi)
     replacements = []
@@ -456,7 +477,7 @@ def apply(source: str, tree: ast.AST, sites: Sites, edits: list[Edit]) -> str | 
         target = ast.dump(ast.parse(ast.unparse(mutated)))
     except (SyntaxError, ValueError):
         return None
-    if target == ast.dump(tree):
+    if target == _dump_of(tree):
         return None
     double = source.count('"') > source.count("'")  # keep the cell's quotes: "X" stays "X", not 'X'
 
@@ -470,13 +491,13 @@ def apply(source: str, tree: ast.AST, sites: Sites, edits: list[Edit]) -> str | 
         try:
             if ast.dump(ast.parse(text)) == target:
                 compile(text, "<mutant>", "exec")
-                return text
+                return text, target
         except SyntaxError:
             continue
     try:
         text = ast.unparse(mutated)
         compile(text, "<mutant>", "exec")
-        return text
+        return text, target  # target is the dump of this very text's parse
     except (SyntaxError, ValueError):
         return None
 
@@ -502,14 +523,14 @@ def mutants_of(assignment: str, function: str, source: str, axes: set[str]) -> l
     tree = ast.parse(source)
     lo, hi = solution_lines(source)
     sites = Sites(tree, lo, hi)
-    seen = {ast.dump(tree)}
+    seen = {_dump_of(tree)}
     out: list[Mutant] = []
     used: dict[str, int] = {}
     for kind, edits in candidate_mutations(sites, axes):
-        text = apply(source, tree, sites, edits)
-        if text is None:
+        made = _applied(source, tree, sites, edits)
+        if made is None:
             continue
-        key = ast.dump(ast.parse(text))
+        text, key = made
         if key in seen:
             continue
         seen.add(key)

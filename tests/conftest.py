@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 
-from tests import submissions
+from tests import llvm_level, submissions
 
 #: One assignment's in-process grading (tests/submissions): a fresh process, so a fresh JAX.
 INPROCESS_TIMEOUT = 900
@@ -89,14 +89,27 @@ def compile_through_the_cache(tmp_path_factory):
     locations come back renumbered, and (JAX's key leaves debug information out) the metadata is that
     of the call that compiled it first, so a test that checks a report's source line compiles a
     program no other test does. Tests compare program texts through
-    ``shardbook.hlo.without_debug_info``. The in-process gradings compile at another LLVM level,
-    which is part of the key: they share the folder, not its programs.
+    ``shardbook.hlo.without_debug_info``. Plain CPU compiles (no compiler options of their own) are at
+    LLVM -O0, keyed as the in-process gradings' are (tests/llvm_level.py), so the two share programs:
+    a grader's oracle, a reference answer on the shapes of its test cells.
     """
     import jax
 
     jax.config.update("jax_compilation_cache_dir", str(compilation_cache(tmp_path_factory)))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    llvm_level.plain_cpu_compiles_at_o0()
+
+
+@pytest.fixture
+def llvm_at_its_default_level():
+    """This test's plain CPU compiles at LLVM's default level (tests/llvm_level.py: the others' are at
+    -O0), for a test that compares the two."""
+    llvm_level.STATE["on"] = False
+    try:
+        yield
+    finally:
+        llvm_level.STATE["on"] = True
 
 
 def in_process_env(tmp_path_factory) -> dict[str, str]:

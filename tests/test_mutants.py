@@ -12,6 +12,10 @@ import pytest
 
 from grading import mutants as M
 
+# One worker runs them all: every test reads the mutants of its assignment from generated() (a cache of
+# this process), which the other worker would generate again (1-3 s of CPU a run, 2026-12-07).
+pytestmark = pytest.mark.xdist_group("mutants")
+
 TOY = '''\
 def f(x, w, mesh):
     """Docstring: "X" here is not mutated."""

@@ -82,7 +82,7 @@ def test_reference_solution_scores_full_marks_in_time(assignment, graded_in_proc
     assert not slow, f"test cells over {SLOWEST_TEST_CELL} s of CPU in-process (CPU s, wall s): {slow}"
 
 
-def test_llvm_at_o0_leaves_the_program_and_its_memory_as_they_are():
+def test_llvm_at_o0_leaves_the_program_and_its_memory_as_they_are(llvm_at_its_default_level):
     # The in-process grading compiles with LLVM at -O0 (conftest.in_process_env). What a grader reads
     # of a compiled program is decided before LLVM runs: a sharded, scanned, rematerialised gradient
     # step, whose collectives the analyzer reads, compiles to the same text and the same memory.

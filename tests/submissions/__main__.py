@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from grading.protocol import COURSE_ROOT_ENV
-from tests import submissions
+from tests import llvm_level, submissions
 
 #: `make grade`'s default cap for one notebook's kernel (grading/grade.py --memory-gb). Here one
 #: process grades every submission of an assignment, and must still fit.
@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault(COURSE_ROOT_ENV, str(submissions.ROOT))
     os.chdir(submissions.ROOT / "exercises" / args.assignment)
+    llvm_level.key_without_the_level_flag()  # the pytest workers' programs at -O0 are read back here
     results = submissions.grade_assignment(
         args.assignment,
         args.names or None,
