@@ -185,6 +185,14 @@ site-check: venv
 # 900 s of issue 49. At 15971c4, every chapter executed again, machine 95% busy (414 s of other CPU):
 # 722 s wall, 950 s CPU (unit 483, notebooks 286, learner-path 68, pdf-check 29, site-check 33,
 # check-exercises 31, book 11, ray 7).
+# With cpu52 merged (db6716c: bytecode kept, mutants dumped once and made on one worker, the tests' own
+# CPU compiles at LLVM -O0 sharing the in-process gradings' cached programs) and the cost model's rules
+# of 2026-12-07, chapters executed again, machine 94% busy: 671 s wall, 893 s CPU (unit 443, notebooks
+# 276, learner-path 63, check-exercises 31, site-check 31, pdf-check 28, book 12, ray 7; one test
+# failed, intro's minutes). At f43011d, the execution cache moved aside (every chapter executed),
+# machine 95% busy (about 400 s of other CPU): passed, 711 s wall, 938 s CPU (unit 475, notebooks 289,
+# learner-path 59, check-exercises 36, pdf-check 32, site-check 32, book 3, ray 9). On this shared
+# machine the same tree measures 890-940 s: not shown to be under the 900 s of issue 49.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
