@@ -119,7 +119,8 @@ def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[f
                 rate = m.reciprocal_seconds
             else:
                 rate = rates.get(i.opcode, plain)
-                plain_seconds += rate * elements if i.opcode not in rates else 0.0
+                if i.opcode not in rates:
+                    plain_seconds += rate * elements
             total += rate * elements
             outside = outside or i.opcode in UNMEASURED_VECTOR_OPS
         elif i.opcode == "reduce" and i.operands:
