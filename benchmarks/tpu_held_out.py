@@ -1,5 +1,5 @@
 """The one-chip programs held out of the cost model's fit (``benchmarks/tpu_record.py --set held_out``,
-``held_out_2`` to ``held_out_11``): each round written, and recorded on the chip, before the rules it
+``held_out_2`` to ``held_out_12``): each round written, and recorded on the chip, before the rules it
 tests, and merged into ``shardbook/data/tpu_v5e_held_out.json`` with its ``round``. JAX and NumPy only,
 like ``benchmarks/tpu_programs.py``, whose :class:`Program` and pieces (a GPT step, attention) they use.
 """
@@ -628,4 +628,39 @@ def held_out_eleventh() -> list[Program]:
              lambda t: jnp.sum(jnp.where(t[:, None] == jnp.arange(44000), 1.0, 0.0), -1),
              ((8192,), "int32"), about="8192 rows"),
         gpt_step("GPT width 768, 12 layers, batch 10", GPT(50304, 768, 12, 3072, 12, 1024), batch=10),
+    ]  # fmt: skip
+
+
+def held_out_twelfth() -> list[Program]:
+    """A twelfth set held out of the fit, written and recorded before any rule read off
+    :func:`benchmarks.tpu_programs.kernel_sweeps_sixth` or round 11's kernels (``--set held_out_12``,
+    its times kept sealed until those rules are committed): layer norms whose input may sit in VMEM,
+    one-hot sums into one dimension, attention with heads of 64 and 256, an f32 MLP step, and a fair
+    test of the rest at new shapes."""
+
+    prog = program
+    f32, bf16 = "float32", "bfloat16"
+    qkv = lambda shape, dtype: [(shape, dtype)] * 3  # noqa: E731
+    one_hot = lambda n: lambda t: jnp.sum(jnp.where(t[:, None] == jnp.arange(n), 1.0, 0.0), -1)  # noqa: E731
+
+    return [
+        prog("layer norm bfloat16 8192 x 4096", "memory", _layernorm, ((8192, 4096), bf16), ((4096,), bf16)),
+        prog("layer norm bfloat16 24576 x 1024", "memory", _layernorm, ((24576, 1024), bf16),
+             ((1024,), bf16)),
+        prog("layer norm float32 6144 x 2048", "memory", _layernorm, ((6144, 2048), f32), ((2048,), f32)),
+        prog("RMSNorm bf16 12288 x 4096", "memory", _rms_norm, ((12288, 4096), bf16), ((4096,), f32)),
+        prog("one-hot sums over 34000 into one dimension", "vector", one_hot(34000), ((8192,), "int32"),
+             about="8192 rows"),
+        prog("one-hot sums over 52000 into one dimension", "vector", one_hot(52000), ((8192,), "int32"),
+             about="8192 rows"),
+        prog("attention bfloat16 2048, 8 heads of 256, batch 2", "attention", attention,
+             *qkv((2, 2048, 8, 256), bf16)),
+        prog("attention bfloat16 4096, 16 heads of 64, batch 2", "attention", attention,
+             *qkv((2, 4096, 16, 64), bf16)),
+        _mlp_step("MLP SGD step float32, width 5120 from 8192 rows", 5120, 8192),
+        prog("softmax float32 16384 x 4096", "memory", lambda x: jax.nn.softmax(x, -1), ((16384, 4096), f32)),
+        prog("matmul float32 12288 x 4096 x 4096", "matmul", jnp.matmul, ((12288, 4096), f32),
+             ((4096, 4096), f32)),
+        gpt_step("GPT width 896, 8 layers, batch 8, bfloat16", GPT(50304, 896, 14, 3584, 8, 1024), batch=8,
+                 dtype="bfloat16"),
     ]  # fmt: skip

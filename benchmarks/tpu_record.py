@@ -51,10 +51,12 @@ SETS = {
     "held_out_9": tpu_held_out.held_out_ninth,
     "held_out_10": tpu_held_out.held_out_tenth,
     "held_out_11": tpu_held_out.held_out_eleventh,
+    "held_out_12": tpu_held_out.held_out_twelfth,
     # a fitted set recorded alone, before any rule is read off it (its names need no --only)
     "sweeps_3": tpu_programs.kernel_sweeps_third,
     "sweeps_4": tpu_programs.kernel_sweeps_fourth,
     "sweeps_5": tpu_programs.kernel_sweeps_fifth,
+    "sweeps_6": tpu_programs.kernel_sweeps_sixth,
     # the programs whose one result feeds back, recorded again with that result fed back whole
     "fed_back": lambda: tpu_programs.fed_back(tpu_programs.all_programs()),
     "held_out_fed_back": lambda: tpu_programs.fed_back(
