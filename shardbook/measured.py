@@ -55,6 +55,9 @@ class Measured:
     lane_reduce_rank1_seconds: float = 0.0
     # rows of a 16-bit operand in one group of such a sum (8 where not measured)
     lane_reduce_16bit_rows: int = 8
+    # a sum that does not cross the lanes and keeps at least this many vector registers of partial sums
+    # at each step of its kernel's grid runs its ops side by side (0: never)
+    sum_registers_side_by_side: int = 0
 
 
 # [REC] The v5e's measured rates, each read off one program of the record (median time per call).
@@ -147,4 +150,11 @@ V5E_MEASURED = Measured(
     # or 1.99 ms); in groups of 16 they take 1.00 ms, under the kernel's 1.12 ms of HBM reads
     lane_reduce_rank1_seconds=4.95e-9,
     lane_reduce_16bit_rows=16,
+    # Read off benchmarks.tpu_programs.kernel_sweeps_sixth (recorded 2026-12-07 with the twelfth
+    # held-out set, before this rule). "one-hot sums over 26000 into one dimension, a sweep" keeps 4
+    # registers of partial sums at each step of its grid (its window: 250 blocks of 8 summed, 4 of 128
+    # rows kept) and took 141.6 µs: its iota, compare, select and add side by side take 146.0 (+3.1%),
+    # as one chain 163.6 (+15.5%); the fitted sum over 20,000 keeps 2 and takes its chain's time (-0.7%,
+    # -11% side by side)
+    sum_registers_side_by_side=4,
 )

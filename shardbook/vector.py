@@ -7,8 +7,12 @@ results are all bf16 has its own plain rate; an iota, which reads nothing, write
 elements); a reduction its input's elements at the plain rate, and, where it sums across the lanes
 (the axis the layout stores last), a fixed time per 8 rows of its result per block of lanes the
 kernel's grid steps through (each block's cross-lane sum); a slice that strides the lanes at the
-lane-gather rate of its dtype. Values computed from constants alone
-are folded, not run. Three things a kernel shares or repeats, each read off a program of the record:
+lane-gather rate of its dtype. Ops that can run side by side go at a rate of their own, and a kernel
+takes the longer of those and its longest chain of dependent ops at the plain rate; in a sum that does
+not cross the lanes and keeps enough registers of partial sums at each step of its grid
+(:func:`partial_sum_registers`), no chain binds: its ops, its additions included, run side by side.
+Values computed from constants alone are folded, not run. Three things a kernel shares or repeats,
+each read off a program of the record:
 
 * a sine and a cosine of one value share their range reduction: the second costs
   ``sincos_second_seconds`` an element;
@@ -55,6 +59,9 @@ class VectorRates(Protocol):
     @property
     def lane_reduce_16bit_rows(self) -> int: ...
 
+    @property
+    def sum_registers_side_by_side(self) -> int: ...
+
 
 #: The element-wise ops the vector unit runs (what :mod:`shardbook.cost` charges at the vector unit's rates).
 VECTOR_OPS = frozenset(
@@ -91,6 +98,7 @@ def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[f
     total, on_operands, outside = 0.0, 0.0, False
     side_by_side = m.vector_op_side_by_side_seconds if plain == m.vector_op_seconds else 0.0
     plain_seconds = 0.0  # charged at the plain rate: what ops side by side would take less of
+    chained = True  # whether the kernel's longest chain of dependent ops bounds its time
     cost: dict[str, float] = {}  # each op of the kernel's own computation: its time, nested work included
     top = _own_computation(module, inst)
     stack: list[tuple[Instruction, float, bool, str]] = [(inst, 1.0, False, "")]
@@ -124,8 +132,16 @@ def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[f
             total += rate * elements
             outside = outside or i.opcode in UNMEASURED_VECTOR_OPS
         elif i.opcode == "reduce" and i.operands:
-            total += m.vector_op_seconds * fetched * operand_elements(module, i)
-            if m.lane_reduce_seconds and reduces_lanes(module, i):
+            adds = m.vector_op_seconds * fetched * operand_elements(module, i)
+            total += adds
+            lanes = reduces_lanes(module, i)
+            if side_by_side and not lanes and m.sum_registers_side_by_side:
+                # a sum into enough registers of partial sums: its additions, and the ops that feed
+                # them, run side by side, not as one chain
+                if partial_sum_registers(module, inst, i) >= m.sum_registers_side_by_side:
+                    plain_seconds += adds
+                    chained = False
+            if m.lane_reduce_seconds and lanes:
                 # a vector register holds 8 rows of 32-bit values (and of 16-bit ones packed in pairs,
                 # the rows a group of a 16-bit operand's sum holds where that was measured)
                 short = _operand_dtype(module, i) in ("bf16", "f16")
@@ -161,8 +177,27 @@ def vector_seconds(module: Module, inst: Instruction, m: VectorRates) -> tuple[f
                 (longest.get(o, 0.0) for o in c.operands), default=0.0
             )
         apart = total - plain_seconds * (1 - side_by_side / m.vector_op_seconds)
-        total = max(apart, max(longest.values(), default=0.0))
+        total = max(apart, max(longest.values(), default=0.0)) if chained else apart
     return total, on_operands, outside
+
+
+def partial_sum_registers(module: Module, kernel: Instruction, reduce: Instruction) -> int:
+    """The vector registers of partial sums a kernel's ``reduce`` keeps at each step of its grid: its
+    window (``output_window_bounds``, one block per axis of the summed operand, the axis its layout
+    stores first first) over the axes the sum keeps; 0 where the window does not say."""
+    src = _first_operand(module, reduce)
+    window = (kernel.backend_config().get("window_config") or {}).get("output_window_bounds", [])
+    if src is None or not src.arrays or len(window) != len(src.arrays[0].dims):
+        return 0
+    layout = re.search(r"\{(\d+(?:,\d+)*)", src.type_text.split("]", 1)[1] if "]" in src.type_text else "")
+    if not layout:
+        return 0
+    summed = {int(d) for d in re.findall(r"\d+", reduce.attr("dimensions") or "")}
+    axes = [int(a) for a in reversed(layout.group(1).split(","))]  # the axis stored first, first
+    registers = 1
+    for axis, blocks in zip(axes, window, strict=True):
+        registers *= 1 if axis in summed else int(blocks)
+    return registers
 
 
 def _own_computation(module: Module, inst: Instruction) -> Computation | None:

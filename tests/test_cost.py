@@ -368,7 +368,7 @@ def test_tpu_estimates_within_fifteen_percent_of_the_v5e_record():
     # its measured median, from the program the chip's own compiler wrote
     TARGET = records.CALIBRATION_TARGET
     rows = records.calibration("v5e")
-    assert len(rows) == 131, f"expected the 131 programs that ran on the v5e, got {len(rows)}"
+    assert len(rows) == 138, f"expected the 138 programs that ran on the v5e, got {len(rows)}"
     wrong = [
         f"{r.program}: measured {r.measured * 1e3:.3f} ms, estimated {r.estimated * 1e3:.3f} ms "
         f"({r.error:+.1%}; matmuls {r.matmul * 1e3:.3f}, memory {r.memory * 1e3:.3f} ms)"
@@ -395,23 +395,77 @@ def _copy_beside(other: str) -> str:
     )
 
 
-def test_an_asynchronous_copy_moves_beside_the_kernels():
+def test_an_asynchronous_copy_moves_beside_the_kernels_in_the_hbm_time_they_leave():
     # property: a copy-start moves its bytes on a stream of its own; the kernels go on, and what reads
-    # the copy waits for it: hidden behind a kernel as long as it, exposed where there is none
+    # the copy waits for it. The copy moves in the HBM time the kernels beside it leave: beside a
+    # negate that keeps the HBM busy it ends after the negate, beside a kernel that leaves the HBM
+    # idle it hides, and where there is no kernel it is exposed
     m = cost.V5E_MEASURED
     assert m.hbm_read_bandwidth and m.hbm_write_bandwidth
     copy = 2**26 / m.hbm_read_bandwidth  # 64 MiB read from HBM into VMEM
     negate = 2**26 / m.hbm_read_bandwidth + 2**26 / m.hbm_write_bandwidth
     add = 2**26 / m.hbm_read_bandwidth + 2**26 / m.hbm_write_bandwidth  # reads n (p's copy is in VMEM)
-    hidden = cost.estimate(comms.analyze_text(_copy_beside("f32[4096,4096]{1,0:T(8,128)}")), "v5e")
-    assert hidden.device_seconds == pytest.approx(negate + add)
-    assert [e.label.split()[0] for e in hidden.events] == ["negate", "add"]
+    shared = cost.estimate(comms.analyze_text(_copy_beside("f32[4096,4096]{1,0:T(8,128)}")), "v5e")
+    assert shared.device_seconds == pytest.approx(negate + copy + add)
+    assert [e.label.split()[0] for e in shared.events] == ["negate", "add"]
     exposed = cost.estimate(comms.analyze_text(_copy_beside("f32[8,128]{1,0:T(8,128)}")), "v5e")
     small_add = 2**26 / m.hbm_write_bandwidth + 4096 / m.hbm_read_bandwidth
     assert exposed.device_seconds == pytest.approx(copy + small_add, rel=1e-3)
-    # the GPT steps' copies: the fitted 0.16B step is within 5% of the chip with them beside
+    # the stream alone: copies with 1 s left beside a 2 s kernel busy with the HBM for none, half and
+    # all of its time end after 1, 2 and 3 s; a copy that ended before the kernel is dropped
+    sim = cost._Simulator(comms.analyze_text(_copy_beside("f32[8,128]{1,0:T(8,128)}")), cost.CHIPS["v5e"])
+    for busy, end in ((0.0, 1.0), (1.0, 2.0), (2.0, 3.0)):
+        sim.copy_free, sim.copies = 1.0, {"cs": 1.0, "done": -1.0}
+        sim._share_hbm(0.0, 2.0, busy)
+        assert sim.copy_free == sim.copies["cs"] == pytest.approx(end)
+        assert "done" not in sim.copies
+    # read off round 11's bf16 layer norm (its kernels, disclosed): its 67 MB input copied into VMEM
+    # beside a sum reading the same 67 MB from HBM was waited for about as long again as the sum took;
+    # the model had the copy hide behind the sum and was 29% short, and is now within 3%
+    name = "layer norm bfloat16 16384 x 2048"
+    pending = records.RECORDS.parent.parent / "benchmarks" / "pending"
+    kernels = json.loads((pending / "held_out_tpu_v5e_kernels.json").read_text())["programs"][name]["kernels"]
+    assert kernels["copy-done"][1] == pytest.approx(kernels["convert_reduce_fusion.1"][1], rel=0.05)
+    row = next(r for r in records.held_out("v5e") if r.program == name)
+    assert abs(row.error) < 0.03
+    # the GPT steps' copies: the fitted ones within 2% of the chip with them beside the kernels
     rows = {r.program: r for r in records.calibration("v5e")}
-    assert abs(rows["GPT 0.16B Adam step"].error) < 0.05
+    assert all(abs(rows[f"GPT {size} Adam step"].error) < 0.02 for size in ("0.16B", "0.41B", "0.61B"))
+
+
+def test_a_sum_into_enough_registers_runs_its_ops_side_by_side():
+    # property: a sum that does not cross the lanes and keeps at least four vector registers of partial
+    # sums at each step of its kernel's grid runs its ops (its additions included) at the side-by-side
+    # rate; with fewer its additions form a chain, and its longest chain at the plain rate bounds it.
+    # Read off kernel_sweeps_sixth (recorded with round 12, before the rule): the sum over 26,000 keeps
+    # 4 registers and the sum over 20,000 (fitted) keeps 2
+    from shardbook.vector import partial_sum_registers, reduces_lanes
+
+    texts = {}
+    for stem in ("tpu_v5e", "tpu_v5e_held_out"):
+        with gzip.open(records.RECORDS / f"{stem}_programs.json.gz", "rt") as f:
+            texts.update(json.load(f))
+    registers, across = {}, {}
+    for name in (n for n in texts if n.startswith("one-hot sums")):
+        m = comms.analyze_text(texts[name]).module
+        kernel = m.entry.root
+        reduce = m.computations[dict(kernel.called())["calls"]].root
+        registers[name], across[name] = partial_sum_registers(m, kernel, reduce), reduces_lanes(m, reduce)
+    named = {n: registers[f"one-hot sums over {n} into one dimension"] for n in (8000, 20000)}
+    assert named == {8000: 1, 20000: 2}
+    assert registers["one-hot sums over 26000 into one dimension, a sweep"] == 4
+    rows = {r.program: r for r in records.calibration("v5e")}
+    v = cost.V5E_MEASURED
+    chain = 4 * v.vector_op_seconds * 8192 * 20000  # iota, compare, select, add: one chain
+    assert rows["one-hot sums over 20000 into one dimension"].estimated == pytest.approx(chain, rel=0.01)
+    apart = 4 * v.vector_op_side_by_side_seconds * 8192 * 26000
+    swept = rows["one-hot sums over 26000 into one dimension, a sweep"]
+    assert swept.estimated == pytest.approx(apart, rel=0.01)
+    # every one-hot sum that keeps the rows on the lanes and four registers or more is within the
+    # model's stated accuracy (11%), held-out ones included (up to 22% over before)
+    held = {r.program: r for r in records.held_out("v5e")}
+    side = [{**rows, **held}[n] for n in texts if n in registers and not across[n] and registers[n] >= 4]
+    assert len(side) >= 10 and all(abs(r.error) <= records.OUT_OF_SAMPLE_ERROR for r in side), side
 
 
 def test_the_kernel_rules_read_off_the_kernel_sweeps():
@@ -566,7 +620,7 @@ def test_out_of_sample_error_is_the_held_out_programs():
     # then), and round 9, recorded before any rule and opened against round 8's model: within 10%, with
     # their weight updates recorded again (the recorder had timed another program for those)
     within = {n: sum(abs(r.error) <= 0.10 for r in rows if r.round == n) for n in range(6, 12)}
-    assert within == {6: 11, 7: 9, 8: 11, 9: 11, 10: 10, 11: 10}
+    assert within == {6: 12, 7: 11, 8: 11, 9: 11, 10: 11, 11: 12}
     updates = [r for r in rows if r.program.startswith("SGD inside") and r.round < 10]
     assert len(updates) == 4 and all(abs(r.error) < 0.05 for r in updates)
     missed = {r.program: r for r in rows if r.program in records.MISSED}
