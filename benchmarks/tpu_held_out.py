@@ -1,5 +1,5 @@
 """The one-chip programs held out of the cost model's fit (``benchmarks/tpu_record.py --set held_out``,
-``held_out_2`` to ``held_out_12``): each round written, and recorded on the chip, before the rules it
+``held_out_2`` to ``held_out_13``): each round written, and recorded on the chip, before the rules it
 tests, and merged into ``shardbook/data/tpu_v5e_held_out.json`` with its ``round``. JAX and NumPy only,
 like ``benchmarks/tpu_programs.py``, whose :class:`Program` and pieces (a GPT step, attention) they use.
 """
@@ -663,4 +663,41 @@ def held_out_twelfth() -> list[Program]:
              ((4096, 4096), f32)),
         gpt_step("GPT width 896, 8 layers, batch 8, bfloat16", GPT(50304, 896, 14, 3584, 8, 1024), batch=8,
                  dtype="bfloat16"),
+    ]  # fmt: skip
+
+
+def held_out_thirteenth() -> list[Program]:
+    """A thirteenth set held out of the fit, written and recorded (and sealed) before any rule for
+    attention's kernels (``--set held_out_13``, its times kept sealed until such a rule is committed):
+    attention with heads of 64 to 512 at shapes no other program has, an f32 MLP step and an f32
+    matmul near the 5632 one the model misses, and a fair test of the rest."""
+
+    prog = program
+    f32, bf16 = "float32", "bfloat16"
+    qkv = lambda shape, dtype: [(shape, dtype)] * 3  # noqa: E731
+
+    def heads(tokens: int, n: int, d: int, batch: int, dtype: str = bf16) -> Program:
+        return prog(
+            f"attention {'bfloat16' if dtype == bf16 else 'float32'} {tokens}, {n} heads of {d}, "
+            f"batch {batch}",
+            "attention",
+            attention,
+            *qkv((batch, tokens, n, d), dtype),
+        )
+
+    return [
+        heads(2048, 8, 64, 8),
+        heads(1024, 32, 128, 4),
+        heads(3072, 12, 128, 2),
+        heads(2048, 6, 192, 4),
+        heads(1536, 8, 256, 4),
+        heads(2048, 4, 384, 4),
+        heads(1024, 4, 512, 8),
+        heads(2048, 8, 128, 2, f32),
+        _mlp_step("MLP SGD step float32, width 5376 from 8192 rows", 5376, 8192),
+        prog("matmul float32 5632 x 8192 x 5632", "matmul", jnp.matmul, ((5632, 8192), f32),
+             ((8192, 5632), f32)),
+        prog("layer norm bfloat16 12288 x 3072", "memory", _layernorm, ((12288, 3072), bf16),
+             ((3072,), bf16)),
+        gpt_step("GPT width 1536, 6 layers, batch 4", GPT(50304, 1536, 12, 6144, 6, 1024), batch=4),
     ]  # fmt: skip
