@@ -154,7 +154,8 @@ V5E_MEASURED = Measured(
     # held-out set, before this rule). "one-hot sums over 26000 into one dimension, a sweep" keeps 4
     # registers of partial sums at each step of its grid (its window: 250 blocks of 8 summed, 4 of 128
     # rows kept) and took 141.6 µs: its iota, compare, select and add side by side take 146.0 (+3.1%),
-    # as one chain 163.6 (+15.5%); the fitted sum over 20,000 keeps 2 and takes its chain's time (-0.7%,
-    # -11% side by side)
+    # as one chain 163.6 (+15.5%); the fitted sum over 20,000 keeps 2, and its program's time fits one
+    # chain (-0.7%; side by side -4.8%, the call's fixed cost flooring it), its kernel's lies between
+    # the two: four is where the record shows the ops side by side, not a measured edge
     sum_registers_side_by_side=4,
 )
