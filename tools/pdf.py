@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools.site_check import _local_only, find_browser, launch, serve  # noqa: E402
+from tools.site_check import find_browser, launch, route_local_only, serve  # noqa: E402
 
 HTML = ROOT / "_build" / "html"
 NAME = "sharding-in-jax.pdf"
@@ -324,7 +324,7 @@ def build(html: Path, paper: str, check: bool, out: Path) -> int:
         with sync_playwright() as pw:
             browser = launch(pw, browser_path)  # the one Chromium of a run
             page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.route("**/*", _local_only(base))
+            route_local_only(page, base)
             pieces = []
             for name in pages:
                 page.goto(base + name + ".html", wait_until="load")
