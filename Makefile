@@ -197,8 +197,9 @@ TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
 
-# Debian's chromium (the site check) and bubblewrap (the grading sandbox), the two things make test
-# needs besides PyPI: installed with apt-get when run as root, else named in the first seconds.
+# Debian's chromium (the site check), bubblewrap (the grading sandbox) and poppler-utils (pdftotext reads
+# the PDF back), what make test needs besides PyPI: installed with apt-get when run as root, else named in
+# the first seconds.
 system-packages:
 	@$(or $(PYTHON),python3) tools/system_packages.py
 

@@ -151,15 +151,37 @@ def in_process_group(assignment: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def graded_in_process(tmp_path_factory):
-    """A function: assignment -> {learner: in-process result}, each assignment graded once a session."""
+def grading_zygote(tmp_path_factory):
+    """A function returning this test process's zygote (tests/zygote.py), started on first use with
+    the in-process gradings' environment; ended, and waited for, with the session."""
+    from tests.zygote import Zygote
+
+    zygotes: list[Zygote] = []
+
+    def zygote() -> Zygote:
+        if not zygotes:
+            env = dict(os.environ, PYTHONPATH=str(submissions.ROOT), **in_process_env(tmp_path_factory))
+            env.pop("PYTEST_CURRENT_TEST", None)
+            zygotes.append(Zygote(env))
+        return zygotes[0]
+
+    try:
+        yield zygote
+    finally:
+        for started in zygotes:
+            started.close()
+
+
+@pytest.fixture(scope="session")
+def graded_in_process(tmp_path_factory, grading_zygote):
+    """A function: assignment -> {learner: in-process result}, each assignment graded once a session,
+    each grading a process forked from the session's zygote (:func:`grading_zygote`)."""
     done: dict[str, dict] = {}
 
     def grade(assignment: str) -> dict:
         if assignment not in done:
+            zygote = grading_zygote()
             folder = tmp_path_factory.mktemp(f"inprocess-{assignment}")
-            env = dict(os.environ, PYTHONPATH=str(submissions.ROOT), **in_process_env(tmp_path_factory))
-            env.pop("PYTEST_CURRENT_TEST", None)
             # A submission whose grading mostly waits (EXPECTED "waits") is graded in a process of its
             # own at the same time as the others, and completed with their reference solution's result.
             subs = submissions.answer_only(assignment)
@@ -170,23 +192,17 @@ def graded_in_process(tmp_path_factory):
                 "rest": (rest if waiting else [], ["--parity"]),
                 **{n: ([n], ["--no-reference"]) for n in waiting},
             }
-            procs = {}
+            pids = {}
             results: dict[str, dict] = {}
-            try:
-                for key, (names, flags) in runs.items():
-                    out = folder / f"{key}.json"
-                    cmd = [sys.executable, "-m", "tests.submissions", "grade", assignment, *names]
-                    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                    procs[key] = (subprocess.Popen([*cmd, "--out", str(out), *flags], env=env, **pipes), out)
-                for key, (proc, out) in procs.items():
-                    _, stderr = proc.communicate(timeout=INPROCESS_TIMEOUT)
-                    assert proc.returncode == 0, f"{assignment} ({key}): {stderr[-3000:]}"
-                    results[key] = json.loads(out.read_text())
-            finally:
-                for proc, _ in procs.values():
-                    if proc.poll() is None:
-                        proc.kill()
-                        proc.wait()
+            for key, (names, flags) in runs.items():
+                out = folder / f"{key}.json"
+                argv = ["grade", assignment, *names, "--out", str(out), *flags]
+                pids[key] = zygote.start(argv, folder / f"{key}.stdout", folder / f"{key}.stderr"), out
+            for key, (pid, out) in pids.items():
+                code = zygote.wait(pid, timeout=INPROCESS_TIMEOUT)
+                stderr = (folder / f"{key}.stderr").read_text()
+                assert code == 0, f"{assignment} ({key}): {stderr[-3000:]}"
+                results[key] = json.loads(out.read_text())
             graded = results.pop("rest")
             for key, alone in results.items():
                 graded[key] = submissions.merged(graded["reference_solution"], alone[key])

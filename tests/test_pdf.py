@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tools import pdf
 
 
@@ -75,3 +77,46 @@ def test_chapter_pages_are_the_pages_their_titles_open_past_the_contents():
     texts = ["cover", "contents 1. meshes 2. auto 3. explicit", "1. meshes text", mention,
              "2. auto text", "3. explicit text"]  # fmt: skip
     assert pdf.chapter_pages(texts, ["1. Meshes", "2. Auto", "3. Explicit"]) == {0: 3, 1: 5, 2: 6}
+
+
+def _printed_text(*lines: str | None) -> bytes:
+    """A PDF whose pages each show one line of text in Helvetica (None: a blank page)."""
+    import io
+
+    from pypdf import PdfWriter
+    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+
+    writer = PdfWriter()
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
+    for line in lines:
+        page = writer.add_blank_page(300, 100)
+        if line is not None:
+            fonts = DictionaryObject({NameObject("/F1"): font})
+            page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): fonts})
+            stream = DecodedStreamObject()
+            stream.set_data(f"BT /F1 12 Tf 10 50 Td ({line}) Tj ET".encode())
+            page.replace_contents(stream)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_page_texts_has_one_text_per_page_blank_pages_too_in_order():
+    # Property: the i-th text is the i-th page's (chapter_pages counts pages by it), a blank page
+    # gives an empty text, and texts are compared flat (_flat: one space, lower case).
+    texts = pdf.page_texts(_printed_text("1. Meshes  and   MORE", None, "2. Auto"))
+    assert texts == ["1. meshes and more", "", "2. auto"]
+
+
+def test_page_texts_without_pdftotext_names_the_package(monkeypatch):
+    # Property: a machine without poppler's pdftotext is told what to install, not shown a traceback
+    # from deep inside subprocess.
+    monkeypatch.setattr(pdf, "PDFTOTEXT", "no-such-pdftotext")
+    with pytest.raises(RuntimeError, match="apt-get install poppler-utils"):
+        pdf.page_texts(_printed_text("x"))

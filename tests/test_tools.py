@@ -370,11 +370,11 @@ def test_system_packages_are_installed_as_root_and_named_otherwise():
     # what is missing; otherwise the message names the packages and the one command to run.
     from tools import system_packages as sp
 
-    everything = {"chromium", "bwrap", "apt-get"}
+    everything = {"chromium", "bwrap", "pdftotext", "apt-get"}
     assert sp.ensure(which=lambda p: p if p in everything else None, is_root=False) == (True, "")
 
     ok, message = sp.ensure(which=lambda p: None, is_root=False)
-    assert not ok and message.endswith("sudo apt-get install chromium bubblewrap")
+    assert not ok and message.endswith("sudo apt-get install chromium bubblewrap poppler-utils")
 
     installed: set[str] = {"apt-get"}
     commands: list[list[str]] = []
@@ -382,17 +382,18 @@ def test_system_packages_are_installed_as_root_and_named_otherwise():
     def apt(cmd):
         commands.append(cmd)
         if cmd[:2] == ["apt-get", "install"]:
-            installed.update({"chromium-browser", "bwrap"})
+            installed.update({"chromium-browser", "bwrap", "pdftotext"})
         return 0
 
     ok, message = sp.ensure(which=lambda p: p if p in installed else None, is_root=True, run=apt)
-    assert ok and message == "installed chromium bubblewrap"
-    assert commands == [["apt-get", "update", "-qq"], sp.install_command(["chromium", "bubblewrap"])]
+    assert ok and message == "installed chromium bubblewrap poppler-utils"
+    packages = ["chromium", "bubblewrap", "poppler-utils"]
+    assert commands == [["apt-get", "update", "-qq"], sp.install_command(packages)]
     # root, but apt-get cannot install: said, not hidden
     ok, message = sp.ensure(
         which=lambda p: "apt-get" if p == "apt-get" else None, is_root=True, run=lambda c: 100
     )
-    assert not ok and "could not install chromium bubblewrap" in message
+    assert not ok and "could not install chromium bubblewrap poppler-utils" in message
 
 
 def test_system_packages_stop_in_seconds_naming_what_to_install(tmp_path):
@@ -409,7 +410,7 @@ def test_system_packages_stop_in_seconds_naming_what_to_install(tmp_path):
         timeout=60,
     )
     assert run.returncode == 1
-    assert "sudo apt-get install chromium bubblewrap" in run.stderr
+    assert "sudo apt-get install chromium bubblewrap poppler-utils" in run.stderr
 
 
 def test_code_wider_than_the_page_is_found():

@@ -339,6 +339,10 @@ def _execute_one(task: tuple[Path, Path, int, str]) -> tuple[Path, float, str | 
             # One output per stream per cell, as the kernel wrote it: how the chunks of a print()
             # arrive varies from run to run, and myst-nb would join them with a line break.
             coalesce_streams=True,
+            # Written once, when the run ends or a cell fails, not as each cell starts and ends:
+            # each save validates and serialises the whole notebook, its images too (chapter 11:
+            # about 170 saves), which took more CPU than a small chapter's kernel (2026-12-07).
+            request_save_on_cell_execute=False,
         )
     except papermill.PapermillExecutionError as e:
         return path, 0.0, f"{name}: cell {e.exec_count} raised {e.ename}: {e.evalue}"

@@ -19,6 +19,7 @@ from collections.abc import Callable
 PACKAGES = {
     "chromium": ("chromium", "chromium-browser", "google-chrome"),  # the site check's (tools/site_check.py)
     "bubblewrap": ("bwrap",),  # the grading sandbox (grading/sandbox.py)
+    "poppler-utils": ("pdftotext",),  # reads the printed book back (tools/pdf.py)
 }
 
 
@@ -49,7 +50,8 @@ def ensure(
     root = os.geteuid() == 0 if is_root is None else is_root
     if not root or not which("apt-get"):
         return False, (
-            f"make test needs Debian's {names} (the site check's browser, the grading sandbox); "
+            f"make test needs Debian's {names} (the site check's browser, the grading sandbox, the PDF's "
+            "text); "
             f"install them first: sudo apt-get install {names}"
         )
     print(f"installing Debian's {names} for make test", flush=True)
