@@ -193,6 +193,12 @@ site-check: venv
 # machine 95% busy (about 400 s of other CPU): passed, 711 s wall, 938 s CPU (unit 475, notebooks 289,
 # learner-path 59, check-exercises 36, pdf-check 32, site-check 32, book 3, ray 9). On this shared
 # machine the same tree measures 890-940 s: not shown to be under the 900 s of issue 49.
+# 2026-12-07 morning: at c7f4b68, every chapter executed, machine 94% busy: 930 s CPU (unit 472,
+# notebooks 282). With cpu57 merged (pdftotext, papermill saving once, gradings forked from a zygote,
+# Ray without log monitors, only other sites' requests intercepted) and every chapter executed, on a
+# machine at load 16 (99% busy, about 1,670 s of other CPU in the run): passed, 1,352 s wall, 1,011 s
+# CPU (unit 523, notebooks 313, learner-path 68, check-exercises 41, site-check 36, pdf-check 13): under
+# that load a process's CPU runs high, so this run says nothing against the 900 s; measure again.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
