@@ -193,6 +193,19 @@ site-check: venv
 # machine 95% busy (about 400 s of other CPU): passed, 711 s wall, 938 s CPU (unit 475, notebooks 289,
 # learner-path 59, check-exercises 36, pdf-check 32, site-check 32, book 3, ray 9). On this shared
 # machine the same tree measures 890-940 s: not shown to be under the 900 s of issue 49.
+# cpu57 (2026-12-07), each change measured in pairs (user + sys, this shared machine, close in time):
+# pdf-check reads the PDF back with poppler's pdftotext, not pypdf (the 408 pages' text 16 -> 1 s), and
+# the site check and the PDF let the browser intercept only other sites' requests, not all ~1,900
+# through a Python route (pdf-check 31 -> 13 s, site-check 35 -> 30 s); papermill writes an executed
+# chapter once, not at each cell's start and end (its workers 15 -> 3 s; the 16 chapters 256 -> 238 s);
+# the in-process gradings are forked from one Python per test process that imported JAX, nbformat and
+# the graders (tests/zygote.py; test_parity + test_submissions 200 -> 181 s); Ray's nodes start without
+# a log monitor (about 100 s of CPU a run, which the table never counted: no step waited for them).
+# make test with these, every chapter executed, while another engineer's make test shared the machine
+# (93-95% busy): 993 s (unit 502, notebooks 313, learner-path 67, check-exercises 39, site-check 36,
+# book 13, pdf-check 12) and, with the log monitors off, 1,012 s (unit 525, notebooks 305, learner-path
+# 70, check-exercises 42, site-check 40, pdf-check 15): under that load every step takes more CPU than
+# the quieter runs above, so only paired figures say what a change saved.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
