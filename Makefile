@@ -204,8 +204,10 @@ site-check: venv
 # make test with these, every chapter executed, while another engineer's make test shared the machine
 # (93-95% busy): 993 s (unit 502, notebooks 313, learner-path 67, check-exercises 39, site-check 36,
 # book 13, pdf-check 12) and, with the log monitors off, 1,012 s (unit 525, notebooks 305, learner-path
-# 70, check-exercises 42, site-check 40, pdf-check 15): under that load every step takes more CPU than
-# the quieter runs above, so only paired figures say what a change saved.
+# 70, check-exercises 42, site-check 40, pdf-check 15). The tree before them (407e56c), right after, on
+# a machine 98% busy: 1,157 s (ray 107, its log monitors counted this time; unit 508 with one test
+# failed under the load, notebooks 324, pdf-check 31, site-check 35). Under such load every step takes
+# more CPU than in the quieter runs above, so only the paired figures say what a change saved.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
