@@ -199,6 +199,21 @@ site-check: venv
 # machine at load 16 (99% busy, about 1,670 s of other CPU in the run): passed, 1,352 s wall, 1,011 s
 # CPU (unit 523, notebooks 313, learner-path 68, check-exercises 41, site-check 36, pdf-check 13): under
 # that load a process's CPU runs high, so this run says nothing against the 900 s; measure again.
+# cpu57 (2026-12-07), each change measured in pairs (user + sys, this shared machine, close in time):
+# pdf-check reads the PDF back with poppler's pdftotext, not pypdf (the 408 pages' text 16 -> 1 s), and
+# the site check and the PDF let the browser intercept only other sites' requests, not all ~1,900
+# through a Python route (pdf-check 31 -> 13 s, site-check 35 -> 30 s); papermill writes an executed
+# chapter once, not at each cell's start and end (its workers 15 -> 3 s; the 16 chapters 256 -> 238 s);
+# the in-process gradings are forked from one Python per test process that imported JAX, nbformat and
+# the graders (tests/zygote.py; test_parity + test_submissions 200 -> 181 s); Ray's nodes start without
+# a log monitor (about 100 s of CPU a run, which the table never counted: no step waited for them).
+# make test with these, every chapter executed, while another engineer's make test shared the machine
+# (93-95% busy): 993 s (unit 502, notebooks 313, learner-path 67, check-exercises 39, site-check 36,
+# book 13, pdf-check 12) and, with the log monitors off, 1,012 s (unit 525, notebooks 305, learner-path
+# 70, check-exercises 42, site-check 40, pdf-check 15). The tree before them (407e56c), right after, on
+# a machine 98% busy: 1,157 s (ray 107, its log monitors counted this time; unit 508 with one test
+# failed under the load, notebooks 324, pdf-check 31, site-check 35). Under such load every step takes
+# more CPU than in the quieter runs above, so only the paired figures say what a change saved.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
