@@ -1,9 +1,9 @@
 """What fits one TPU chip, asked of the chip: steps that straddle its HBM, compiled and run, as JSON.
 
 Run on a machine with one TPU chip: ``python -m benchmarks.tpu_memory --out DIR``. Like
-``benchmarks/tpu_record.py`` it needs only JAX and NumPy. Each step of
-``tpu_programs.memory_steps()`` (GPT Adam steps of large and small state, donated and not) runs in a
-process of its own, so that what the chip holds is that step's alone, and the record says
+``benchmarks/tpu_record.py`` it needs only JAX and NumPy. Each step of :func:`memory_steps` (GPT Adam
+steps of large and small state, donated and not) runs in a process of its own, so that what the chip
+holds is that step's alone, and the record says
 
 * whether the compiler accepted it, or the first lines of its refusal with the bytes it said the step
   needs (``compiler_needs_bytes``) and the bytes it said the chip has;
@@ -30,9 +30,36 @@ import re
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from benchmarks.tpu_programs import Program
 
 _HBM_OOM = re.compile(r"\(([\d.]+)([KMGT])\) exceeds available HBM \(([\d.]+)([KMGT])\)")
 _UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def memory_steps(scale: int = 1) -> list[Program]:
+    """One-chip Adam steps that straddle a v5e's HBM: donated f32 steps of large state (width 1280,
+    8 × 1024 tokens, 28 to 36 layers), donated steps of small state (GPT-2 small's shape, 24 to 40
+    sequences of 1024) and steps whose state is not donated. ``scale`` > 1
+    shrinks every shape (a CPU test of the script)."""
+    from benchmarks import tpu_programs
+
+    def gpt(vocab, d, heads, ff, layers, seq):
+        return tpu_programs.GPT(vocab // scale, d // scale, heads, ff // scale, layers, seq // scale)
+
+    wide = [(f"width 1280, {n} layers, donated", gpt(50304, 1280, 20, 5120, n, 1024), 8, True)
+            for n in (28, 30, 32, 34, 36)]  # fmt: skip
+    small = [(f"0.16B shape, batch {b}, donated", gpt(50304, 768, 12, 3072, 12, 1024), b, True)
+             for b in (24, 32, 36, 37, 40)]  # fmt: skip
+    kept = [
+        ("0.16B shape, batch 28, not donated", gpt(50304, 768, 12, 3072, 12, 1024), 28, False),
+        ("width 1280, 16 layers, not donated", gpt(50304, 1280, 20, 5120, 16, 1024), 8, False),
+        ("width 1280, 20 layers, not donated", gpt(50304, 1280, 20, 5120, 20, 1024), 8, False),
+        ("width 1280, 34 layers, not donated", gpt(50304, 1280, 20, 5120, 34, 1024), 8, False),
+    ]
+    return [tpu_programs.gpt_step(name, g, batch, donated) for name, g, batch, donated in wide + small + kept]
 
 
 def first_lines(error: BaseException, n: int = 6) -> str:
@@ -90,7 +117,7 @@ def one_step(name: str, scale: int, steps: int) -> dict:
 
     from benchmarks import tpu_programs
 
-    program = next(p for p in tpu_programs.memory_steps(scale) if p.name == name)
+    program = next(p for p in memory_steps(scale) if p.name == name)
     device = jax.devices()[0]
     state, _, _, tokens = program.shapes
     row: dict = {
@@ -172,9 +199,7 @@ def main() -> None:
     if not args.out:
         parser.error("--out is required")
 
-    from benchmarks import tpu_programs
-
-    names = [p.name for p in tpu_programs.memory_steps(args.scale) if args.only in p.name]
+    names = [p.name for p in memory_steps(args.scale) if args.only in p.name]
     began = time.perf_counter()
     record: dict = {"programs": {}}
     path = ""

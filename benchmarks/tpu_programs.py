@@ -14,8 +14,8 @@ element-wise work, reductions and layout changes, attention written as two einsu
 and f32 training steps of a GPT with Adam at three sizes (plus two that cannot fit one v5e chip, to
 record the compiler's refusal, and one whose state is not donated, which the compiler accepts and the
 chip cannot allocate). ``benchmarks/tpu_held_out.py`` gives programs the cost model is not fitted on,
-recorded apart (``--set held_out``), and :func:`memory_steps` the steps ``benchmarks/tpu_memory.py``
-runs to see what fits one chip.
+recorded apart (``--set held_out``), and ``benchmarks/tpu_memory.py`` the steps it runs to see what
+fits one chip.
 """
 
 from __future__ import annotations
@@ -727,6 +727,19 @@ def kernel_sweeps_sixth() -> list[Program]:
     return norms + sums
 
 
+def kernel_sweeps_seventh() -> list[Program]:
+    """Attention's kernels with only the heads' width changing (64 to 512; 3 x 16 heads of 2048 tokens,
+    bf16), the whole attention and its scores alone (recorded with the thirteenth held-out set sealed,
+    before any rule read off them): where the scores' kernel writes at the rate of a product that
+    mostly writes, and where its MXU time and its writes add up."""
+    qkv = lambda d: [((3, 2048, 16, d), "bfloat16")] * 3  # noqa: E731
+    whole = [program(f"attention sweep bf16, 16 heads of {d}, batch 3", "attention", attention, *qkv(d))
+             for d in (64, 128, 192, 256, 384, 512)]  # fmt: skip
+    alone = [program(f"attention scores sweep bf16, 16 heads of {d}, batch 3", "attention", _scores,
+                     *qkv(d)[:2]) for d in (64, 128, 256, 512)]  # fmt: skip
+    return whole + alone
+
+
 def _momentum(p, m, g, lr=1e-3, beta=0.9):
     m = beta * m + g
     return p - lr * m, m
@@ -736,28 +749,6 @@ def _adam(p, m, v, g, lr=1e-3, b1=0.9, b2=0.95, eps=1e-8):
     m = b1 * m + (1 - b1) * g
     v = b2 * v + (1 - b2) * g * g
     return p - lr * m / (jnp.sqrt(v) + eps), m, v
-
-
-def memory_steps(scale: int = 1) -> list[Program]:
-    """One-chip Adam steps that straddle a v5e's HBM (``benchmarks/tpu_memory.py``): donated f32 steps of
-    large state (width 1280, 8 × 1024 tokens, 28 to 36 layers), donated steps of small state (GPT-2
-    small's shape, 24 to 40 sequences of 1024) and steps whose state is not donated. ``scale`` > 1
-    shrinks every shape (a CPU test of the script)."""
-
-    def gpt(vocab, d, heads, ff, layers, seq):
-        return GPT(vocab // scale, d // scale, heads, ff // scale, layers, seq // scale)
-
-    wide = [(f"width 1280, {n} layers, donated", gpt(50304, 1280, 20, 5120, n, 1024), 8, True)
-            for n in (28, 30, 32, 34, 36)]  # fmt: skip
-    small = [(f"0.16B shape, batch {b}, donated", gpt(50304, 768, 12, 3072, 12, 1024), b, True)
-             for b in (24, 32, 36, 37, 40)]  # fmt: skip
-    kept = [
-        ("0.16B shape, batch 28, not donated", gpt(50304, 768, 12, 3072, 12, 1024), 28, False),
-        ("width 1280, 16 layers, not donated", gpt(50304, 1280, 20, 5120, 16, 1024), 8, False),
-        ("width 1280, 20 layers, not donated", gpt(50304, 1280, 20, 5120, 20, 1024), 8, False),
-        ("width 1280, 34 layers, not donated", gpt(50304, 1280, 20, 5120, 34, 1024), 8, False),
-    ]
-    return [gpt_step(name, g, batch, donated) for name, g, batch, donated in wide + small + kept]
 
 
 def arguments_for(program: Program, seed: int = 0) -> list:
