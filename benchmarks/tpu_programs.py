@@ -740,6 +740,17 @@ def kernel_sweeps_seventh() -> list[Program]:
     return whole + alone
 
 
+def kernel_sweeps_eighth() -> list[Program]:
+    """The scores q kᵀ alone at widths 128 to 512, heads 2 to 32 and 1,024 to 4,096 tokens (bf16): the
+    windows the compiler picks, for what sets the time of a step of a split contraction (recorded after
+    :func:`kernel_sweeps_seventh` showed it is not the split alone, before any rule read off it)."""
+    shapes = [(16, 2048, 2, 256), (8, 2048, 4, 256), (2, 2048, 16, 256), (1, 2048, 32, 256),
+              (2, 4096, 4, 256), (8, 1024, 16, 256), (16, 2048, 2, 512), (4, 2048, 8, 512),
+              (2, 2048, 16, 384), (1, 2048, 32, 128)]  # fmt: skip
+    return [program(f"attention scores window sweep bf16, {h} heads of {d}, {t} long, batch {b}", "attention",
+                    _scores, *[((b, t, h, d), "bfloat16")] * 2) for b, t, h, d in shapes]  # fmt: skip
+
+
 def _momentum(p, m, g, lr=1e-3, beta=0.9):
     m = beta * m + g
     return p - lr * m, m

@@ -59,6 +59,7 @@ SETS = {
     "sweeps_5": tpu_programs.kernel_sweeps_fifth,
     "sweeps_6": tpu_programs.kernel_sweeps_sixth,
     "sweeps_7": tpu_programs.kernel_sweeps_seventh,
+    "sweeps_8": tpu_programs.kernel_sweeps_eighth,
     # the programs whose one result feeds back, recorded again with that result fed back whole
     "fed_back": lambda: tpu_programs.fed_back(tpu_programs.all_programs()),
     "held_out_fed_back": lambda: tpu_programs.fed_back(
