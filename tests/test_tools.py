@@ -495,6 +495,16 @@ def test_the_machines_busy_time_counts_this_process_too():
     assert after - busy >= burnt - 0.05  # /proc/stat counts in ticks of 10 ms
 
 
+def test_the_cores_speed_is_this_process_cpu_time_for_fixed_work(monkeypatch):
+    # make test's table prints core_seconds before and after the lanes: the CPU time (not the wall
+    # time) of fixed work, so what else the machine runs does not enter it
+    from tools import run_steps
+
+    clock = iter([5.0, 7.5])
+    monkeypatch.setattr(run_steps.time, "process_time", lambda: next(clock))
+    assert run_steps.core_seconds(1000) == 2.5
+
+
 def test_tpu_cache_prune_keeps_what_a_run_used(tmp_path, monkeypatch):
     # property: a run notes each program it compiled or read (SHARDBOOK_TPU_USED); prune keeps exactly
     # those entries, and refuses to empty the cache from a list that names nothing

@@ -10,7 +10,9 @@ Each argument is a lane: its steps (make targets) run one after another, and a s
 its lane; the lanes run at the same time (on 2 cores, the unit tests beside the book's execution).
 Each step's output goes to ``_build/test-logs/<step>.log`` and is printed whole when the step ends.
 The table gives each step's wall and CPU seconds (user + system of the step's processes: the figure a
-busy machine changes least), and the run's. Exits non-zero if any step failed.
+busy machine changes least), and the run's, and how fast the machine's cores are (:func:`core_seconds`,
+before the lanes start and after they end): a slower core takes more CPU for every step, so two
+machines' tables compare only beside it. Exits non-zero if any step failed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,16 @@ ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "_build" / "test-logs"
 RAY_STATE = ROOT / "_build" / "test-ray" / "cluster.json"
 RAY_START_LIMIT = 600  # seconds; local_cluster itself gives up sooner, after its tries
+
+
+def core_seconds(additions: int = 10_000_000) -> float:
+    """CPU seconds this process takes for a fixed piece of pure-Python work (``additions`` additions of
+    squares): the speed of one of this machine's cores, whatever else runs beside it."""
+    start = time.process_time()
+    total = 0
+    for i in range(additions):
+        total += i * i
+    return time.process_time() - start
 
 
 def start_ray_cluster() -> tuple[subprocess.Popen | None, float]:
@@ -120,6 +132,7 @@ def main(argv: list[str]) -> int:
     lock = threading.Lock()
     start = time.monotonic()
     busy_before, idle_before = machine_cpu()
+    core_before = core_seconds()
     cluster = None
     if ray:
         cluster, ray_seconds = start_ray_cluster()
@@ -133,6 +146,7 @@ def main(argv: list[str]) -> int:
     for t in threads:
         t.join()
     ray_cpu = stop_ray_cluster(cluster) if cluster else 0.0
+    core_after = core_seconds()
     wall = time.monotonic() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = usage.ru_utime + usage.ru_stime
@@ -158,6 +172,10 @@ def main(argv: list[str]) -> int:
             f"  machine: {busy:.0f} s of CPU busy, {idle:.0f} s idle ({busy / (busy + idle):.0%} busy; every"
             " process, those no step waited for too)"
         )
+    print(
+        f"  cores: 10 million Python additions took {core_before:.2f} s of CPU before the lanes and"
+        f" {core_after:.2f} s after (the same work on every machine: compare tables beside it)"
+    )
     failed = [step for step, _, _, _, code in results if code != 0]
     if failed or len(done) < sum(map(len, lanes)):
         print(f"make test: FAILED ({' '.join(failed)})")
