@@ -218,8 +218,9 @@ site-check: venv
 # first run (venvs, bytecode and caches made) passed in 1,173 s wall, 1,675 s CPU; the second, every
 # chapter executed, 1,113 s wall, 1,567 s CPU (unit 827, notebooks 493, learner-path 96, check-exercises
 # 59, site-check 55, pdf-check 17). Every step took 1.3 to 1.8 times the CPU it took on the machines
-# above: its cores are slower (10 million Python additions, the table's new last line: 1.6 s of CPU on
-# Python 3.11, about twice a current core's), so the 900 s cannot be read off this machine either.
+# above, so its cores are slower, and the 900 s cannot be read off this machine either. The table's new
+# last line times 10 million Python additions (1.29 s of CPU here, the venv's Python 3.12): compare
+# machines beside it.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
