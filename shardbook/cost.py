@@ -32,8 +32,9 @@ What the compute stream runs depends on which compiler wrote the program (``repo
   at the measured matmul rate; its HBM traffic, reads and writes each at its measured bandwidth
   (:func:`tpu_hbm_traffic`: slices and in-place updates, arrays in VMEM, and a matmul's operands read
   again as often as its tiling fetches them, :func:`tiled_rereads`; a plain product that mostly writes
-  writes at the rate measured for one); and its vector unit's work, each element-wise op at the rate
-  measured for it (a sine costs 132 additions), a slice that strides the lanes at the lane-gather
+  writes at the rate measured for one, and so does a batched one that keeps its other results in VMEM,
+  part of its writes after its products); and its vector unit's work, each element-wise op at the
+  rate measured for it (a sine costs 132 additions), a slice that strides the lanes at the lane-gather
   rate, a sum across the lanes at a cost per block of lanes. A matmul kernel with several results in
   HBM pays a fixed time per step of its grid for each after the first. An asynchronous copy
   (:data:`ASYNC_STARTS`) moves its bytes on a stream of its own beside the kernels, in the HBM time
@@ -489,8 +490,14 @@ class _Simulator:
             alone = inst.opcode != "copy-start"
             hbm = self._hbm_memo[id(inst)] = self._hbm_seconds(read, written, alone=alone)
             return max(hbm, vector), "memory"
-        # a plain product that mostly writes writes at the rate measured for one
-        mostly_writes = read < written / 10 and _matmul_tiling(self.module, inst) is not None
+        # a plain product that mostly writes writes at the rate measured for one; so does a batched one
+        # whose contraction takes one step of its grid and whose other results stay in VMEM (attention's
+        # scores beside the softmax's running max), part of its writes after its products
+        # (Measured.vmem_results_writes_exposed). The scores alone, one result, write at 5.0e11 to
+        # 6.4e11 B/s by their window (benchmarks.tpu_programs.kernel_sweeps_eighth): the general rate
+        bounds = grid_bounds(inst)
+        keeps = len(bounds) > 3 and bounds[-1] == 1 and len(inst.arrays) > hbm_results(inst.type_text)
+        mostly_writes = read < written / 10 and (_matmul_tiling(self.module, inst) is not None or keeps)
         hbm = self._hbm_memo[id(inst)] = self._hbm_seconds(read, written, matmul_writes=mostly_writes)
         dtype, precision = _dot_setting(self.module, comp, inst)
         if precision != "default":
@@ -501,7 +508,6 @@ class _Simulator:
         exposed = m.vector_matmul_exposed * min(mxu, on_operands) if m is not None else 0.0
         # each result after the first costs a fixed time at every step of the kernel's grid
         results = hbm_results(inst.type_text) - 1
-        bounds = grid_bounds(inst)
         if m is not None and results > 0:
             exposed += m.result_step_seconds * math.prod(bounds) * results
         if m is not None and m.hbm_matmul_write_bandwidth and len(bounds) > 3 and bounds[-1] > 1:
@@ -513,6 +519,8 @@ class _Simulator:
             # written at the rate of a product that mostly writes (0.40), within 2%; with heads of 384
             # (3 steps) within 3%, of 128 (1 step) the writes overlap as in a plain product
             return max(max(mxu, vector) + exposed + written / m.hbm_matmul_write_bandwidth, hbm), "matmul"
+        if m is not None and mostly_writes and keeps and m.hbm_matmul_write_bandwidth:
+            exposed += m.vmem_results_writes_exposed * written / m.hbm_matmul_write_bandwidth
         return max(max(mxu, vector) + exposed, hbm), "matmul"
 
     def _hbm_seconds(

@@ -49,6 +49,9 @@ class Measured:
     # seconds a matmul kernel with several results in HBM spends, at each step of its grid, on each
     # result after the first
     result_step_seconds: float = 0.0
+    # the fraction of its writes a batched product's kernel that keeps its other results in VMEM (and
+    # mostly writes, its contraction in one step) spends after its products, not beside them
+    vmem_results_writes_exposed: float = 0.0
     # seconds per 8 rows of a reduction's result per block of lanes, where it sums across the lanes
     lane_reduce_seconds: float = 0.0
     # the same, where the result has one dimension (its sums laid out along the lanes of a 1-D tile)
@@ -136,6 +139,12 @@ V5E_MEASURED = Measured(
     # "Adam inside its gradient's matmul f32, 1024 x 16384": 1.850 ms where its product takes 1.500; its
     # kernel's grid has 384 steps and three results in HBM: 0.455 µs a step for each after the first
     result_step_seconds=4.55e-7,
+    # Read off benchmarks.tpu_programs.kernel_sweeps_seventh (recorded 2026-12-07 with the thirteenth
+    # held-out set, sealed, before this rule): attention's scores with the softmax's running max in VMEM
+    # write their 403 MB at the rate of a product that mostly writes (0.601 ms) while their products are
+    # short (heads of 64 and 128: 0.657 and 0.682 ms, reads included); with heads of 192 (0.422 ms of
+    # MXU) the kernel took 0.693 ms: its MXU time and 0.45 of its writes
+    vmem_results_writes_exposed=0.45,
     # "one-hot sums over 50304, 8 x 1024 rows": 0.991 ms where its elements' ops take 0.316; it sums 8,192
     # rows across the lanes in 197 blocks: 3.35 ns per 8 rows per block
     lane_reduce_seconds=3.35e-9,
