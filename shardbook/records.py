@@ -4,7 +4,7 @@ program's estimate beside its measured time.
 ``benchmarks/tpu_record.py`` writes the records on the chip (``shardbook/data/tpu_<chip>.json``, each
 program's median time, memory and provenance, and ``tpu_<chip>_programs.json.gz``, the program the
 chip compiled); :func:`calibration` compares the model with the programs its rates were read off and
-checked on, :func:`held_out` with the programs held out of the fit in twelve rounds, each recorded before
+checked on, :func:`held_out` with the programs held out of the fit in thirteen rounds, each recorded before
 the rules it tests.
 :data:`OUT_OF_SAMPLE_ERROR` is the model's stated accuracy, what :func:`shardbook.claims.model_error`
 reads; ``python -m benchmarks.tpu_calibration`` prints both tables.
@@ -29,7 +29,7 @@ RECORDS = Path(__file__).parent / "data"
 CALIBRATION_TARGET = 0.15
 
 #: The model's stated accuracy out of sample: every program of :func:`held_out` (recorded on a real v5e, none
-#: of the model's constants read off it, in twelve rounds, each recorded before the rules it tests were
+#: of the model's constants read off it, in thirteen rounds, each recorded before the rules it tests were
 #: written) is within this fraction of its measured time, except the programs the model flags
 #: (:data:`OUTSIDE_THE_MODEL`) and those of :data:`MISSED`. This 11% was chosen after round 4, the worst
 #: program then rounded up (it was 13% after round 3), and kept since; two programs the rule that moves
@@ -57,8 +57,9 @@ CALIBRATION_TARGET = 0.15
 #: of its 12 within 10% (5 without them), its miss beyond 11% named. The rule that a batched product's kernel
 #: keeping its other results in VMEM writes at the rate of a product that mostly writes (read off
 #: kernel_sweeps_seventh, recorded with round 13 sealed) brought the attention with heads of 64 of rounds 3,
-#: 10 and 12 within 5%: the two named left :data:`MISSED`. Measured on one-chip programs at the measured rates
-#: (tests/test_cost.py holds it). Two estimates closer than this tie.
+#: 10 and 12 within 5%: the two named left :data:`MISSED`. Round 13, recorded before that rule and opened
+#: after it: 9 of its 12 within 10% (8 without it), its two misses beyond 11% named. Measured on one-chip
+#: programs at the measured rates (tests/test_cost.py holds it). Two estimates closer than this tie.
 OUT_OF_SAMPLE_ERROR = 0.11
 
 #: Held-out programs the model misses by more than :data:`OUT_OF_SAMPLE_ERROR` without flagging them,
@@ -82,6 +83,13 @@ MISSED = {
     "was opened, 12.1% once the model counted what an operand its matmul kernels compute re-reads "
     "(which brought the f32 MLP steps of rounds 2, 5, 7 and 8 within 11%) and 11.5% once copies moved "
     "in the HBM time the kernels leave them; the rest is not established",
+    # round 13, named after it was opened
+    "attention bfloat16 2048, 4 heads of 384, batch 4": "attention with heads of 384: its scores' kernel "
+    "(which reads a fifth of what it writes, so not a product that mostly writes) took its MXU time "
+    "and about half its writes, as the kernels of heads of 256 do; not made a rule",
+    "attention bfloat16 1024, 4 heads of 512, batch 8": "attention with heads of 512 at 1,024 tokens: its "
+    "two products' kernels took 17% and 22% longer than their MXU time, which bounds them in the model; "
+    "the cause is not established",
 }
 
 
@@ -183,7 +191,7 @@ def held_out(chip: str = "v5e") -> list[Calibrated]:
       >>> rows = held_out("v5e")
       >>> inside = [r for r in rows if not r.outside and r.program not in MISSED]
       >>> len(rows), len(inside), max(abs(r.error) for r in inside) <= OUT_OF_SAMPLE_ERROR
-      (157, 153, True)
+      (169, 163, True)
     """
     return _compared(chip, "_held_out")
 
