@@ -50,8 +50,9 @@ class Measured:
     # result after the first
     result_step_seconds: float = 0.0
     # the fraction of its writes a batched product's kernel that keeps its other results in VMEM (and
-    # mostly writes, its contraction in one step) spends after its products, not beside them
-    vmem_results_writes_exposed: float = 0.0
+    # mostly writes, its contraction in one step) spends after its products, not beside them; None:
+    # such a kernel writes at the general rate
+    vmem_results_writes_exposed: float | None = None
     # seconds per 8 rows of a reduction's result per block of lanes, where it sums across the lanes
     lane_reduce_seconds: float = 0.0
     # the same, where the result has one dimension (its sums laid out along the lanes of a 1-D tile)
