@@ -214,13 +214,14 @@ site-check: venv
 # a machine 98% busy: 1,157 s (ray 107, its log monitors counted this time; unit 508 with one test
 # failed under the load, notebooks 324, pdf-check 31, site-check 35). Under such load every step takes
 # more CPU than in the quieter runs above, so only the paired figures say what a change saved.
-# 2026-12-07, a fresh machine (two AMD EPYC cores at 2.4 GHz, nothing else running), at 84aa8ee: the
-# first run (venvs, bytecode and caches made) passed in 1,173 s wall, 1,675 s CPU; the second, every
-# chapter executed, 1,113 s wall, 1,567 s CPU (unit 827, notebooks 493, learner-path 96, check-exercises
-# 59, site-check 55, pdf-check 17). Every step took 1.3 to 1.8 times the CPU it took on the machines
-# above, so its cores are slower, and the 900 s cannot be read off this machine either. The table's new
-# last line times 10 million Python additions (1.29 s of CPU here, the venv's Python 3.12): compare
-# machines beside it.
+# 2026-12-07, a fresh machine (two AMD EPYC cores at 2.4 GHz; beside make test only light work of mine,
+# yet 560-590 s of CPU a run went to processes outside the table), at 7d3bf95: the first run (venvs,
+# bytecode and caches made) passed in 1,173 s wall, 1,675 s CPU; the second, every chapter executed,
+# 1,113 s wall, 1,567 s CPU (unit 827, notebooks 493, learner-path 96, check-exercises 59, site-check
+# 55, pdf-check 17). Against the runs above (on busier machines) unit took 1.6 to 1.9 times the CPU,
+# notebooks 1.5 to 1.8, check-exercises and site-check 1.4 to 1.9, so these cores are slower and the
+# 900 s cannot be read off this machine either. The table's new last line times 10 million Python additions
+# (1.1 to 1.4 s of CPU here in three tries, the venv's Python 3.12): compare machines beside it.
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path

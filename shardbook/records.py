@@ -88,7 +88,7 @@ MISSED = {
     "(which reads a fifth of what it writes, so not a product that mostly writes) took its MXU time "
     "and about half its writes, as the kernels of heads of 256 do; not made a rule",
     "attention bfloat16 1024, 4 heads of 512, batch 8": "attention with heads of 512 at 1,024 tokens: its "
-    "two products' kernels took 17% and 22% longer than their MXU time, which bounds them in the model; "
+    "two products' kernels took 28% and 21% longer than their MXU time, which bounds them in the model; "
     "the cause is not established",
 }
 
