@@ -363,38 +363,6 @@ def test_v5e_measured_rates_are_read_off_the_record():
     assert m.lane_reduce_rank1_seconds == pytest.approx(left / (1024 * 197), rel=0.005)
 
 
-def test_attentions_scores_beside_their_running_max_write_at_the_rate_of_a_product_that_mostly_writes():
-    # read off benchmarks.tpu_programs.kernel_sweeps_seventh's kernels (benchmarks/pending): attention's
-    # first kernel, the scores with the softmax's running max kept in VMEM, its contraction in one step:
-    # with heads of 64, 128 and 192 within 8% of the chip; at the general write rate 12% over or more.
-    # With heads of 192 its MXU time plus Measured.vmem_results_writes_exposed of its writes is its time
-    pending = records.RECORDS.parents[1] / "benchmarks" / "pending" / "kernel_sweeps_seventh_tpu_v5e"
-    chip_kernels = json.loads(pending.with_name(pending.name + "_kernels.json").read_text())["programs"]
-    with gzip.open(pending.with_name(pending.name + "_programs.json.gz"), "rt") as f:
-        texts = json.load(f)
-    m = cost.V5E_MEASURED
-    general = dataclasses.replace(
-        cost.CHIPS["v5e"], measured=dataclasses.replace(m, hbm_matmul_write_bandwidth=None)
-    )
-    for heads, first in ((64, "fusion.6"), (128, "fusion.11"), (192, "fusion.6")):
-        name = f"attention sweep bf16, 16 heads of {heads}, batch 3"
-        chip = chip_kernels[name]["kernels"][first][1]
-        seconds = {}
-        for label, at in (("rule", cost.CHIPS["v5e"]), ("general", general)):
-            sim = cost._Simulator(comms.analyze_text(texts[name]), at)
-            comp, inst = next(
-                (c, i) for c in sim.module.computations.values() for i in c.instructions if i.name == first
-            )
-            assert len(inst.arrays) == 2 and hbm.hbm_results(inst.type_text) == 1  # the max in VMEM
-            seconds[label] = sim._kernel_seconds(comp, inst)[0]
-        assert seconds["rule"] == pytest.approx(chip, rel=0.08), (name, seconds, chip)
-        assert seconds["general"] > 1.12 * chip, (name, seconds, chip)
-    flops, _ = sim._flops(comp, inst)
-    mxu = flops / cost.measured_matmul_rate(cost.CHIPS["v5e"], "bf16")
-    writes = 3 * 16 * 2048 * 2048 * 2 / m.hbm_matmul_write_bandwidth
-    assert m.vmem_results_writes_exposed == pytest.approx((chip - mxu) / writes, abs=0.01)
-
-
 def test_tpu_estimates_within_fifteen_percent_of_the_v5e_record():
     # property: the TPU-program path estimates every recorded one-chip program that ran within 15% of
     # its measured median, from the program the chip's own compiler wrote
@@ -532,56 +500,6 @@ def test_the_kernel_rules_read_off_the_kernel_sweeps():
     # 4,096 rows each: the chip took a third longer than the rate of sums into two dimensions gives
     for width in (32000, 50304, 50432):
         assert abs(rows[f"one-hot sums over {width}, 8192 rows"].error) < 0.05
-
-
-def test_a_batched_product_that_contracts_in_steps_writes_after_its_products():
-    # property: attention's scores whose contraction takes two or three steps of their kernel's grid
-    # (heads of 256 and 384) take their MXU time plus their writes at the rate of a product that mostly
-    # writes; with heads of 128 (one step) the writes overlap the products, as in a plain product
-    rows = {r.program: r for r in records.calibration("v5e")}
-    split = [
-        "attention scores bf16, 8 heads of 256, batch 4",  # read off this one (kernel_sweeps_third)
-        "attention scores bf16, 4 heads of 384, batch 8",
-        "attention scores bf16, 8 heads of 256",
-        "attention scores bf16, 8 heads of 256, 1024 long",
-    ]
-    assert all(abs(rows[n].error) < 0.05 for n in split), [f"{rows[n].error:+.1%}" for n in split]
-    m = cost.V5E_MEASURED
-    assert m.hbm_matmul_write_bandwidth
-    scores = rows["attention scores bf16, 8 heads of 256, batch 4"]
-    writes = 4 * 8 * 2048 * 2048 * 2 / m.hbm_matmul_write_bandwidth  # bf16 scores, 268 MB
-    mxu = 2 * 4 * 8 * 2048 * 2048 * 256 / cost.measured_matmul_rate(cost.CHIPS["v5e"], "bf16")
-    assert scores.estimated == pytest.approx(mxu + writes, rel=0.02)
-    one_step = rows["attention scores bf16, 16 heads of 128"]
-    assert one_step.estimated < 0.75 * (one_step.matmul + 2**29 / m.hbm_matmul_write_bandwidth)
-
-
-def test_a_sum_across_the_lanes_of_a_16_bit_operand_takes_16_rows_a_register():
-    # property: a vector register holds 16 rows of bf16 (two to a sublane), so a sum across the lanes of
-    # a bf16 array makes half the groups an f32 one of the same shape makes
-    def reduce_of(dtype: str) -> str:
-        window = '{"window_config":{"iteration_bounds":["8","393"],"output_window_bounds":["128","1"]}}'
-        return (
-            "HloModule m, is_scheduled=true\n"
-            "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
-            "  ROOT %s = f32[] add(%a, %b)\n}\n"
-            f"ENTRY %e (x: {dtype}[8192,50304]) -> {dtype}[8192] {{\n"
-            f"  %x = {dtype}[8192,50304]{{1,0:T(8,128)}} parameter(0)\n"
-            f"  %z = {dtype}[] constant(0)\n"
-            f"  ROOT %r = {dtype}[8192]{{0:T(1024)}} reduce(%x, %z), dimensions={{1}}, to_apply=%add, "
-            f"backend_config={window}\n}}\n"
-        )
-
-    from shardbook.hlo import parse_module
-
-    m = cost.V5E_MEASURED
-    seconds = {}
-    for dtype in ("f32", "bf16"):
-        module = parse_module(reduce_of(dtype))
-        seconds[dtype] = vector.vector_seconds(module, module.entry.root, m)[0]
-    elements = 8192 * 50304 * m.vector_op_seconds
-    assert seconds["f32"] == pytest.approx(elements + 1024 * 393 * m.lane_reduce_rank1_seconds)
-    assert seconds["bf16"] == pytest.approx(elements + 512 * 393 * m.lane_reduce_rank1_seconds)
 
 
 def test_tpu_loops_run_every_trip_without_known_trip_count():
