@@ -222,7 +222,7 @@ site-check: venv
 # notebooks 1.5 to 1.8, check-exercises and site-check 1.4 to 1.9, so these cores are slower and the
 # 900 s cannot be read off this machine either. The table's new last line times 10 million Python additions
 # (1.1 to 1.4 s of CPU here in three tries, the venv's Python 3.12): compare machines beside it. An
-# hour later, on the same machine, at dbe0979+ (every chapter from the cache but appendix A): passed,
+# hour later, on the same machine, at 77b07c5 (every chapter from the cache but appendix A): passed,
 # 807 s wall, 973 s CPU (unit 701), the cores line 0.73 s before the lanes and 1.07 s after: the same
 # cores' speed drifts by half over a run, so one run's CPU says little against a line like 900 s.
 TEST_LANE_1 := unit
