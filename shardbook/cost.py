@@ -496,14 +496,16 @@ class _Simulator:
         # (Measured.vmem_results_writes_exposed). The scores alone, one result, write at 5.0e11 to
         # 6.4e11 B/s by their window (benchmarks.tpu_programs.kernel_sweeps_eighth): the general rate
         bounds = grid_bounds(inst)
-        keeps = (
+        keeps_rest_in_vmem = (
             m is not None
             and m.vmem_results_writes_exposed is not None
             and len(bounds) > 3
             and bounds[-1] == 1
             and len(inst.arrays) > hbm_results(inst.type_text)
         )
-        mostly_writes = read < written / 10 and (_matmul_tiling(self.module, inst) is not None or keeps)
+        mostly_writes = read < written / 10 and (
+            _matmul_tiling(self.module, inst) is not None or keeps_rest_in_vmem
+        )
         hbm = self._hbm_memo[id(inst)] = self._hbm_seconds(read, written, matmul_writes=mostly_writes)
         dtype, precision = _dot_setting(self.module, comp, inst)
         if precision != "default":
@@ -525,7 +527,7 @@ class _Simulator:
             # written at the rate of a product that mostly writes (0.40), within 2%; with heads of 384
             # (3 steps) within 3%, of 128 (1 step) the writes overlap as in a plain product
             return max(max(mxu, vector) + exposed + written / m.hbm_matmul_write_bandwidth, hbm), "matmul"
-        if keeps and mostly_writes and m is not None and m.hbm_matmul_write_bandwidth:
+        if keeps_rest_in_vmem and mostly_writes and m is not None and m.hbm_matmul_write_bandwidth:
             exposed += (m.vmem_results_writes_exposed or 0.0) * written / m.hbm_matmul_write_bandwidth
         return max(max(mxu, vector) + exposed, hbm), "matmul"
 

@@ -47,9 +47,9 @@ CALIBRATION_TARGET = 0.15
 #: round 8, unchanged, was the fair test of that model: 11 of its 12 within 10%, its one miss beyond 11%
 #: named. The recorder had fed a step whose result is one array its first row back, so every "SGD inside"
 #: program of rounds 6 to 9 (and of the fitted sweeps) was timed running another program; recorded again on
-#: 2026-12-07, all within 5%. Round 10, recorded before the rule that an operand a matmul kernel computes re-
-#: reads its sources (read off a held-out MLP step's kernels) and opened after it: 9 of its 12 within 10%, its
-#: two misses beyond 11% named (11 of 12 since the rules round 12 tests, its one-hot sum out of
+#: 2026-12-07, all within 5%. Round 10, recorded before the rule that an operand a matmul kernel computes
+#: re-reads its sources (read off a held-out MLP step's kernels) and opened after it: 9 of its 12 within 10%,
+#: its two misses beyond 11% named (11 of 12 since the rules round 12 tests, its one-hot sum out of
 #: :data:`MISSED`). Round 11, recorded before the rate of element-wise ops side by side and opened after it:
 #: 10 of its 12 within 10%, its two misses named (both within 10% since the rules round 12 tests). Round 12,
 #: recorded before the rule that a copy moves in the HBM time the kernels beside it leave (read off round 11's

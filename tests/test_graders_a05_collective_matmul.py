@@ -117,7 +117,9 @@ def test_allreduce_with_psums_after_the_last_matmul_fails_on_overlap():
     args = _big_allreduce_args(mesh)
     after = analyze(jax.jit(lambda a, w: _allreduce(_psums_after_the_matmul)(a, w, mesh)), *args)
     plain = analyze(graders.plain_jit(mesh, P("X", None)), *args)
-    assert estimate(after).microseconds <= estimate(plain).microseconds * (1 + MODEL_MARGIN)
+    # the cost model's estimates of the two compiled programs (deterministic), not a clock
+    modelled = estimate(after).microseconds / estimate(plain).microseconds
+    assert modelled <= 1 + MODEL_MARGIN
     with pytest.raises(CheckFailed, match="a collective that runs while a matmul is still running"):
         graders.check_matmul_allreduce(_allreduce(_psums_after_the_matmul))
 

@@ -33,7 +33,9 @@ RAY_START_LIMIT = 600  # seconds; local_cluster itself gives up sooner, after it
 
 def core_seconds(additions: int = 10_000_000) -> float:
     """CPU seconds this process takes for a fixed piece of pure-Python work (``additions`` additions of
-    squares): the speed of one of this machine's cores, whatever else runs beside it."""
+    squares): how fast one of this machine's cores ran it just then. It drifts with what shares the
+    machine's caches and memory (0.73 s before one make test's lanes and 1.07 s after, 2026-12-07), so it
+    tells a slow machine from a fast one, not one run from the next."""
     start = time.process_time()
     total = 0
     for i in range(additions):
