@@ -1,5 +1,5 @@
 """The one-chip programs held out of the cost model's fit (``benchmarks/tpu_record.py --set held_out``,
-``held_out_2`` to ``held_out_13``): each round written, and recorded on the chip, before the rules it
+``held_out_2`` to ``held_out_14``): each round written, and recorded on the chip, before the rules it
 tests, and merged into ``shardbook/data/tpu_v5e_held_out.json`` with its ``round``. JAX and NumPy only,
 like ``benchmarks/tpu_programs.py``, whose :class:`Program` and pieces (a GPT step, attention) they use.
 """
@@ -19,6 +19,7 @@ from benchmarks.tpu_programs import (
     _dot_at,
     _layernorm,
     _momentum,
+    _scores,
     _sds,
     attention,
     gpt_step,
@@ -701,4 +702,46 @@ def held_out_thirteenth() -> list[Program]:
         prog("layer norm bfloat16 12288 x 3072", "memory", _layernorm, ((12288, 3072), bf16),
              ((3072,), bf16)),
         gpt_step("GPT width 1536, 6 layers, batch 4", GPT(50304, 1536, 12, 6144, 6, 1024), batch=4),
+    ]  # fmt: skip
+
+
+def held_out_fourteenth() -> list[Program]:
+    """A fourteenth set held out of the fit, written and recorded (and sealed) before any rule for a
+    step of a split contraction or a two-result product that reads a tenth or more of what it writes
+    (``--set held_out_14``, its times kept sealed until such a rule is committed): attention with heads
+    of 256 to 512 at shapes no other program has, the scores alone at new windows, an f32 attention
+    with heads of 256, an f32 MLP step and matmul past the 5632 ones, and a fair test of the rest."""
+
+    prog = program
+    f32, bf16 = "float32", "bfloat16"
+    qkv = lambda shape, dtype: [(shape, dtype)] * 3  # noqa: E731
+
+    def heads(tokens: int, n: int, d: int, batch: int, dtype: str = bf16) -> Program:
+        return prog(
+            f"attention {'bfloat16' if dtype == bf16 else 'float32'} {tokens}, {n} heads of {d}, "
+            f"batch {batch}",
+            "attention",
+            attention,
+            *qkv((batch, tokens, n, d), dtype),
+        )
+
+    def scores(tokens: int, n: int, d: int, batch: int) -> Program:
+        return prog(f"attention scores bfloat16 {tokens}, {n} heads of {d}, batch {batch}", "attention",
+                    _scores, *[((batch, tokens, n, d), bf16)] * 2)  # fmt: skip
+
+    return [
+        heads(1280, 16, 256, 4),
+        heads(2560, 4, 256, 4),
+        heads(768, 8, 384, 12),
+        heads(1536, 8, 512, 4),
+        heads(3072, 2, 256, 4),
+        heads(1024, 8, 256, 4, f32),
+        scores(1536, 8, 256, 8),
+        scores(3072, 4, 384, 4),
+        _mlp_step("MLP SGD step float32, width 6144 from 8192 rows", 6144, 8192),
+        prog("matmul float32 6144 x 4096 x 6144", "matmul", jnp.matmul, ((6144, 4096), f32),
+             ((4096, 6144), f32)),
+        prog("softmax bfloat16 8192 x 8192", "memory", lambda x: jax.nn.softmax(x, -1), ((8192, 8192), bf16)),
+        gpt_step("GPT width 1024, 10 layers, batch 6, bfloat16", GPT(50304, 1024, 16, 4096, 10, 1024),
+                 batch=6, dtype="bfloat16"),
     ]  # fmt: skip

@@ -53,6 +53,7 @@ SETS = {
     "held_out_11": tpu_held_out.held_out_eleventh,
     "held_out_12": tpu_held_out.held_out_twelfth,
     "held_out_13": tpu_held_out.held_out_thirteenth,
+    "held_out_14": tpu_held_out.held_out_fourteenth,
     # a fitted set recorded alone, before any rule is read off it (its names need no --only)
     "sweeps_3": tpu_programs.kernel_sweeps_third,
     "sweeps_4": tpu_programs.kernel_sweeps_fourth,
