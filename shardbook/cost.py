@@ -92,6 +92,7 @@ from .hbm import (
     tiled_rereads,
     tpu_hbm_bytes,
     tpu_hbm_traffic,
+    window_spans_lanes,
 )
 from .hlo import Computation, Instruction, Module
 from .links import DIRECTIONS, collective_links, collective_seconds
@@ -493,18 +494,20 @@ class _Simulator:
         # a plain product that mostly writes writes at the rate measured for one; so does a batched one
         # whose contraction takes one step of its grid and whose other results stay in VMEM (attention's
         # scores beside the softmax's running max), part of its writes after its products
-        # (Measured.vmem_results_writes_exposed). The scores alone, one result, write at 5.0e11 to
-        # 6.4e11 B/s by their window (benchmarks.tpu_programs.kernel_sweeps_eighth): the general rate
+        # (Measured.vmem_results_writes_exposed); and, where its window sets the rate
+        # (Measured.window_rows_set_write_rate), one with one result whose window holds whole rows of it
+        # (the scores alone, the keys on the lanes: benchmarks.tpu_programs.kernel_sweeps_eighth)
         bounds = grid_bounds(inst)
-        keeps_rest_in_vmem = (
-            m is not None
+        batched = m is not None and len(bounds) > 3
+        rows = window_spans_lanes(inst) if batched and m.window_rows_set_write_rate else None
+        writes_after = (
+            batched
             and m.vmem_results_writes_exposed is not None
-            and len(bounds) > 3
             and bounds[-1] == 1
-            and len(inst.arrays) > hbm_results(inst.type_text)
+            and (len(inst.arrays) > hbm_results(inst.type_text) or (len(inst.arrays) == 1 and rows))
         )
         mostly_writes = read < written / 10 and (
-            _matmul_tiling(self.module, inst) is not None or keeps_rest_in_vmem
+            _matmul_tiling(self.module, inst) is not None or writes_after
         )
         hbm = self._hbm_memo[id(inst)] = self._hbm_seconds(read, written, matmul_writes=mostly_writes)
         dtype, precision = _dot_setting(self.module, comp, inst)
@@ -525,9 +528,13 @@ class _Simulator:
             # held-out set, before this rule): "attention scores bf16, 8 heads of 256, batch 4", its
             # contraction in 2 steps, took 0.79 ms in its kernel: its MXU time (0.375) plus its 268 MB
             # written at the rate of a product that mostly writes (0.40), within 2%; with heads of 384
-            # (3 steps) within 3%, of 128 (1 step) the writes overlap as in a plain product
-            return max(max(mxu, vector) + exposed + written / m.hbm_matmul_write_bandwidth, hbm), "matmul"
-        if keeps_rest_in_vmem and mostly_writes and m is not None and m.hbm_matmul_write_bandwidth:
+            # (3 steps) within 3%, of 128 (1 step) the writes overlap as in a plain product. Where its
+            # window holds part of its result's rows (Measured.window_rows_set_write_rate), it writes at
+            # the general rate (kernel_sweeps_eighth: the scores alone with 16 heads of 256 and 384 in
+            # windows of 512 keys of 2,048, 2 and 3 steps, within 2%; at this rate 12% and 8% short)
+            rate = m.hbm_write_bandwidth if rows is False else m.hbm_matmul_write_bandwidth
+            return max(max(mxu, vector) + exposed + written / rate, hbm), "matmul"
+        if writes_after and mostly_writes and m is not None and m.hbm_matmul_write_bandwidth:
             exposed += (m.vmem_results_writes_exposed or 0.0) * written / m.hbm_matmul_write_bandwidth
         return max(max(mxu, vector) + exposed, hbm), "matmul"
 

@@ -460,3 +460,20 @@ def _parameter_read(module: Module, comp: Computation, name: str, depth: int = 0
                 continue
         return None
     return None
+
+
+def window_spans_lanes(inst: Instruction) -> bool | None:
+    """Whether a kernel's output window (``window_config``'s ``output_window_bounds``, its last entry in
+    tiles of 128 lanes) spans the whole minor dimension of its first result in HBM, so that each block
+    it writes is whole rows of that result; None where the program does not say."""
+    window = (inst.backend_config().get("window_config") or {}).get("output_window_bounds", [])
+    for m in _ARRAY_LAYOUT_RE.finditer(inst.type_text):
+        layout = m.group(3) or ""
+        if re.search(r"S\([1-9]", layout):
+            continue
+        dims = [int(d) for d in m.group(2).split(",") if d]
+        order = [int(d) for d in layout[1:].split(":")[0].split(",") if d.strip()]
+        if not window or not dims or len(order) != len(dims):
+            return None
+        return int(window[-1]) * 128 >= dims[order[0]]
+    return None
