@@ -1,5 +1,5 @@
 """The one-chip programs held out of the cost model's fit (``benchmarks/tpu_record.py --set held_out``,
-``held_out_2`` to ``held_out_14``): each round written, and recorded on the chip, before the rules it
+``held_out_2`` to ``held_out_15``): each round written, and recorded on the chip, before the rules it
 tests, and merged into ``shardbook/data/tpu_v5e_held_out.json`` with its ``round``. JAX and NumPy only,
 like ``benchmarks/tpu_programs.py``, whose :class:`Program` and pieces (a GPT step, attention) they use.
 """
@@ -670,7 +670,7 @@ def held_out_twelfth() -> list[Program]:
 def held_out_thirteenth() -> list[Program]:
     """A thirteenth set held out of the fit, written and recorded (and sealed) before any rule for
     attention's kernels (``--set held_out_13``), opened once the rule read off
-    :func:`benchmarks.tpu_programs.kernel_sweeps_seventh` was committed: attention with heads of 64 to
+    :func:`benchmarks.tpu_attention_sweeps.kernel_sweeps_seventh` was committed: attention with heads of 64 to
     512 at shapes no other program has, an f32 MLP step and an f32 matmul near the 5632 one the model
     misses, and a fair test of the rest."""
 
@@ -744,4 +744,41 @@ def held_out_fourteenth() -> list[Program]:
         prog("softmax bfloat16 8192 x 8192", "memory", lambda x: jax.nn.softmax(x, -1), ((8192, 8192), bf16)),
         gpt_step("GPT width 1024, 10 layers, batch 6, bfloat16", GPT(50304, 1024, 16, 4096, 10, 1024),
                  batch=6, dtype="bfloat16"),
+    ]  # fmt: skip
+
+
+def held_out_fifteenth() -> list[Program]:
+    """A fifteenth set held out of the fit, written and recorded (and sealed) with
+    :func:`benchmarks.tpu_attention_sweeps.kernel_sweeps_ninth`, before any rule read off it or off
+    round 14 (``--set held_out_15``, its times kept sealed until such a rule is committed): attention
+    with heads of 256 to 512 at shapes no other program has, the scores alone, and a fair test of the
+    rest."""
+
+    prog = program
+    f32, bf16 = "float32", "bfloat16"
+
+    def heads(tokens: int, n: int, d: int, batch: int, dtype: str = bf16) -> Program:
+        kind = "bfloat16" if dtype == bf16 else "float32"
+        name = f"attention {kind} {tokens}, {n} heads of {d}, batch {batch}"
+        return prog(name, "attention", attention, *[((batch, tokens, n, d), dtype)] * 3)
+
+    def scores(tokens: int, n: int, d: int, batch: int) -> Program:
+        return prog(f"attention scores bfloat16 {tokens}, {n} heads of {d}, batch {batch}", "attention",
+                    _scores, *[((batch, tokens, n, d), bf16)] * 2)  # fmt: skip
+
+    return [
+        heads(1792, 8, 256, 4),
+        heads(1024, 12, 384, 4),
+        heads(2048, 2, 512, 6),
+        heads(896, 16, 256, 8),
+        heads(2304, 4, 384, 4),
+        heads(1536, 4, 256, 4, f32),
+        scores(2048, 12, 256, 3),
+        scores(1280, 8, 512, 6),
+        _mlp_step("MLP SGD step float32, width 4864 from 8192 rows", 4864, 8192),
+        prog("matmul bfloat16 6144 x 12288 x 2048", "matmul", jnp.matmul, ((6144, 12288), bf16),
+             ((12288, 2048), bf16)),
+        prog("layer norm float32 12288 x 1536", "memory", _layernorm, ((12288, 1536), f32), ((1536,), f32)),
+        prog("cross-entropy float32 logits, 48000, 4096 rows", "memory", jax.value_and_grad(_cross_entropy),
+             ((4096, 48000), f32), ((4096,), "int32")),
     ]  # fmt: skip

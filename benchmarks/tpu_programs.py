@@ -727,30 +727,6 @@ def kernel_sweeps_sixth() -> list[Program]:
     return norms + sums
 
 
-def kernel_sweeps_seventh() -> list[Program]:
-    """Attention's kernels with only the heads' width changing (64 to 512; 3 x 16 heads of 2048 tokens,
-    bf16), the whole attention and its scores alone (recorded with the thirteenth held-out set sealed,
-    before any rule read off them): where the scores' kernel writes at the rate of a product that
-    mostly writes, and where its MXU time and its writes add up."""
-    qkv = lambda d: [((3, 2048, 16, d), "bfloat16")] * 3  # noqa: E731
-    whole = [program(f"attention sweep bf16, 16 heads of {d}, batch 3", "attention", attention, *qkv(d))
-             for d in (64, 128, 192, 256, 384, 512)]  # fmt: skip
-    alone = [program(f"attention scores sweep bf16, 16 heads of {d}, batch 3", "attention", _scores,
-                     *qkv(d)[:2]) for d in (64, 128, 256, 512)]  # fmt: skip
-    return whole + alone
-
-
-def kernel_sweeps_eighth() -> list[Program]:
-    """The scores q kᵀ alone at widths 128 to 512, heads 2 to 32 and 1,024 to 4,096 tokens (bf16): the
-    windows the compiler picks, for what sets the time of a step of a split contraction (recorded after
-    :func:`kernel_sweeps_seventh` showed it is not the split alone, before any rule read off it)."""
-    shapes = [(16, 2048, 2, 256), (8, 2048, 4, 256), (2, 2048, 16, 256), (1, 2048, 32, 256),
-              (2, 4096, 4, 256), (8, 1024, 16, 256), (16, 2048, 2, 512), (4, 2048, 8, 512),
-              (2, 2048, 16, 384), (1, 2048, 32, 128)]  # fmt: skip
-    return [program(f"attention scores window sweep bf16, {h} heads of {d}, {t} long, batch {b}", "attention",
-                    _scores, *[((b, t, h, d), "bfloat16")] * 2) for b, t, h, d in shapes]  # fmt: skip
-
-
 def _momentum(p, m, g, lr=1e-3, beta=0.9):
     m = beta * m + g
     return p - lr * m, m

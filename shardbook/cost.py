@@ -496,7 +496,7 @@ class _Simulator:
         # scores beside the softmax's running max), part of its writes after its products
         # (Measured.vmem_results_writes_exposed); and, where its window sets the rate
         # (Measured.window_rows_set_write_rate), one with one result whose window holds whole rows of it
-        # (the scores alone, the keys on the lanes: benchmarks.tpu_programs.kernel_sweeps_eighth)
+        # (the scores alone, the keys on the lanes: benchmarks.tpu_attention_sweeps.kernel_sweeps_eighth)
         bounds = grid_bounds(inst)
         batched = m is not None and len(bounds) > 3
         rows = window_spans_lanes(inst) if batched and m.window_rows_set_write_rate else None

@@ -13,7 +13,7 @@ from shardbook import comms, cost, hbm, records, vector
 
 
 def test_attentions_scores_beside_their_running_max_write_at_the_rate_of_a_product_that_mostly_writes():
-    # read off benchmarks.tpu_programs.kernel_sweeps_seventh's kernels (benchmarks/pending): attention's
+    # read off benchmarks.tpu_attention_sweeps.kernel_sweeps_seventh's kernels (benchmarks/pending): attention's
     # first kernel, the scores with the softmax's running max kept in VMEM, its contraction in one step:
     # with heads of 64, 128 and 192 within 8% of the chip; at the general write rate 12% over or more.
     # With heads of 192 its MXU time plus Measured.vmem_results_writes_exposed of its writes is its time
@@ -95,7 +95,7 @@ def test_a_sum_across_the_lanes_of_a_16_bit_operand_takes_16_rows_a_register():
 
 
 def test_the_scores_alone_write_at_the_rate_their_window_sets():
-    # read off benchmarks.tpu_programs.kernel_sweeps_eighth's kernels (benchmarks/pending): the scores
+    # read off benchmarks.tpu_attention_sweeps.kernel_sweeps_eighth's kernels (benchmarks/pending): the scores
     # alone, their contraction in 2 or 3 steps, in windows of 512 of 2,048 keys write at the general
     # rate (within 2% of the chip; at a product's write rate 8% short or more); in a window of whole
     # rows (4 heads of 256: all 2,048 keys) at a product's rate. Measured.window_rows_set_write_rate

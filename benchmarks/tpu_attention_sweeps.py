@@ -1,0 +1,48 @@
+"""Attention's kernels swept on a real TPU v5e and kept out of the fitted record (their records and
+kernels in ``benchmarks/pending/``, ``benchmarks/tpu_record.py --set sweeps_7`` to ``sweeps_9``): each
+sweep written and recorded before any rule read off it, beside a held-out round recorded sealed. JAX
+and NumPy only, like :mod:`benchmarks.tpu_programs`, whose :class:`Program` and pieces they use.
+"""
+
+from __future__ import annotations
+
+from benchmarks.tpu_programs import Program, _scores, _values, attention, program
+
+
+def kernel_sweeps_seventh() -> list[Program]:
+    """Attention's kernels with only the heads' width changing (64 to 512; 3 x 16 heads of 2048 tokens,
+    bf16), the whole attention and its scores alone (recorded with the thirteenth held-out set sealed,
+    before any rule read off them): where the scores' kernel writes at the rate of a product that
+    mostly writes, and where its MXU time and its writes add up."""
+    qkv = lambda d: [((3, 2048, 16, d), "bfloat16")] * 3  # noqa: E731
+    whole = [program(f"attention sweep bf16, 16 heads of {d}, batch 3", "attention", attention, *qkv(d))
+             for d in (64, 128, 192, 256, 384, 512)]  # fmt: skip
+    alone = [program(f"attention scores sweep bf16, 16 heads of {d}, batch 3", "attention", _scores,
+                     *qkv(d)[:2]) for d in (64, 128, 256, 512)]  # fmt: skip
+    return whole + alone
+
+
+def kernel_sweeps_eighth() -> list[Program]:
+    """The scores q kᵀ alone at widths 128 to 512, heads 2 to 32 and 1,024 to 4,096 tokens (bf16): the
+    windows the compiler picks, for what sets the time of a step of a split contraction (recorded after
+    :func:`kernel_sweeps_seventh` showed it is not the split alone, before any rule read off it)."""
+    shapes = [(16, 2048, 2, 256), (8, 2048, 4, 256), (2, 2048, 16, 256), (1, 2048, 32, 256),
+              (2, 4096, 4, 256), (8, 1024, 16, 256), (16, 2048, 2, 512), (4, 2048, 8, 512),
+              (2, 2048, 16, 384), (1, 2048, 32, 128)]  # fmt: skip
+    return [program(f"attention scores window sweep bf16, {h} heads of {d}, {t} long, batch {b}", "attention",
+                    _scores, *[((b, t, h, d), "bfloat16")] * 2) for b, t, h, d in shapes]  # fmt: skip
+
+
+def kernel_sweeps_ninth() -> list[Program]:
+    """Attention's second product (the weights times the values) alone, its contraction over the keys
+    in steps, and the scores alone in one step, with heads of 256 to 512 (bf16): recorded after
+    held-out round 14 was opened (its attention with heads of 256 or more 12% to 27% short) and before
+    any rule read off them, with round 15 sealed."""
+    values = [(2, 2048, 16, 256), (16, 768, 8, 256), (8, 1024, 8, 384), (4, 2048, 4, 384),
+              (4, 1024, 8, 512), (2, 2048, 8, 512)]  # fmt: skip
+    scores = [(4, 1536, 16, 256), (8, 1024, 8, 384), (16, 768, 8, 512), (8, 2048, 2, 384)]
+    bf16 = "bfloat16"
+    return [program(f"attention values sweep bf16, {h} heads of {d}, {t} long, batch {b}", "attention",
+                    _values, ((b, h, t, t), bf16), ((b, t, h, d), bf16)) for b, t, h, d in values] + [
+        program(f"attention scores sweep bf16, {h} heads of {d}, {t} long, batch {b}", "attention", _scores,
+                *[((b, t, h, d), bf16)] * 2) for b, t, h, d in scores]  # fmt: skip
