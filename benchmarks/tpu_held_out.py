@@ -708,9 +708,10 @@ def held_out_thirteenth() -> list[Program]:
 def held_out_fourteenth() -> list[Program]:
     """A fourteenth set held out of the fit, written and recorded (and sealed) before any rule for a
     step of a split contraction or a two-result product that reads a tenth or more of what it writes
-    (``--set held_out_14``, its times kept sealed until such a rule is committed): attention with heads
-    of 256 to 512 at shapes no other program has, the scores alone at new windows, an f32 attention
-    with heads of 256, an f32 MLP step and matmul past the 5632 ones, and a fair test of the rest."""
+    (``--set held_out_14``), opened once the rule that a batched product's window sets its write rate
+    was committed: attention with heads of 256 to 512 at shapes no other program has, the scores alone
+    at new windows, an f32 attention with heads of 256, an f32 MLP step and matmul past the 5632 ones,
+    and a fair test of the rest."""
 
     prog = program
     f32, bf16 = "float32", "bfloat16"

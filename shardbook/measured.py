@@ -143,20 +143,20 @@ V5E_MEASURED = Measured(
     # "Adam inside its gradient's matmul f32, 1024 x 16384": 1.850 ms where its product takes 1.500; its
     # kernel's grid has 384 steps and three results in HBM: 0.455 µs a step for each after the first
     result_step_seconds=4.55e-7,
-    # Read off benchmarks.tpu_attention_sweeps.kernel_sweeps_seventh (recorded 2026-12-07 with the thirteenth
-    # held-out set, sealed, before this rule): attention's scores with the softmax's running max in VMEM
-    # write their 403 MB at the rate of a product that mostly writes (0.601 ms) while their products are
-    # short (heads of 64 and 128: 0.657 and 0.682 ms, reads included); with heads of 192 (0.422 ms of
-    # MXU) the kernel took 0.693 ms: its MXU time and 0.45 of its writes
+    # Read off benchmarks.tpu_attention_sweeps.kernel_sweeps_seventh (recorded 2026-12-07 with the
+    # thirteenth held-out set, sealed, before this rule): attention's scores with the softmax's running
+    # max in VMEM write their 403 MB at the rate of a product that mostly writes (0.601 ms) while their
+    # products are short (heads of 64 and 128: 0.657 and 0.682 ms, reads included); with heads of 192
+    # (0.422 ms of MXU) the kernel took 0.693 ms: its MXU time and 0.45 of its writes
     vmem_results_writes_exposed=0.45,
-    # Read off benchmarks.tpu_attention_sweeps.kernel_sweeps_eighth (recorded 2026-12-07, before this rule; the
-    # fourteenth held-out set recorded and sealed before it) with the fitted record: the scores alone
-    # write at the rate their window sets. With 16 heads of 256 and 384 in windows of 512 of 2,048 keys
-    # (2 and 3 steps of their contraction) they took 0.881 and 1.052 ms: their MXU time and their writes
-    # at the general rate (0.865, 1.053; at a product's write rate 12% and 8% short). In one step in
-    # windows of whole rows, 16 heads of 64 (kernel_sweeps_seventh) and the fitted 8 heads of 192 took
-    # 0.632 and 0.903 ms: their MXU time and 0.45 of their writes at a product's rate (0.618, 0.923;
-    # at the general rate, beside their products, 19% and 16% over)
+    # Read off benchmarks.tpu_attention_sweeps.kernel_sweeps_eighth (recorded 2026-12-07, before this
+    # rule; the fourteenth held-out set recorded and sealed before it) with the fitted record: the
+    # scores alone write at the rate their window sets. With 16 heads of 256 and 384 in windows of 512
+    # of 2,048 keys (2 and 3 steps of their contraction) they took 0.881 and 1.052 ms: their MXU time
+    # and their writes at the general rate (0.865, 1.053; at a product's write rate 12% and 8% short).
+    # In one step in windows of whole rows, 16 heads of 64 (kernel_sweeps_seventh) and the fitted 8
+    # heads of 192 took 0.632 and 0.903 ms: their MXU time and 0.45 of their writes at a product's rate
+    # (0.618, 0.923; at the general rate, beside their products, 19% and 16% over)
     window_rows_set_write_rate=True,
     # "one-hot sums over 50304, 8 x 1024 rows": 0.991 ms where its elements' ops take 0.316; it sums 8,192
     # rows across the lanes in 197 blocks: 3.35 ns per 8 rows per block

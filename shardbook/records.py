@@ -4,7 +4,7 @@ program's estimate beside its measured time.
 ``benchmarks/tpu_record.py`` writes the records on the chip (``shardbook/data/tpu_<chip>.json``, each
 program's median time, memory and provenance, and ``tpu_<chip>_programs.json.gz``, the program the
 chip compiled); :func:`calibration` compares the model with the programs its rates were read off and
-checked on, :func:`held_out` with the programs held out of the fit in thirteen rounds, each recorded before
+checked on, :func:`held_out` with the programs held out of the fit in fourteen rounds, each recorded before
 the rules it tests.
 :data:`OUT_OF_SAMPLE_ERROR` is the model's stated accuracy, what :func:`shardbook.claims.model_error`
 reads; ``python -m benchmarks.tpu_calibration`` prints both tables.
@@ -29,7 +29,7 @@ RECORDS = Path(__file__).parent / "data"
 CALIBRATION_TARGET = 0.15
 
 #: The model's stated accuracy out of sample: every program of :func:`held_out` (recorded on a real v5e, none
-#: of the model's constants read off it, in thirteen rounds, each recorded before the rules it tests were
+#: of the model's constants read off it, in fourteen rounds, each recorded before the rules it tests were
 #: written) is within this fraction of its measured time, except the programs the model flags
 #: (:data:`OUTSIDE_THE_MODEL`) and those of :data:`MISSED`. This 11% was chosen after round 4, the worst
 #: program then rounded up (it was 13% after round 3), and kept since; two programs the rule that moves
@@ -58,8 +58,10 @@ CALIBRATION_TARGET = 0.15
 #: keeping its other results in VMEM writes at the rate of a product that mostly writes (read off
 #: kernel_sweeps_seventh, recorded with round 13 sealed) brought the attention with heads of 64 of rounds 3,
 #: 10 and 12 within 5%: the two named left :data:`MISSED`. Round 13, recorded before that rule and opened
-#: after it: 9 of its 12 within 10% (8 without it), its two misses beyond 11% named. Measured on one-chip
-#: programs at the measured rates (tests/test_cost.py holds it). Two estimates closer than this tie.
+#: after it: 9 of its 12 within 10% (8 without it), its two misses beyond 11% named. Round 14 (attention
+#: with heads of 256 to 512), recorded before the rule that a batched product's window sets its write rate
+#: and opened after it: 6 of its 12 within 10% (6 without it), its six misses beyond 11% named. Measured on
+#: one-chip programs at the measured rates (tests/test_cost.py holds it). Two estimates closer than this tie.
 OUT_OF_SAMPLE_ERROR = 0.11
 
 #: Held-out programs the model misses by more than :data:`OUT_OF_SAMPLE_ERROR` without flagging them,
@@ -90,6 +92,23 @@ MISSED = {
     "attention bfloat16 1024, 4 heads of 512, batch 8": "attention with heads of 512 at 1,024 tokens: its "
     "two products' kernels took 28% and 21% longer than their MXU time, which bounds them in the model; "
     "the cause is not established",
+    # round 14, named after it was opened: its scores' kernels within 8% since the rule that a batched
+    # product's window sets its write rate; its second products and the scores alone in one step are short
+    "attention bfloat16 1280, 16 heads of 256, batch 4": "attention with heads of 256: its second product's "
+    "kernel (the weights times the values, contracting the keys in 11 steps) took 48% longer than its "
+    "MXU time, which bounds it in the model",
+    "attention bfloat16 768, 8 heads of 384, batch 12": "attention with heads of 384 at 768 tokens: its "
+    "second product's kernel took 75% longer than its MXU time, which bounds it in the model",
+    "attention bfloat16 1536, 8 heads of 512, batch 4": "attention with heads of 512: its second product's "
+    "kernel took 54% longer than its MXU time, which bounds it in the model",
+    "attention float32 1024, 8 heads of 256, batch 4": "f32 attention with heads of 256: its scores' kernel, "
+    "its softmax's and a copy of one of its inputs 8% to 52% short, none established",
+    "attention scores bfloat16 1536, 8 heads of 256, batch 8": "the scores alone in one step in a window of "
+    "whole rows, reading a sixth of what they write (so not a product that mostly writes): the kernel "
+    "took its MXU time and 0.79 of its writes at a product's rate",
+    "attention scores bfloat16 3072, 4 heads of 384, batch 4": "the scores alone in one step in a window of "
+    "whole rows, reading an eighth of what they write: the kernel took its MXU time and 0.42 of its "
+    "writes at a product's rate",
 }
 
 
@@ -191,7 +210,7 @@ def held_out(chip: str = "v5e") -> list[Calibrated]:
       >>> rows = held_out("v5e")
       >>> inside = [r for r in rows if not r.outside and r.program not in MISSED]
       >>> len(rows), len(inside), max(abs(r.error) for r in inside) <= OUT_OF_SAMPLE_ERROR
-      (169, 163, True)
+      (181, 169, True)
     """
     return _compared(chip, "_held_out")
 

@@ -13,10 +13,11 @@ from shardbook import comms, cost, hbm, records, vector
 
 
 def test_attentions_scores_beside_their_running_max_write_at_the_rate_of_a_product_that_mostly_writes():
-    # read off benchmarks.tpu_attention_sweeps.kernel_sweeps_seventh's kernels (benchmarks/pending): attention's
-    # first kernel, the scores with the softmax's running max kept in VMEM, its contraction in one step:
-    # with heads of 64, 128 and 192 within 8% of the chip; at the general write rate 12% over or more.
-    # With heads of 192 its MXU time plus Measured.vmem_results_writes_exposed of its writes is its time
+    # read off benchmarks.tpu_attention_sweeps.kernel_sweeps_seventh's kernels (benchmarks/pending):
+    # attention's first kernel, the scores with the softmax's running max kept in VMEM, its contraction
+    # in one step: with heads of 64, 128 and 192 within 8% of the chip; at the general write rate 12%
+    # over or more. With heads of 192 its MXU time plus Measured.vmem_results_writes_exposed of its
+    # writes is its time
     pending = records.RECORDS.parents[1] / "benchmarks" / "pending" / "kernel_sweeps_seventh_tpu_v5e"
     chip_kernels = json.loads(pending.with_name(pending.name + "_kernels.json").read_text())["programs"]
     with gzip.open(pending.with_name(pending.name + "_programs.json.gz"), "rt") as f:
