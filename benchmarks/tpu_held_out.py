@@ -750,9 +750,9 @@ def held_out_fourteenth() -> list[Program]:
 
 def held_out_fifteenth() -> list[Program]:
     """A fifteenth set held out of the fit, written and recorded (and sealed) with
-    :func:`benchmarks.tpu_attention_sweeps.kernel_sweeps_ninth`, before any rule read off it or off
-    round 14 (``--set held_out_15``, its times kept sealed until such a rule is committed): attention
-    with heads of 256 to 512 at shapes no other program has, the scores alone, and a fair test of the
+    :func:`benchmarks.tpu_attention_sweeps.kernel_sweeps_ninth` (``--set held_out_15``) and opened
+    against the model unchanged, no rule having been read off that sweep or round 14: attention with
+    heads of 256 to 512 at shapes no other program has, the scores alone, and a fair test of the
     rest."""
 
     prog = program
