@@ -498,14 +498,15 @@ class _Simulator:
         # (Measured.window_rows_set_write_rate), one with one result whose window holds whole rows of it
         # (the scores alone, the keys on the lanes: benchmarks.tpu_attention_sweeps.kernel_sweeps_eighth)
         bounds = grid_bounds(inst)
-        batched = m is not None and len(bounds) > 3
-        rows = window_spans_lanes(inst) if batched and m.window_rows_set_write_rate else None
-        writes_after = (
-            batched
-            and m.vmem_results_writes_exposed is not None
-            and bounds[-1] == 1
-            and (len(inst.arrays) > hbm_results(inst.type_text) or (len(inst.arrays) == 1 and rows))
-        )
+        rows: bool | None = None  # whether its window holds whole rows; None: not asked
+        writes_after = False
+        if m is not None and len(bounds) > 3:  # a batched product
+            rows = window_spans_lanes(inst) if m.window_rows_set_write_rate else None
+            writes_after = (
+                m.vmem_results_writes_exposed is not None
+                and bounds[-1] == 1
+                and (len(inst.arrays) > hbm_results(inst.type_text) or (len(inst.arrays) == 1 and bool(rows)))
+            )
         mostly_writes = read < written / 10 and (
             _matmul_tiling(self.module, inst) is not None or writes_after
         )
@@ -532,7 +533,9 @@ class _Simulator:
             # window holds part of its result's rows (Measured.window_rows_set_write_rate), it writes at
             # the general rate (kernel_sweeps_eighth: the scores alone with 16 heads of 256 and 384 in
             # windows of 512 keys of 2,048, 2 and 3 steps, within 2%; at this rate 12% and 8% short)
-            rate = m.hbm_write_bandwidth if rows is False else m.hbm_matmul_write_bandwidth
+            rate = m.hbm_matmul_write_bandwidth
+            if rows is False and m.hbm_write_bandwidth:
+                rate = m.hbm_write_bandwidth
             return max(max(mxu, vector) + exposed + written / rate, hbm), "matmul"
         if writes_after and mostly_writes and m is not None and m.hbm_matmul_write_bandwidth:
             exposed += (m.vmem_results_writes_exposed or 0.0) * written / m.hbm_matmul_write_bandwidth

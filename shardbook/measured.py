@@ -155,8 +155,9 @@ V5E_MEASURED = Measured(
     # of 2,048 keys (2 and 3 steps of their contraction) they took 0.881 and 1.052 ms: their MXU time
     # and their writes at the general rate (0.865, 1.053; at a product's write rate 12% and 8% short).
     # In one step in windows of whole rows, 16 heads of 64 (kernel_sweeps_seventh) and the fitted 8
-    # heads of 192 took 0.632 and 0.903 ms: their MXU time and 0.45 of their writes at a product's rate
-    # (0.618, 0.923; at the general rate, beside their products, 19% and 16% over)
+    # heads of 192 took 0.632 and 0.903 ms: the longer of their HBM time with their writes at a
+    # product's rate (heads of 64: 0.618) and their MXU time plus 0.45 of those writes (heads of 192:
+    # 0.923); at the general rate, beside their products, 19% and 16% over
     window_rows_set_write_rate=True,
     # "one-hot sums over 50304, 8 x 1024 rows": 0.991 ms where its elements' ops take 0.316; it sums 8,192
     # rows across the lanes in 197 blocks: 3.35 ns per 8 rows per block
