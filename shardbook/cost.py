@@ -317,7 +317,7 @@ def _num_params(comp: Computation) -> int:
 
 def _latest(value: Any) -> float:
     if isinstance(value, list):
-        return max((_latest(v) for v in value), default=0.0)
+        return max(map(_latest, value), default=0.0)
     return float(value)
 
 
@@ -364,8 +364,8 @@ class _Simulator:
         from_collective: dict[str, bool] = {}
         for inst in comp.instructions:
             ins = [ready.get(op, 0.0) for op in inst.operands]
-            after = max((_latest(v) for v in ins), default=0.0)
-            waited_on_collective = any(from_collective.get(op, False) for op in inst.operands)
+            after = max(map(_latest, ins), default=0.0)
+            waited_on_collective = any(map(from_collective.get, inst.operands))  # None: not one
             kind, phase = collective_kind(inst.opcode)
             if inst.opcode == "parameter":
                 index = int(inst.operand_text) if inst.operand_text.isdigit() else 0

@@ -80,6 +80,13 @@ def tuple_elements(text: str) -> list[str]:
     return [t.strip() for t in _split_top(text[1:-1]) if t.strip()]
 
 
+#: What an attribute naming a called computation starts with (Instruction.called reads these).
+_CALLING_KEYS = (
+    "calls=", "to_apply=", "body=", "condition=", "branch_computations=", "true_computation=",
+    "false_computation=",
+)  # fmt: skip
+
+
 @dataclass
 class Instruction:
     """One HLO instruction: ``%name = type opcode(operands), attributes``."""
@@ -124,6 +131,8 @@ class Instruction:
         return list(self._called[1])
 
     def _read_called(self) -> list[tuple[str, str]]:
+        if not any(key in self.attrs_text for key in _CALLING_KEYS):  # most instructions call nothing
+            return []
         out = []
         for key in ("calls", "to_apply", "body", "condition"):
             value = self.attr(key)
@@ -212,6 +221,8 @@ class Module:
 
 def _balanced_end(text: str, start: int) -> int:
     """Index just past the bracket group opening at ``text[start]`` (quotes respected)."""
+    if "\\" not in text:  # no escapes: a quoted string is one token (_TOKENS_RE), else char by char
+        return _balanced_end_fast(text, start)
     pairs = {"(": ")", "{": "}", "[": "]"}
     stack = []
     i = start
@@ -235,6 +246,29 @@ def _balanced_end(text: str, start: int) -> int:
     raise HloParseError(f"unbalanced brackets in {text[start : start + 80]!r}")
 
 
+# In text without a backslash: a whole quoted string, an unterminated quote, a bracket or a comma.
+# Program text is hundreds of kilobytes, mostly metadata strings: each string is one match.
+_TOKENS_RE = re.compile(r'"[^"]*"|"|[(){}\[\],]')
+_CLOSER = {"(": ")", "{": "}", "[": "]"}
+
+
+def _balanced_end_fast(text: str, start: int) -> int:
+    """:func:`_balanced_end` for text without a backslash."""
+    stack: list[str] = []
+    for m in _TOKENS_RE.finditer(text, start):
+        c = m.group()
+        if c[0] == '"':
+            if len(c) == 1:  # a quote never closed: nothing after it counts
+                break
+        elif c in _CLOSER:
+            stack.append(_CLOSER[c])
+        elif stack and c == stack[-1]:
+            stack.pop()
+            if not stack:
+                return m.end()
+    raise HloParseError(f"unbalanced brackets in {text[start : start + 80]!r}")
+
+
 # What _split_top looks at: a backslash escape, a quote, a bracket or a comma; everything else is copied
 # in slices (program text is hundreds of kilobytes, mostly metadata strings).
 _SPLIT_RE = re.compile(r'\\.|[(){}\[\]",]', re.S)
@@ -242,6 +276,8 @@ _SPLIT_RE = re.compile(r'\\.|[(){}\[\]",]', re.S)
 
 def _split_top(text: str) -> list[str]:
     """Splits at commas outside brackets and quoted strings (a backslash escapes inside a string)."""
+    if "\\" not in text:
+        return _split_top_fast(text)
     parts, depth, start, in_str = [], 0, 0, False
     for m in _SPLIT_RE.finditer(text):
         c = m.group()
@@ -259,6 +295,27 @@ def _split_top(text: str) -> list[str]:
         elif c == "," and depth == 0:
             parts.append(text[start : m.end() - 1])
             start = m.end()
+    if start < len(text):
+        parts.append(text[start:])
+    return parts
+
+
+def _split_top_fast(text: str) -> list[str]:
+    """:func:`_split_top` for text without a backslash."""
+    parts, depth, start = [], 0, 0
+    for m in _TOKENS_RE.finditer(text):
+        c = m.group()
+        if c[0] == '"':
+            if len(c) == 1:  # a quote never closed: nothing after it counts
+                break
+        elif c == ",":
+            if depth == 0:
+                parts.append(text[start : m.start()])
+                start = m.end()
+        elif c in "({[":
+            depth += 1
+        else:
+            depth -= 1
     if start < len(text):
         parts.append(text[start:])
     return parts

@@ -12,6 +12,7 @@ reads; ``python -m benchmarks.tpu_calibration`` prints both tables.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from dataclasses import dataclass
@@ -236,6 +237,14 @@ def _programs_texts(chip: str, which: str) -> dict[str, str]:
 
 
 def _compared(chip: str, which: str) -> list[Calibrated]:
+    return list(_compared_rows(chip, which))
+
+
+@functools.cache
+def _compared_rows(chip: str, which: str) -> tuple[Calibrated, ...]:
+    """:func:`_compared`'s rows, worked out once a process: the records and the model do not change
+    while it runs, and the tests ask for the same rows about twenty times (each an analysis and an
+    estimate of every recorded program)."""
     path = RECORDS / f"tpu_{chip}{which}.json"
     if not path.exists():
         raise ValueError(f"no record of a real TPU {chip}: expected {path}")
@@ -259,7 +268,7 @@ def _compared(chip: str, which: str) -> list[Calibrated]:
                 entry.get("round", 1) if which else 0,
             )
         )
-    return rows
+    return tuple(rows)
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,14 @@ def collective_kind(opcode: str) -> tuple[str | None, str]:
       >>> collective_kind("all-gather-start"), collective_kind("all-reduce"), collective_kind("add")
       (('all-gather', 'start'), ('all-reduce', ''), (None, ''))
     """
-    for kind in COLLECTIVE_KINDS:
-        if opcode == kind:
-            return kind, ""
-        if opcode == kind + "-start":
-            return kind, "start"
-        if opcode == kind + "-done":
-            return kind, "done"
-    return None, ""
+    return _KIND_OF_OPCODE.get(opcode, (None, ""))
+
+
+# collective_kind's answers, looked up once per opcode (the cost model asks for every instruction)
+_KIND_OF_OPCODE: dict[str, tuple[str | None, str]] = {}
+for _kind in COLLECTIVE_KINDS:
+    for _suffix, _phase in (("", ""), ("-start", "start"), ("-done", "done")):
+        _KIND_OF_OPCODE.setdefault(_kind + _suffix, (_kind, _phase))
 
 
 def value_type(comp: Computation, name: str) -> ArrayType | None:
