@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .comms import analyze_text
-from .cost import ASYNC_STARTS, CHIPS, OUTSIDE_THE_MODEL, _Simulator, estimate
+from .cost import ASYNC_STARTS, CHIPS, OUTSIDE_THE_MODEL, Chip, _Simulator, estimate
 
 #: The records of real chips (benchmarks/tpu_record.py): ``tpu_<chip>.json`` (each program's median
 #: time, memory and provenance) and ``tpu_<chip>_programs.json.gz`` (the program the chip compiled).
@@ -237,14 +237,15 @@ def _programs_texts(chip: str, which: str) -> dict[str, str]:
 
 
 def _compared(chip: str, which: str) -> list[Calibrated]:
-    return list(_compared_rows(chip, which))
+    return list(_compared_rows(chip, which, CHIPS[chip]))
 
 
 @functools.cache
-def _compared_rows(chip: str, which: str) -> tuple[Calibrated, ...]:
-    """:func:`_compared`'s rows, worked out once a process: the records and the model do not change
-    while it runs, and the tests ask for the same rows about twenty times (each an analysis and an
-    estimate of every recorded program)."""
+def _compared_rows(chip: str, which: str, model: Chip) -> tuple[Calibrated, ...]:
+    """:func:`_compared`'s rows, worked out once a process for each model of the chip (``CHIPS[chip]``
+    as it is when asked: a chip whose measured rates were replaced gets rows of its own): the tests
+    ask for the same rows about twenty times, each an analysis and an estimate of every recorded
+    program."""
     path = RECORDS / f"tpu_{chip}{which}.json"
     if not path.exists():
         raise ValueError(f"no record of a real TPU {chip}: expected {path}")
@@ -254,7 +255,7 @@ def _compared_rows(chip: str, which: str) -> tuple[Calibrated, ...]:
     for name, entry in programs.items():
         if "seconds" not in entry:  # the chip refused it (did not fit): nothing to compare
             continue
-        est = estimate(analyze_text(texts[name]), CHIPS[chip])
+        est = estimate(analyze_text(texts[name]), model)
         rows.append(
             Calibrated(
                 name,

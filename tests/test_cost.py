@@ -748,3 +748,13 @@ def test_per_kernel_the_model_is_rougher_than_per_program():
     off = sum(abs(r.estimated - r.measured) for r in gpt)
     net = abs(sum(r.estimated - r.measured for r in gpt))
     assert off > 2 * net
+
+
+def test_the_records_rows_follow_the_chips_model(monkeypatch):
+    # property: the rows are worked out once a process for each model of the chip, so a chip whose
+    # measured rates were replaced (as the book does to show a rule's "before") gets rows of its own
+    first = records.held_out("v5e")
+    assert records.held_out("v5e") == first and records.held_out("v5e") is not first
+    m = dataclasses.replace(cost.V5E_MEASURED, window_rows_set_write_rate=False)
+    monkeypatch.setitem(cost.CHIPS, "v5e", dataclasses.replace(cost.CHIPS["v5e"], measured=m))
+    assert [r.error for r in records.held_out("v5e")] != [r.error for r in first]
