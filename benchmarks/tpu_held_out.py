@@ -667,6 +667,19 @@ def held_out_twelfth() -> list[Program]:
     ]  # fmt: skip
 
 
+def _attention_held(tokens: int, n: int, d: int, batch: int, dtype: str = "bfloat16") -> Program:
+    """Attention over ``batch`` sequences of ``tokens``, ``n`` heads of ``d`` (rounds 13 to 15)."""
+    kind = "bfloat16" if dtype == "bfloat16" else "float32"
+    name = f"attention {kind} {tokens}, {n} heads of {d}, batch {batch}"
+    return program(name, "attention", attention, *[((batch, tokens, n, d), dtype)] * 3)
+
+
+def _scores_held(tokens: int, n: int, d: int, batch: int) -> Program:
+    """Attention's scores q kᵀ alone, bf16 (rounds 14 and 15)."""
+    name = f"attention scores bfloat16 {tokens}, {n} heads of {d}, batch {batch}"
+    return program(name, "attention", _scores, *[((batch, tokens, n, d), "bfloat16")] * 2)
+
+
 def held_out_thirteenth() -> list[Program]:
     """A thirteenth set held out of the fit, written and recorded (and sealed) before any rule for
     attention's kernels (``--set held_out_13``), opened once the rule read off
@@ -674,18 +687,8 @@ def held_out_thirteenth() -> list[Program]:
     512 at shapes no other program has, an f32 MLP step and an f32 matmul near the 5632 one the model
     misses, and a fair test of the rest."""
 
-    prog = program
+    prog, heads = program, _attention_held
     f32, bf16 = "float32", "bfloat16"
-    qkv = lambda shape, dtype: [(shape, dtype)] * 3  # noqa: E731
-
-    def heads(tokens: int, n: int, d: int, batch: int, dtype: str = bf16) -> Program:
-        return prog(
-            f"attention {'bfloat16' if dtype == bf16 else 'float32'} {tokens}, {n} heads of {d}, "
-            f"batch {batch}",
-            "attention",
-            attention,
-            *qkv((batch, tokens, n, d), dtype),
-        )
 
     return [
         heads(2048, 8, 64, 8),
@@ -713,22 +716,8 @@ def held_out_fourteenth() -> list[Program]:
     at new windows, an f32 attention with heads of 256, an f32 MLP step and matmul past the 5632 ones,
     and a fair test of the rest."""
 
-    prog = program
+    prog, heads, scores = program, _attention_held, _scores_held
     f32, bf16 = "float32", "bfloat16"
-    qkv = lambda shape, dtype: [(shape, dtype)] * 3  # noqa: E731
-
-    def heads(tokens: int, n: int, d: int, batch: int, dtype: str = bf16) -> Program:
-        return prog(
-            f"attention {'bfloat16' if dtype == bf16 else 'float32'} {tokens}, {n} heads of {d}, "
-            f"batch {batch}",
-            "attention",
-            attention,
-            *qkv((batch, tokens, n, d), dtype),
-        )
-
-    def scores(tokens: int, n: int, d: int, batch: int) -> Program:
-        return prog(f"attention scores bfloat16 {tokens}, {n} heads of {d}, batch {batch}", "attention",
-                    _scores, *[((batch, tokens, n, d), bf16)] * 2)  # fmt: skip
 
     return [
         heads(1280, 16, 256, 4),
@@ -755,17 +744,8 @@ def held_out_fifteenth() -> list[Program]:
     heads of 256 to 512 at shapes no other program has, the scores alone, and a fair test of the
     rest."""
 
-    prog = program
+    prog, heads, scores = program, _attention_held, _scores_held
     f32, bf16 = "float32", "bfloat16"
-
-    def heads(tokens: int, n: int, d: int, batch: int, dtype: str = bf16) -> Program:
-        kind = "bfloat16" if dtype == bf16 else "float32"
-        name = f"attention {kind} {tokens}, {n} heads of {d}, batch {batch}"
-        return prog(name, "attention", attention, *[((batch, tokens, n, d), dtype)] * 3)
-
-    def scores(tokens: int, n: int, d: int, batch: int) -> Program:
-        return prog(f"attention scores bfloat16 {tokens}, {n} heads of {d}, batch {batch}", "attention",
-                    _scores, *[((batch, tokens, n, d), bf16)] * 2)  # fmt: skip
 
     return [
         heads(1792, 8, 256, 4),

@@ -12,16 +12,22 @@ import pytest
 from shardbook import comms, cost, hbm, records, vector
 
 
+def pending_sweep(name: str) -> tuple[dict, dict]:
+    """(each program's kernels as the chip timed them, each program's compiled text) of a sweep kept in
+    benchmarks/pending (``kernel_sweeps_seventh`` and so on)."""
+    stem = records.RECORDS.parents[1] / "benchmarks" / "pending" / f"{name}_tpu_v5e"
+    kernels = json.loads(stem.with_name(stem.name + "_kernels.json").read_text())["programs"]
+    with gzip.open(stem.with_name(stem.name + "_programs.json.gz"), "rt") as f:
+        return kernels, json.load(f)
+
+
 def test_attentions_scores_beside_their_running_max_write_at_the_rate_of_a_product_that_mostly_writes():
     # read off benchmarks.tpu_attention_sweeps.kernel_sweeps_seventh's kernels (benchmarks/pending):
     # attention's first kernel, the scores with the softmax's running max kept in VMEM, its contraction
     # in one step: with heads of 64, 128 and 192 within 8% of the chip; at the general write rate 12%
     # over or more. With heads of 192 its MXU time plus Measured.vmem_results_writes_exposed of its
     # writes is its time
-    pending = records.RECORDS.parents[1] / "benchmarks" / "pending" / "kernel_sweeps_seventh_tpu_v5e"
-    chip_kernels = json.loads(pending.with_name(pending.name + "_kernels.json").read_text())["programs"]
-    with gzip.open(pending.with_name(pending.name + "_programs.json.gz"), "rt") as f:
-        texts = json.load(f)
+    chip_kernels, texts = pending_sweep("kernel_sweeps_seventh")
     m = cost.V5E_MEASURED
     general = dataclasses.replace(
         cost.CHIPS["v5e"], measured=dataclasses.replace(m, hbm_matmul_write_bandwidth=None)
@@ -101,10 +107,7 @@ def test_the_scores_alone_write_at_the_rate_their_window_sets():
     # rate (within 2% of the chip; at a product's write rate 8% short or more); in a window of whole
     # rows (4 heads of 256: all 2,048 keys) at a product's rate. Measured.window_rows_set_write_rate
     # off, each is charged at a product's rate.
-    pending = records.RECORDS.parents[1] / "benchmarks" / "pending" / "kernel_sweeps_eighth_tpu_v5e"
-    chip_kernels = json.loads(pending.with_name(pending.name + "_kernels.json").read_text())["programs"]
-    with gzip.open(pending.with_name(pending.name + "_programs.json.gz"), "rt") as f:
-        texts = json.load(f)
+    chip_kernels, texts = pending_sweep("kernel_sweeps_eighth")
     m = cost.V5E_MEASURED
     off = dataclasses.replace(
         cost.CHIPS["v5e"], measured=dataclasses.replace(m, window_rows_set_write_rate=False)
@@ -132,10 +135,8 @@ def test_the_scores_alone_write_at_the_rate_their_window_sets():
     # in one step, a window of whole rows: the MXU time and Measured.vmem_results_writes_exposed of the
     # writes at a product's rate (kernel_sweeps_seventh's scores alone with heads of 64); off, the
     # general rate beside the products is 19% over
-    pending = pending.with_name("kernel_sweeps_seventh_tpu_v5e")
-    chip_kernels = json.loads(pending.with_name(pending.name + "_kernels.json").read_text())["programs"]
-    with gzip.open(pending.with_name(pending.name + "_programs.json.gz"), "rt") as f:
-        text = json.load(f)["attention scores sweep bf16, 16 heads of 64, batch 3"]
+    chip_kernels, texts = pending_sweep("kernel_sweeps_seventh")
+    text = texts["attention scores sweep bf16, 16 heads of 64, batch 3"]
     chip = chip_kernels["attention scores sweep bf16, 16 heads of 64, batch 3"]["kernels"]["fusion"][1]
     seconds = {}
     for label, at in (("rule", cost.CHIPS["v5e"]), ("off", off)):
