@@ -225,6 +225,10 @@ site-check: venv
 # hour later, on the same machine, at 77b07c5 (every chapter from the cache but appendix A): passed,
 # 807 s wall, 973 s CPU (unit 701), the cores line 0.73 s before the lanes and 1.07 s after: the same
 # cores' speed drifts by half over a run, so one run's CPU says little against a line like 900 s.
+# Later that day, same machine, cores steady (0.82 s before the lanes, 0.86 after), with helper-35's faster
+# HLO parser and the records' rows once a process: at 770b17a, every chapter executed, passed in 913 s wall,
+# 1,299 s CPU (unit 655, notebooks 416, learner-path 88, check-exercises 50, site-check 44); at c80cbfb, the
+# chapters from the cache, 768 s wall, 909 s CPU (unit 677, learner-path 86, check-exercises 53).
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
