@@ -465,7 +465,21 @@ def _parameter_read(module: Module, comp: Computation, name: str, depth: int = 0
 def window_spans_lanes(inst: Instruction) -> bool | None:
     """Whether a kernel's output window (``window_config``'s ``output_window_bounds``, its last entry in
     tiles of 128 lanes) spans the whole minor dimension of its first result in HBM, so that each block
-    it writes is whole rows of that result; None where the program does not say."""
+    it writes is whole rows of that result; None where the program does not say.
+
+    Example: the scores q kᵀ alone, 8 heads of 256 at 2,048 tokens, as a v5e compiled them (their window
+    holds 16 lane tiles, all 2,048 keys), and the whole attention's scores, the queries on the lanes in
+    windows of one tile of 128:
+
+      >>> import gzip, json
+      >>> from pathlib import Path
+      >>> from shardbook.hlo import parse_module
+      >>> texts = json.load(gzip.open(Path(__file__).parent / "data" / "tpu_v5e_programs.json.gz", "rt"))
+      >>> alone = parse_module(texts["attention scores bf16, 8 heads of 256"])
+      >>> whole = parse_module(texts["attention bfloat16 2048"])
+      >>> [window_spans_lanes(m.entry.by_name[k]) for m, k in ((alone, "fusion"), (whole, "fusion.11"))]
+      [True, False]
+    """
     window = (inst.backend_config().get("window_config") or {}).get("output_window_bounds", [])
     for m in _ARRAY_LAYOUT_RE.finditer(inst.type_text):
         layout = m.group(3) or ""
