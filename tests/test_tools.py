@@ -2,6 +2,8 @@
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 import types
 from decimal import Decimal
@@ -493,6 +495,36 @@ def test_the_machines_busy_time_counts_this_process_too():
     burnt = time.process_time() - mine
     after, _ = run_steps.machine_cpu()
     assert after - busy >= burnt - 0.05  # /proc/stat counts in ticks of 10 ms
+
+
+ORPHANS_SCRIPT = """
+import resource, subprocess, sys, time
+from tools import run_steps
+assert run_steps.adopt_orphans()
+burn = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.5: pass"
+# Two orphans (their shell ends at once): one burns 0.5 s of CPU and ends, one would sleep forever.
+subprocess.run(["sh", "-c", f"{sys.executable} -c '{burn}' & exec sleep 0"], check=True)
+subprocess.run(["sh", "-c", "exec 0<&- 1>&- 2>&-; sleep 600 &"], check=True)
+before = resource.getrusage(resource.RUSAGE_CHILDREN)
+reaped, killed = run_steps.reap_orphans(grace=3)
+after = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(reaped, ",".join(killed), round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2))
+"""
+
+
+def test_orphans_are_adopted_counted_and_the_ones_left_running_killed():
+    # make test's "all" counts processes whose parent ended before them (a sandboxed kernel's bwrap, a
+    # Ray node's raylet and workers): run_steps adopts them, waits for them at the end, and kills, by
+    # name, those still running then. In a process of its own: pytest must not become a subreaper.
+    if not sys.platform.startswith("linux"):
+        pytest.skip("a child subreaper is Linux's")
+    done = subprocess.run(
+        [sys.executable, "-c", ORPHANS_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    reaped, killed, cpu = done.stdout.split()
+    assert int(reaped) == 2 and killed == "sleep"  # the burner ended by itself; the sleeper was killed
+    assert float(cpu) >= 0.45  # the burner's CPU reached this process's children's
 
 
 def test_the_cores_speed_is_this_process_cpu_time_for_fixed_work(monkeypatch):
