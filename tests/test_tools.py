@@ -1,5 +1,6 @@
 """tools/notebooks.py: the CI checks over notebooks catch what they are for."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -498,7 +499,7 @@ def test_the_machines_busy_time_counts_this_process_too():
 
 
 ORPHANS_SCRIPT = """
-import resource, subprocess, sys, time
+import json, resource, subprocess, sys
 from tools import run_steps
 assert run_steps.adopt_orphans()
 burn = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.5: pass"
@@ -508,7 +509,8 @@ subprocess.run(["sh", "-c", "exec 0<&- 1>&- 2>&-; sleep 600 &"], check=True)
 before = resource.getrusage(resource.RUSAGE_CHILDREN)
 reaped, killed = run_steps.reap_orphans(grace=3)
 after = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(reaped, ",".join(killed), round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2))
+total = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+print(json.dumps({"reaped": reaped, "killed": killed, "cpu": total}))
 """
 
 
@@ -522,9 +524,11 @@ def test_orphans_are_adopted_counted_and_the_ones_left_running_killed():
         [sys.executable, "-c", ORPHANS_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    reaped, killed, cpu = done.stdout.split()
-    assert int(reaped) == 2 and killed == "sleep"  # the burner ended by itself; the sleeper was killed
-    assert float(cpu) >= 0.45  # the burner's CPU reached this process's children's
+    got = json.loads(done.stdout)
+    # the burner ended by itself, the sleeper was killed; each counted under its name, with its CPU
+    (burner,) = [name for name in got["reaped"] if name != "sleep"]
+    assert got["reaped"]["sleep"][0] == 1 and got["reaped"][burner][0] == 1, got
+    assert got["killed"] == ["sleep"] and got["cpu"] >= got["reaped"][burner][1] >= 0.45, got
 
 
 def test_the_cores_speed_is_this_process_cpu_time_for_fixed_work(monkeypatch):

@@ -117,8 +117,9 @@ def adopt_orphans() -> bool:
         return False
 
 
-def _children() -> dict[int, str]:
-    """This process's children still running: pid -> command name (from /proc)."""
+def _children(ended: bool = False) -> dict[int, str]:
+    """This process's children (from /proc), pid -> command name: those still running, or with
+    ``ended`` those that ended and were not waited for yet."""
     found = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -126,24 +127,38 @@ def _children() -> dict[int, str]:
         except OSError:
             continue
         name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
-        if int(rest[1]) == os.getpid() and rest[0] != "Z":
+        if int(rest[1]) == os.getpid() and (rest[0] == "Z") == ended:
             found[int(stat.parent.name)] = name
     return found
 
 
-def reap_orphans(grace: float = ORPHANS_GRACE) -> tuple[int, list[str]]:
+def reap_orphans(grace: float = ORPHANS_GRACE) -> tuple[dict[str, list[float]], list[str]]:
     """Waits for every child left once the steps and the cluster have ended (the orphans adopted by
-    :func:`adopt_orphans`), killing those still running after ``grace`` seconds: (how many were
-    reaped, the names of those that had to be killed)."""
-    reaped, killed = 0, list[str]()
+    :func:`adopt_orphans`), killing those still running after ``grace`` seconds: (command name ->
+    [how many, their CPU seconds with their own descendants'], the names of those that were killed)."""
+    reaped: dict[str, list[float]] = {}
+    killed: list[str] = []
+
+    def count(name: str, usage: resource.struct_rusage) -> None:
+        row = reaped.setdefault(name, [0, 0.0])
+        row[0] += 1
+        row[1] += usage.ru_utime + usage.ru_stime
+
     deadline = time.monotonic() + grace
     while True:
+        for pid, name in _children(ended=True).items():  # named while /proc still has them
+            try:
+                done, _, usage = os.wait4(pid, os.WNOHANG)
+            except ChildProcessError:
+                continue
+            if done:
+                count(name, usage)
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, _, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return reaped, killed  # none left
         if pid:
-            reaped += 1
+            count("?", usage)  # ended between the scan and now
             continue
         if time.monotonic() > deadline and not killed:
             for child, name in _children().items():
@@ -230,9 +245,11 @@ def main(argv: list[str]) -> int:
             else:
                 print(f"  {step:<16}      -         -    lane {k}  (not run: an earlier step failed)")
     if adopting:
+        most = sorted(orphans.items(), key=lambda item: -item[1][1])[:3]
+        named = ", ".join(f"{name} {cpu:.0f} s" for name, (_, cpu) in most)
         print(
-            f"  {'orphans':<16} {'-':>6}   {orphans_cpu:6.0f} s  ({orphans} processes whose parent ended"
-            " before them: counted here, not in a step)"
+            f"  {'orphans':<16} {'-':>6}   {orphans_cpu:6.0f} s  ({sum(n for n, _ in orphans.values()):.0f}"
+            f" processes whose parent ended before them, counted here, not in a step; most: {named})"
         )
     if killed:
         print(f"  left running at the end, killed: {', '.join(sorted(killed))}")
