@@ -1,5 +1,5 @@
 """Attention's kernels swept on a real TPU v5e and kept out of the fitted record (their records and
-kernels in ``benchmarks/pending/``, ``benchmarks/tpu_record.py --set sweeps_7`` to ``sweeps_9``): each
+kernels in ``benchmarks/pending/``, ``benchmarks/tpu_record.py --set sweeps_7`` to ``sweeps_10``): each
 sweep written and recorded before any rule read off it, beside a held-out round recorded sealed. JAX
 and NumPy only, like :mod:`benchmarks.tpu_programs`, whose :class:`Program` and pieces they use.
 """
@@ -46,3 +46,17 @@ def kernel_sweeps_ninth() -> list[Program]:
                     _values, ((b, h, t, t), bf16), ((b, t, h, d), bf16)) for b, t, h, d in values] + [
         program(f"attention scores sweep bf16, {h} heads of {d}, {t} long, batch {b}", "attention", _scores,
                 *[((b, t, h, d), bf16)] * 2) for b, t, h, d in scores]  # fmt: skip
+
+
+def kernel_sweeps_tenth() -> list[Program]:
+    """Attention's second product (the weights times the values) alone with only the number of keys
+    changing (1,024 to 3,072) at three fixed widths and head counts (bf16): how its time follows the
+    compiler's steps over the keys when nothing else moves (recorded after sweep 9 found no rule
+    across shapes that changed several things at once, before any rule read off it)."""
+    bf16 = "bfloat16"
+    shapes = [(4, 4, 2048, 384, k) for k in (1024, 1536, 2048, 3072)]
+    shapes += [(2, 8, 2048, 512, k) for k in (1024, 2048, 3072)]
+    shapes += [(2, 16, 1024, 256, k) for k in (1024, 2048, 3072)]
+    return [program(f"attention values keys sweep bf16, {h} heads of {d}, {q} queries, {k} keys, batch {b}",
+                    "attention", _values, ((b, h, q, k), bf16), ((b, k, h, d), bf16))
+            for b, h, q, d, k in shapes]  # fmt: skip
