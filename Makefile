@@ -237,12 +237,14 @@ site-check: venv
 # chapter executed, cores 1.47 s before the lanes and 1.05 s after: passed, 1,151 s wall, 2,108 s CPU (unit
 # 832, notebooks 530, learner-path 106, check-exercises 62, site-check 59, pdf-check 19, ray 16, book 5,
 # orphans 475 in 130 processes), the machine 2,218 s busy. Again with the chapters from the cache (cores
-# 1.43 and 1.23 s): 982 s wall, 1,733 s CPU, orphans 521 s (bwrap 264, chromium 221, python 23). Alone on
-# the quiet machine, the site check took 185 s of the machine's CPU (64 s counted before: Chromium's
-# renderers 99 s, its browser 30, its GPU process 17) and pdf-check 86 s (21 s counted). So make test's CPU
-# in all is about twice the 900 s of issue 49, not at it as the tables above read;
-# "--disable-gpu-compositing" and "--disable-software-rasterizer" beside "--disable-gpu" changed nothing
-# (180 s against 185).
+# 1.43 and 1.23 s): 982 s wall, 1,733 s CPU, orphans 521 s (bwrap 264, chromium 221, python 23); once more
+# (cores 1.10 and 1.48 s): 1,021 s wall, 1,794 s CPU (unit 914, orphans 558: bwrap 274, chromium 237). Alone
+# on the quiet machine, the site check took 185 s of the machine's CPU, of which 64 s were counted before
+# (in a separate run, Chromium's renderers took 99 s, its browser process 30 and its GPU process 17), and
+# pdf-check 86 s (21 s counted). So make test's CPU in all is about twice the 900 s of issue 49 on this
+# machine, and, adding the 460-520 s that went uncounted, about 1.5 times it on the machines of the 893-938
+# s runs above, not at it as those tables read; "--disable-gpu-compositing" and
+# "--disable-software-rasterizer" beside "--disable-gpu" changed nothing (180 s against 185).
 TEST_LANE_1 := unit
 TEST_LANE_2 := notebooks check-exercises book leaks pdf-check site-check
 TEST_LANE_3 := lint learner-path
