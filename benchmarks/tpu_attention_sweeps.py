@@ -50,6 +50,12 @@ def kernel_sweeps_ninth() -> list[Program]:
                 *[((b, t, h, d), bf16)] * 2) for b, t, h, d in scores]  # fmt: skip
 
 
+#: (batch, heads, queries, head width, keys) of sweeps 10 and 11.
+TENTH_SHAPES = [(4, 4, 2048, 384, k) for k in (1024, 1536, 2048, 3072)]
+TENTH_SHAPES += [(2, 8, 2048, 512, k) for k in (1024, 2048, 3072)]
+TENTH_SHAPES += [(2, 16, 1024, 256, k) for k in (1024, 2048, 3072)]
+
+
 def kernel_sweeps_tenth() -> list[Program]:
     """Attention's second product (the weights times the values) alone with only the number of keys
     changing (1,024 to 3,072) at three fixed widths and head counts (bf16): how its time follows the
@@ -59,12 +65,6 @@ def kernel_sweeps_tenth() -> list[Program]:
     return [program(f"attention values keys sweep bf16, {h} heads of {d}, {q} queries, {k} keys, batch {b}",
                     "attention", _values, ((b, h, q, k), bf16), ((b, k, h, d), bf16))
             for b, h, q, d, k in TENTH_SHAPES]  # fmt: skip
-
-
-#: (batch, heads, queries, head width, keys) of sweeps 10 and 11.
-TENTH_SHAPES = [(4, 4, 2048, 384, k) for k in (1024, 1536, 2048, 3072)]
-TENTH_SHAPES += [(2, 8, 2048, 512, k) for k in (1024, 2048, 3072)]
-TENTH_SHAPES += [(2, 16, 1024, 256, k) for k in (1024, 2048, 3072)]
 
 
 def _values_heads_first(p, v):

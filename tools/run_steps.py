@@ -12,7 +12,10 @@ Each step's output goes to ``_build/test-logs/<step>.log`` and is printed whole 
 The table gives each step's wall and CPU seconds (user + system of the step's processes: the figure a
 busy machine changes least), and the run's, and how fast the machine's cores are (:func:`core_seconds`,
 before the lanes start and after they end): a slower core takes more CPU for every step, so two
-machines' tables compare only beside it. Exits non-zero if any step failed.
+machines' tables compare only beside it. A process whose parent ended before it (a sandboxed kernel's
+bwrap, Chromium's renderers, a Ray node's raylet) is adopted (:func:`adopt_orphans`) and waited for at
+the end: its CPU is in the row ``orphans`` and in the run's, no step's. Exits non-zero if any step
+failed.
 """
 
 from __future__ import annotations
