@@ -55,6 +55,7 @@ SETS = {
     "held_out_13": tpu_held_out.held_out_thirteenth,
     "held_out_14": tpu_held_out.held_out_fourteenth,
     "held_out_15": tpu_held_out.held_out_fifteenth,
+    "held_out_16": tpu_held_out.held_out_sixteenth,
     # a fitted set recorded alone, before any rule is read off it (its names need no --only)
     "sweeps_3": tpu_programs.kernel_sweeps_third,
     "sweeps_4": tpu_programs.kernel_sweeps_fourth,

@@ -89,6 +89,7 @@ from .hbm import (
     grid_bounds,
     hbm_bytes,
     hbm_results,
+    stepped_weight_tile,
     tiled_rereads,
     tpu_hbm_bytes,
     tpu_hbm_traffic,
@@ -536,10 +537,25 @@ class _Simulator:
             rate = m.hbm_matmul_write_bandwidth
             if rows is False and m.hbm_write_bandwidth:
                 rate = m.hbm_write_bandwidth
-            return max(max(mxu, vector) + exposed + written / rate, hbm), "matmul"
-        if writes_after and mostly_writes and m is not None and m.hbm_matmul_write_bandwidth:
-            exposed += (m.vmem_results_writes_exposed or 0.0) * written / m.hbm_matmul_write_bandwidth
-        return max(max(mxu, vector) + exposed, hbm), "matmul"
+            seconds = max(max(mxu, vector) + exposed + written / rate, hbm)
+        else:
+            if writes_after and mostly_writes and m is not None and m.hbm_matmul_write_bandwidth:
+                exposed += (m.vmem_results_writes_exposed or 0.0) * written / m.hbm_matmul_write_bandwidth
+            seconds = max(max(mxu, vector) + exposed, hbm)
+        return seconds + self._stepped_reads_exposed(inst, mxu, read), "matmul"
+
+    def _stepped_reads_exposed(self, inst: Instruction, mxu: float, read: int) -> float:
+        """What a product laid out with its output's batch in the sublanes, that batch a head's width, in
+        small steps of its weights, leaves exposed of the shorter of its MXU time and its reads' time
+        (:attr:`Measured.stepped_reads_exposed`; :func:`shardbook.hbm.stepped_weight_tile`)."""
+        m = self.chip.measured
+        if m is None or m.stepped_reads_exposed is None or not m.hbm_read_bandwidth:
+            return 0.0
+        tile = stepped_weight_tile(self.module, inst)
+        if tile is None or tile[0] >= m.stepped_tile_elements or not 256 <= tile[1] <= 512:
+            return 0.0
+        share = m.stepped_reads_exposed[0] if tile[1] == 256 else m.stepped_reads_exposed[1]
+        return share * min(mxu, read / m.hbm_read_bandwidth)
 
     def _hbm_seconds(
         self, read: int, written: int, alone: bool = False, matmul_writes: bool = False

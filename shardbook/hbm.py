@@ -491,3 +491,39 @@ def window_spans_lanes(inst: Instruction) -> bool | None:
             return None
         return int(window[-1]) * 128 >= dims[order[0]]
     return None
+
+
+def stepped_weight_tile(module: Module, inst: Instruction) -> tuple[int, int] | None:
+    """(elements of one grid step's window of the weights, rows each weight tile meets) of a product's
+    kernel that the compiler laid out with its output's batch in the sublanes (an emitter named
+    ``…OutputBatchInSublanes…``: attention's second product p v in the [batch, tokens, heads, width]
+    form, computed as vᵀ pᵀ, the weights p, the head's width the batch of the convolution); None for any
+    other kernel. The weights' window is ``window_config``'s ``kernel_window_bounds`` (its last entry in
+    tiles of 128 lanes, the one before in tiles of 8 sublanes); the rows are the size of the
+    convolution's batch dimension (``dim_labels``' ``b`` in its result).
+
+    Example: attention's second product, 8 heads of 256 at 2,048 tokens, batch 8, as a v5e compiled
+    it: each step holds 2 heads × 208 keys × 2,048 queries of p, and each tile of p meets 256 rows:
+
+      >>> import gzip, json
+      >>> from pathlib import Path
+      >>> from shardbook.hlo import parse_module
+      >>> texts = json.load(gzip.open(Path(__file__).parent / "data" / "tpu_v5e_programs.json.gz", "rt"))
+      >>> m = parse_module(texts["attention bfloat16 2048, 8 heads of 256"])
+      >>> [stepped_weight_tile(m, m.entry.by_name[k]) for k in ("fusion.8", "fusion.11")]
+      [(851968, 256), None]
+    """
+    config = inst.backend_config()
+    if "OutputBatchInSublanes" not in (config.get("convolution_algorithm_config") or {}).get("emitter", ""):
+        return None
+    window = [int(b) for b in (config.get("window_config") or {}).get("kernel_window_bounds", [])]
+    nested = module.computations.get(dict(inst.called()).get("calls", ""))
+    convs = [i for i in nested.instructions if i.opcode == "convolution"] if nested is not None else []
+    labels = convs[0].attr("dim_labels") if len(convs) == 1 else None
+    if len(window) < 2 or not labels or "->" not in labels:
+        return None
+    out = labels.split("->")[1]
+    dims = convs[0].arrays[0].dims if convs[0].arrays else ()
+    if "b" not in out or len(dims) != len(out):
+        return None
+    return math.prod(window[:-2]) * window[-2] * 8 * window[-1] * 128, dims[out.index("b")]

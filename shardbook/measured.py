@@ -56,6 +56,12 @@ class Measured:
     # whether a batched product's output window sets its write rate: whole rows of its result (its
     # minor dimension) at the rate of a product that mostly writes, part of them at the general rate
     window_rows_set_write_rate: bool = False
+    # a product laid out with its output's batch in the sublanes, that batch a head's width (256 to 512
+    # rows: attention's second product p v in the [batch, tokens, heads, width] form), each step of its
+    # grid holding fewer than ``stepped_tile_elements`` of its weights, leaves exposed this fraction of the
+    # shorter of its MXU time and its reads' time: (256 rows, 384 or 512 rows); None: it does not
+    stepped_reads_exposed: tuple[float, float] | None = None
+    stepped_tile_elements: int = 1 << 20
     # seconds per 8 rows of a reduction's result per block of lanes, where it sums across the lanes
     lane_reduce_seconds: float = 0.0
     # the same, where the result has one dimension (its sums laid out along the lanes of a 1-D tile)
@@ -159,6 +165,17 @@ V5E_MEASURED = Measured(
     # product's rate (heads of 64: 0.618) and their MXU time plus 0.45 of those writes (heads of 192:
     # 0.923); at the general rate, beside their products, 19% and 16% over
     window_rows_set_write_rate=True,
+    # Read off the kernels of attention's second product p v in the [batch, tokens, heads, width] form
+    # (benchmarks.tpu_attention_sweeps.kernel_sweeps_seventh, _ninth and _tenth, the unexplained
+    # programs and the fitted 8 heads of 256; 2026-12-07, before the sixteenth held-out set was written):
+    # the compiler computes vᵀ pᵀ, p the weights, each tile of p meeting a head's width of rows. Where
+    # each step of the grid holds less than 2^20 elements of p, the kernel took the longer of its MXU
+    # and HBM times plus part of the shorter of its MXU time and its reads' time: with heads of 256,
+    # 0.29 to 0.49 of it (median 0.35, eight kernels), of 384 or 512, 0.24 to 2.01 (median 0.78, ten).
+    # The bound was read off the held-out rounds' kernels of that form: of the fifteen that read p from
+    # HBM in steps of 2^20 or more of it, fourteen took at most 0.11 of that shorter time beyond the
+    # model's time without this rule (the fifteenth 0.25).
+    stepped_reads_exposed=(0.35, 0.78),
     # "one-hot sums over 50304, 8 x 1024 rows": 0.991 ms where its elements' ops take 0.316; it sums 8,192
     # rows across the lanes in 197 blocks: 3.35 ns per 8 rows per block
     lane_reduce_seconds=3.35e-9,
