@@ -557,21 +557,23 @@ def test_out_of_sample_error_is_the_held_out_programs():
     # out-of-sample error, except those its estimate flags and the named misses (each of which really is
     # beyond it); the stated error is the measured worst, not a loose bound (within one point of it)
     rows = records.held_out("v5e")
-    assert len(rows) == 193 and {r.round for r in rows} == set(range(1, 16))
+    assert len(rows) == 205 and {r.round for r in rows} == set(range(1, 17))
     families = {r.family for r in rows}
     assert {"matmul", "mlp", "memory", "vector", "attention", "training"} <= families
     inside = [r for r in rows if not r.outside and r.program not in records.MISSED]
     worst = max(abs(r.error) for r in inside)
     assert worst <= records.OUT_OF_SAMPLE_ERROR < worst + 0.01, f"worst held-out error {worst:.1%}"
     assert not [r.program for r in rows if r.outside]
-    # round 4, recorded before the rules it tests: 13 of its 14 within 5%
+    # round 4, recorded before the rules it tests: 13 of its 14 within 5% (all 14 since the rule for
+    # attention's second product in small steps)
     fourth = [r for r in inside if r.round == 4]
-    assert len(fourth) == 14 and sum(abs(r.error) < 0.05 for r in fourth) == 13
+    assert len(fourth) == 14 and sum(abs(r.error) < 0.05 for r in fourth) == 14
     # rounds 6 to 8, each recorded before rules and opened after them (9, 6 and 8 of 12 within 10%
     # then), and round 9, recorded before any rule and opened against round 8's model: within 10%, with
-    # their weight updates recorded again (the recorder had timed another program for those)
-    within = {n: sum(abs(r.error) <= 0.10 for r in rows if r.round == n) for n in range(6, 16)}
-    assert within == {6: 12, 7: 11, 8: 11, 9: 11, 10: 12, 11: 12, 12: 11, 13: 9, 14: 6, 15: 9}
+    # their weight updates recorded again (the recorder had timed another program for those); round 16,
+    # recorded after the rule it tests was committed: all 12
+    within = {n: sum(abs(r.error) <= 0.10 for r in rows if r.round == n) for n in range(6, 17)}
+    assert within == {6: 12, 7: 11, 8: 11, 9: 11, 10: 12, 11: 12, 12: 11, 13: 9, 14: 9, 15: 9, 16: 12}
     updates = [r for r in rows if r.program.startswith("SGD inside") and r.round < 10]
     assert len(updates) == 4 and all(abs(r.error) < 0.05 for r in updates)
     missed = {r.program: r for r in rows if r.program in records.MISSED}

@@ -150,11 +150,9 @@ def test_the_scores_alone_write_at_the_rate_their_window_sets():
 @pytest.mark.parametrize(
     "program, kernel, stated",
     [
-        # attention's second product, its time over its MXU time (round 14, then round 15)
-        ("attention bfloat16 1280, 16 heads of 256, batch 4", "fusion.8", "48%"),
-        ("attention bfloat16 768, 8 heads of 384, batch 12", "fusion.5", "75%"),
-        ("attention bfloat16 1536, 8 heads of 512, batch 4", "fusion.8", "54%"),
+        # a product's time over its MXU time: attention's second product (round 15), its scores (round 13)
         ("attention bfloat16 896, 16 heads of 256, batch 8", "fusion.8", "82%"),
+        ("attention bfloat16 1024, 4 heads of 512, batch 8", "fusion.9", "21%"),
         # the scores alone in one step: what they read of what they write, and the part of their writes
         # at a product's rate beyond their MXU time
         ("attention scores bfloat16 1536, 8 heads of 256, batch 8", "fusion", "a sixth, 0.79"),
@@ -185,3 +183,60 @@ def test_what_shardbook_missed_says_of_a_kernel_is_the_chips_record(program, ker
         writes = written / cost.V5E_MEASURED.hbm_matmul_write_bandwidth
         assert f"{(chip - mxu) / writes:.2f}" == exposed
         assert share in records.MISSED[program] and exposed in records.MISSED[program]
+
+
+def _second_products(kernels: dict, texts: dict):
+    """(program, exposed share, whether its steps hold fewer than Measured.stepped_tile_elements of the
+    weights, whether its heads are 256 wide) of each kernel of attention's second product in the
+    [batch, tokens, heads, width] form, heads of 256 to 512, whose reads take a tenth of its MXU time or
+    more: what it took beyond the model without the rule, over the shorter of its MXU and read times."""
+    m = cost.V5E_MEASURED
+    off = dataclasses.replace(cost.CHIPS["v5e"], measured=dataclasses.replace(m, stepped_reads_exposed=None))
+    for name, entry in kernels.items():
+        if name not in texts or "kernels" not in entry:
+            continue
+        sim = cost._Simulator(comms.analyze_text(texts[name]), off)
+        ops = {i.name: (c, i) for c in sim.module.computations.values() for i in c.instructions}
+        for kernel, (runs, seconds) in entry["kernels"].items():
+            if kernel not in ops or (tile := hbm.stepped_weight_tile(sim.module, ops[kernel][1])) is None:
+                continue
+            if not 256 <= tile[1] <= 512:
+                continue
+            comp, inst = ops[kernel]
+            flops, _ = sim._flops(comp, inst)
+            mxu = flops / cost.measured_matmul_rate(off, *hbm._dot_setting(sim.module, comp, inst))
+            read = hbm.tpu_hbm_traffic(sim.module, comp, inst)[0] + hbm.tiled_rereads(sim.module, comp, inst)
+            reads = read / m.hbm_read_bandwidth
+            if reads < mxu / 10:
+                continue
+            exposed = (seconds / runs - sim._kernel_seconds(comp, inst)[0]) / min(mxu, reads)
+            yield name, exposed, tile[0] < m.stepped_tile_elements, tile[1] == 256
+
+
+def test_attentions_second_product_in_small_steps_leaves_part_of_its_reads_exposed():
+    # read off the second product's kernels of kernel_sweeps_seventh, _ninth and _tenth, the unexplained
+    # programs and the fitted 8 heads of 256 (Measured.stepped_reads_exposed): in steps of fewer than
+    # 2^20 elements of p, the medians of what each took beyond the model without the rule, over the
+    # shorter of its MXU and read times, are the rule's two shares (heads of 256; of 384 and 512); the
+    # bound: the held-out rounds' kernels in larger steps took at most 0.11 of it in 14 of 15 (0.25)
+    import statistics
+
+    with gzip.open(records.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
+        fitted = json.load(f)
+    sources = [pending_sweep(n) for n in ("kernel_sweeps_seventh", "kernel_sweeps_ninth", "kernel_sweeps_tenth",
+                                          "unexplained")]  # fmt: skip
+    sources.append((json.loads((records.RECORDS / "tpu_v5e_kernels.json").read_text())["programs"], fitted))
+    rows = [row for kernels, texts in sources for row in _second_products(kernels, texts)]
+    narrow = [e for _, e, small, n in rows if small and n]
+    wide = [e for _, e, small, n in rows if small and not n]
+    assert (len(narrow), len(wide)) == (8, 10)
+    assert (statistics.median(narrow), statistics.median(wide)) == pytest.approx(
+        cost.V5E_MEASURED.stepped_reads_exposed, abs=0.006
+    )
+    pending = records.RECORDS.parents[1] / "benchmarks" / "pending" / "held_out_tpu_v5e_kernels.json"
+    with gzip.open(records.RECORDS / "tpu_v5e_held_out_programs.json.gz", "rt") as f:
+        held = json.load(f)
+    kernels = {n: e for n, e in json.loads(pending.read_text())["programs"].items() if "recorded" not in e
+               or "held_out_16" not in e["recorded"]["command"]}  # fmt: skip
+    large = sorted(e for _, e, small, _ in _second_products(kernels, held) if not small)
+    assert len(large) == 15 and large[-2] <= 0.11 and f"{large[-1]:.2f}" == "0.25", large
