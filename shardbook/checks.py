@@ -636,8 +636,27 @@ def overlap_seconds(est: Any) -> float:
     return sum(max(0.0, min(b, d) - max(a, c)) for a, b in compute for c, d in comm)
 
 
+def matmul_seconds_beside_communication(est: Any) -> float:
+    """How much of an :class:`shardbook.cost.Estimate`'s matmul time passes while some collective runs
+    (each moment counted once, however many collectives run then)."""
+    spans: list[list[float]] = []
+    for start, end in sorted((e.start, e.end) for e in est.events if e.stream == "communication"):
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    compute = [(e.start, e.end) for e in est.events if e.stream == "compute"]
+    return sum(max(0.0, min(b, d) - max(a, c)) for a, b in compute for c, d in spans)
+
+
 def expect_overlap(
-    report: Any, *, what: str, min_collectives: int = 1, chip: str = "v5e", hint: str | None = None
+    report: Any,
+    *,
+    what: str,
+    min_collectives: int = 1,
+    min_share: float = 0.0,
+    chip: str = "v5e",
+    hint: str | None = None,
 ) -> None:
     """Checks that communication is split up and runs while matmuls run.
 
@@ -647,8 +666,13 @@ def expect_overlap(
     needs values computed before the last matmul. Doing every matmul first and reducing afterwards,
     however many pieces, fails.
 
+    ``min_share``: at least this fraction of the program's matmul time must pass while a collective
+    runs (:func:`matmul_seconds_beside_communication`), so that the matmuls hidden behind the
+    communication do a real share of the work: a tiny matmul beside the permutes, or a one-column
+    chunk, does not count.
+
     Raises:
-      CheckFailed: too few collectives, or none overlapping a matmul.
+      CheckFailed: too few collectives, none overlapping a matmul, or too little matmul time beside them.
     """
     from .cost import estimate
 
@@ -661,7 +685,8 @@ def expect_overlap(
             + (f": {list_collectives(report.collectives)}" if n else ""),
             hint,
         )
-    if overlap_seconds(estimate(report, chip=chip)) <= 1e-12:
+    est = estimate(report, chip=chip)
+    if overlap_seconds(est) <= 1e-12:
         _fail(
             what,
             "a collective that runs while a matmul is still running",
@@ -669,6 +694,91 @@ def expect_overlap(
             f"({list_collectives(report.collectives)})",
             hint,
         )
+    beside, total = matmul_seconds_beside_communication(est), est.compute_seconds
+    if min_share > 0 and beside < min_share * total:
+        _fail(
+            what,
+            f"at least {min_share:.1%} of the matmul time ({min_share * total * 1e6:.1f} of "
+            f"{total * 1e6:.1f} µs) to pass while a collective runs",
+            f"{beside * 1e6:.1f} µs ({beside / total if total else 0:.1%}): the matmuls beside the "
+            "communication do little of the work",
+            hint,
+        )
+
+
+def expect_flops_and_bytes(
+    report: Any,
+    *,
+    flops: int,
+    min_bytes: int,
+    what: str,
+    flops_text: str,
+    bytes_text: str,
+    slack: float = 0.05,
+    hint: str | None = None,
+) -> None:
+    """Checks that a compiled program does the work its contract needs, at the size it was compiled for.
+
+    Its matmuls (``report.flops``, per device) must do between ``flops`` and ``flops * (1 + slack)``
+    FLOPs — the whole product, and no matmul beside it whose result is not needed — and its collectives
+    must send at least ``min_bytes`` per device: the blocks the contract says must travel, in their
+    own dtype. A program that does something else at a size only compiled, never run, fails here.
+
+    Raises:
+      CheckFailed: too few or too many FLOPs, or too few bytes; naming where the figure comes from.
+    """
+    from .comms import format_bytes
+
+    size_hint = (
+        "a program compiled at this size (never run) must do the same work as the one whose values "
+        "were checked: no shortcut that depends on the shapes."
+    )
+    if report.flops < flops:
+        _fail(
+            what,
+            f"matmuls of at least {flops:,} FLOPs per device ({flops_text})",
+            f"{report.flops:,}",
+            hint or size_hint,
+        )
+    if report.flops > flops * (1 + slack):
+        _fail(
+            what,
+            f"matmuls of at most {int(flops * (1 + slack)):,} FLOPs per device ({flops_text}, + {slack:.0%})",
+            f"{report.flops:,}: a matmul the result does not need",
+            "multiply each block once, and only by what the result needs; a matmul beside the real "
+            "work is not overlap.",
+        )
+    if report.total_bytes < min_bytes:
+        _fail(
+            what,
+            f"at least {format_bytes(min_bytes)} sent per device ({bytes_text})",
+            f"{format_bytes(report.total_bytes)}"
+            + (f" ({list_collectives(report.collectives)})" if report.collectives else ""),
+            hint or size_hint,
+        )
+
+
+def expect_float32_close(
+    got: Any, expected: Any, what: str, *, hint: str | None = None, **kwargs: Any
+) -> None:
+    """:func:`expect_allclose` for float inputs that bfloat16 cannot hold: within float32's rounding
+    (a relative 1e-4 of the largest entry), with a hint of its own when the values are only within
+    bfloat16's (about 1%: a block cast to bf16 on its way, or a bf16 matmul)."""
+    expected = np.asarray(expected, np.float64)
+    scale = float(np.abs(expected).max()) or 1.0
+    try:
+        got_np = np.asarray(got, np.float64) if hasattr(got, "shape") else None
+    except Exception:  # noqa: BLE001 (expect_allclose describes what cannot be read)
+        got_np = None
+    if got_np is not None and got_np.shape == expected.shape:
+        err = float(np.abs(got_np - expected).max())
+        if 1e-4 * scale < err <= 3e-2 * scale:
+            hint = (
+                "the values are close, but only to bfloat16's 3 significant digits: keep every block, "
+                "product and sum in float32 (no astype, no bf16 matmul)."
+            )
+            kwargs.pop("explain", None)  # every block is a little off: no block is the wrong one
+    expect_allclose(got, expected, what, rtol=1e-4, atol=1e-4 * scale, hint=hint, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ from shardbook.checks import (
     expect_allclose,
     expect_equal,
     expect_estimate_within,
+    expect_float32_close,
+    expect_flops_and_bytes,
     expect_no_collectives,
     expect_overlap,
     expect_program_on_mesh,
@@ -272,16 +274,20 @@ def auto_mesh():
     return jax.make_mesh((2, 4), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
 
 
-def _allreduce_report(auto_mesh, chunks, after=False):
-    """A[B_X, D_Y] @ W[D_Y, F] with the partial sums reduced in `chunks` column chunks (after all matmuls)."""
+def _allreduce_report(auto_mesh, chunks, after=False, last_width=None):
+    """A[B_X, D_Y] @ W[D_Y, F] with the partial sums reduced in `chunks` column chunks (after all matmuls);
+    last_width: two chunks, all columns but the last `last_width`, then those."""
 
     def body(a, w):
         size = w.shape[1] // chunks
+        bounds = [(c * size, (c + 1) * size) for c in range(chunks)]
+        if last_width is not None:
+            bounds = [(0, w.shape[1] - last_width), (w.shape[1] - last_width, w.shape[1])]
         if after:
             out = a @ w
-            parts = [jax.lax.psum(out[:, c * size : (c + 1) * size], "Y") for c in range(chunks)]
+            parts = [jax.lax.psum(out[:, lo:hi], "Y") for lo, hi in bounds]
         else:
-            parts = [jax.lax.psum(a @ w[:, c * size : (c + 1) * size], "Y") for c in range(chunks)]
+            parts = [jax.lax.psum(a @ w[:, lo:hi], "Y") for lo, hi in bounds]
         return jnp.concatenate(parts, axis=1)
 
     fn = jax.shard_map(body, mesh=auto_mesh, in_specs=(P("X", "Y"), P("Y", None)), out_specs=P("X", None))
@@ -324,6 +330,48 @@ def test_expect_overlap_needs_chunks_that_run_during_matmuls(auto_mesh):
         expect_overlap(_allreduce_report(auto_mesh, 1), what="f", min_collectives=2)
     with pytest.raises(CheckFailed, match="a collective that runs while a matmul is still running, got 2"):
         expect_overlap(_allreduce_report(auto_mesh, 2, after=True), what="f", min_collectives=2)
+
+
+def test_expect_overlap_min_share_refuses_a_sliver_of_matmul_beside_the_reduction(auto_mesh):
+    # property: two equal chunks hide half the matmul time and pass an eighth; all columns but one,
+    # then that one, overlap something (a one-column matmul beside the big psum) but too little
+    halves = _allreduce_report(auto_mesh, 2)
+    expect_overlap(halves, what="f", min_collectives=2, min_share=1 / 8)
+    sliver = _allreduce_report(auto_mesh, 2, last_width=1)
+    expect_overlap(sliver, what="f", min_collectives=2)  # no share asked: it passes
+    with pytest.raises(CheckFailed, match=r"at least 12.5% of the matmul time .* to pass while a collective"):
+        expect_overlap(sliver, what="f", min_collectives=2, min_share=1 / 8, hint="chunks")
+
+
+def test_expect_flops_and_bytes_needs_the_whole_product_no_more_and_its_bytes(auto_mesh):
+    # property: per device, A[256, 4096] @ W[4096, 4096] and one all-reduce of f32[256, 4096] pass; a
+    # shortfall of FLOPs, FLOPs beyond the slack, or fewer bytes fail, each saying which
+    report = _allreduce_report(auto_mesh, 2)
+    flops, sent = 2 * 256 * 4096 * 4096, 2 * 3 * 256 * 4096 * 4 // 4
+    words = dict(what="f", flops_text="the product", bytes_text="one all-reduce")
+    expect_flops_and_bytes(report, flops=flops, min_bytes=sent, **words)
+    with pytest.raises(CheckFailed, match="expected matmuls of at least .* FLOPs per device"):
+        expect_flops_and_bytes(report, flops=2 * flops, min_bytes=sent, **words)
+    with pytest.raises(CheckFailed, match="a matmul the result does not need"):
+        expect_flops_and_bytes(report, flops=flops // 2, min_bytes=sent, **words)
+    with pytest.raises(CheckFailed, match=r"expected at least 12 MiB sent per device \(one all-reduce\)"):
+        expect_flops_and_bytes(report, flops=flops, min_bytes=2 * sent, **words)
+
+
+def test_expect_float32_close_tells_bf16_rounding_apart_from_a_wrong_answer():
+    # property: f32 rounding passes; bf16 inputs fail with the bf16 hint; a wrong block gets the
+    # check's own hint
+    rng = np.random.default_rng(0)
+    a, w = rng.uniform(-1, 1, (8, 64)).astype(np.float32), rng.uniform(-1, 1, (64, 16)).astype(np.float32)
+    expected = a.astype(np.float64) @ w
+    expect_float32_close(a @ w, expected, "f")
+    bf16 = jnp.dot(
+        jnp.asarray(a, jnp.bfloat16), jnp.asarray(w, jnp.bfloat16), preferred_element_type=jnp.float32
+    )
+    with pytest.raises(CheckFailed, match="only to bfloat16's 3 significant digits"):
+        expect_float32_close(bf16, expected, "f", hint="own hint")
+    with pytest.raises(CheckFailed, match="Hint: own hint"):
+        expect_float32_close(np.zeros_like(expected), expected, "f", hint="own hint")
 
 
 def test_compile_log_counts_compilations():

@@ -151,18 +151,40 @@ def _markdown(gid):
     return next(c.source for c in nb.cells if grade_id(c) == gid)
 
 
-def test_ring_targets_are_the_one_directional_solutions_estimates():
-    # The graders hold the rings' estimates, not the rings: they must be what the answers of
-    # Exercises 5.1 and 5.3 model at, on the case the bidirectional graders compare last.
+def test_ring_target_is_the_one_directional_solutions_estimate():
+    # The graders hold the ring's estimate, not the ring: it must be what the answer of Exercise 5.1
+    # models at, on the case the bidirectional all-gather grader compares last.
     mesh, dims = graders._structure_cases(graders.AG_BIG, graders.AG_BIG)[-1]
     assert dims == graders.AG_BIG and dict(mesh.shape) == {"X": 2, "Y": 4}
-    ag, rs = graders._ag_structs(mesh, graders.AG_BIG), graders._rs_structs(mesh, graders.RS_BIG)
-    for ring, args, target in (
-        (solution().matmul_allgather, ag, graders.RING_ALLGATHER_US),
-        (solution().matmul_reducescatter, rs, graders.RING_REDUCESCATTER_US),
-    ):
-        got = estimate(analyze(jax.jit(lambda a, b, ring=ring: ring(a, b, mesh)), *args)).microseconds
-        assert got == pytest.approx(target, rel=1e-9), ring.__name__
+    ag = graders._ag_structs(mesh, graders.AG_BIG)
+    ring = solution().matmul_allgather
+    got = estimate(analyze(jax.jit(lambda a, b: ring(a, b, mesh)), *ag)).microseconds
+    assert got == pytest.approx(graders.RING_ALLGATHER_US, rel=1e-9)
+
+
+def _us(fn, args):
+    return round(estimate(analyze(fn, *args)).microseconds, 1)
+
+
+def test_bidirectional_reduce_scatter_target_accepts_either_order_of_the_streams():
+    # Exercise 5.5's prompt: the reference models at 102.2 µs and a learner's answer that XLA:CPU
+    # schedules otherwise (tests/submissions ok_reducescatter_bidir_mirror) at 113.9 µs; both must be
+    # within the target, plain jit's + 10%, and both figures are the prompt's.
+    from tests.submissions import submitted_answer
+
+    mesh = graders.make_mesh((2, 4), axis_type=AxisType.Auto)
+    rs = graders._rs_structs(mesh, graders.RS_BIG)
+    mirror = submitted_answer(
+        "05_collective_matmul", "ok_reducescatter_bidir_mirror", "matmul_reducescatter_bidir"
+    )
+    reference = solution().matmul_reducescatter_bidir
+    got = [_us(jax.jit(lambda t, w, f=f: f(t, w, mesh)), rs) for f in (reference, mirror)]
+    plain = _us(graders.plain_jit(mesh, P("X", "Y")), rs)
+    assert got[0] < got[1] <= plain * (1 + MODEL_MARGIN), (got, plain)
+    text = " ".join(_markdown("ex_matmul_reducescatter_bidir").split())
+    assert f"model at {got[0]} µs and its mirror image" in text and f"at {got[1]} µs" in text
+    ring = solution().matmul_reducescatter  # the one-directional ring the prompt names
+    assert f"ring's {_us(jax.jit(lambda t, w: ring(t, w, mesh)), rs)} µs" in text
 
 
 def called_names(source: str) -> set[str]:
@@ -188,23 +210,20 @@ def test_prompts_state_the_targets_the_graders_use():
         for s, p in zip(graders.MLP_SHAPES, graders.MLP_SPECS, strict=True)
     )
 
-    def us(fn, args):
-        return round(estimate(analyze(fn, *args)).microseconds, 1)
-
     baselines = {
-        "ex_matmul_allgather": us(graders.plain_jit(mesh, P("X", "Y")), ag),
-        "ex_matmul_allreduce": us(graders.plain_jit(mesh, P("X", None)), _big_allreduce_args(mesh)),
-        "ex_matmul_reducescatter": us(graders.plain_jit(mesh, P("X", "Y")), rs),
+        "ex_matmul_allgather": _us(graders.plain_jit(mesh, P("X", "Y")), ag),
+        "ex_matmul_allreduce": _us(graders.plain_jit(mesh, P("X", None)), _big_allreduce_args(mesh)),
+        "ex_matmul_reducescatter": _us(graders.plain_jit(mesh, P("X", "Y")), rs),
         "ex_matmul_allgather_bidir": round(graders.RING_ALLGATHER_US, 1),
-        "ex_matmul_reducescatter_bidir": round(graders.RING_REDUCESCATTER_US, 1),
-        "ex_transformer_mlp": us(graders.plain_jit(mesh, P("X", "Y")), mlp),
+        "ex_matmul_reducescatter_bidir": _us(graders.plain_jit(mesh, P("X", "Y")), rs),
+        "ex_transformer_mlp": _us(graders.plain_jit(mesh, P("X", "Y")), mlp),
     }
     for gid, base in baselines.items():
         text = " ".join(_markdown(gid).split())
         assert f"models at {base} µs" in text, (gid, base)
         assert f"at most {base * (1 + MODEL_MARGIN):.1f} µs" in text, (gid, base)
-    ring_ag, ring_rs = baselines["ex_matmul_allgather_bidir"], baselines["ex_matmul_reducescatter_bidir"]
+    ring_ag = baselines["ex_matmul_allgather_bidir"]
     assert f"yours, {ring_ag}, what=" in " ".join(_markdown("test_matmul_allgather_bidir_visible").split())
-    assert f"yours, {ring_rs}, what=" in " ".join(
-        _markdown("test_matmul_reducescatter_bidir_visible").split()
-    )
+    # the bidirectional reduce-scatter's self-check compares with plain jit, as its hidden test does
+    visible = " ".join(_markdown("test_matmul_reducescatter_bidir_visible").split())
+    assert 'at_tpu_size(plain_jit(P("X", "Y")), *big' in visible
