@@ -15,6 +15,8 @@ chapters). The modules are where a maintainer reads them:
              backward (gradient reductions, saved state), precision (error against cost), processes
              (which process holds which block).
   checks  -- comparisons for self-checks and graders, with messages written for learners.
+  matmuls -- the matmuls of a traced program (dot_generals), and which of them do its work
+             (expect_matmul_work: an elementwise product beside a matmul thrown away fails).
   errors  -- errors in words (describe_error): one sentence and one hint per mistake, in a notebook
              cell, in every process of a job, and on the feedback page.
   comms   -- the communication analyzer (collectives and bytes of a compiled program), a package by

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from grading.graders import a09_precision as graders
+from shardbook.checks import CheckFailed
+from shardbook.matmuls import FEEDS, matmul_work
 from tests import submissions
 from tests.notebooks import ROOT, answers
 
@@ -38,14 +40,43 @@ def test_cpu_runs_the_bf16_presets_in_f32():
 
 
 def test_dot_generals_looks_inside_nested_programs():
-    # A dot_general inside jit or scan is still a matmul of the answer.
+    # A dot_general inside jit, scan or either branch of a cond is still a matmul of the answer (a
+    # learner hid an f32 a @ b in a cond from the self-check's first walker).
     def f(a, b):
         inner = jax.jit(lambda a, b: a @ b)(a, b)
         total, _ = jax.lax.scan(lambda c, _: (c + a @ b, None), inner, length=2)
-        return total
+        return total + jax.lax.cond(a[0, 0] > 0, lambda: a @ b, lambda: a)
 
     a = jnp.ones((4, 4), jnp.bfloat16)
-    assert len(graders.dot_generals(jax.make_jaxpr(f)(a, a))) == 2
+    assert len(graders.dot_generals(jax.make_jaxpr(f)(a, a))) == 3
+
+
+def test_gain_bounds_separate_three_passes_from_f32():
+    # On every hidden product, three passes (the reference) gain well inside [MIN_GAIN, MAX_GAIN]: about
+    # 500x, under half of MAX_GAIN; an f32 product (a matmul or an elementwise sum) gains over MAX_GAIN.
+    right = answers(ROOT / "solutions" / "09_precision" / "09_precision.ipynb").bf16x3_matmul
+    for _, a, b, _ in graders.product_cases():
+        ref = graders.oracle_matmul(a, b)
+        base = graders.relative_error(graders.one_bf16_pass(a, b), ref)
+        three = base / graders.relative_error(jax.jit(right)(a, b), ref)
+        f32 = base / graders.relative_error(jnp.dot(a, b, precision="F32_F32_F32"), ref)
+        assert 4 * graders.MIN_GAIN < three < graders.MAX_GAIN / 2 and f32 > graders.MAX_GAIN, (three, f32)
+
+
+def test_model_matmul_needs_are_exactly_what_autodiff_multiplies():
+    # The pairs 9.3 asks of the matmuls each output depends on are those value_and_grad's five matmuls
+    # multiply: the rule is tight for the reference, and an elementwise model with decoys has none.
+    right = answers(ROOT / "solutions" / "09_precision" / "09_precision.ipynb").mlp_value_and_grads
+    w1, w2, x, y = graders.model_case(*graders.MODEL_SIZES[0], seed=0)
+    work = matmul_work(lambda *a: right(*a, "F32_F32_F32"), w1, w2, x, y)
+    fed = [sum(w.pairs for w in work if w.moves[k] >= FEEDS) for k in range(3)]
+    (batch, d_in), hidden, d_out = x.shape, w1.shape[1], w2.shape[1]
+    first, second = batch * d_in * hidden, batch * hidden * d_out
+    assert fed == [first + second, 2 * first + 2 * second, first + 2 * second]
+    graders._expect_model_matmuls(right, w1, w2, x, y, "F32_F32_F32")
+    decoys = _submitted("wrong_preset_elementwise_with_decoys", "mlp_value_and_grads")
+    with pytest.raises(CheckFailed, match=r"the dot_generals that the loss depends on .* got 0 "):
+        graders._expect_model_matmuls(decoys, w1, w2, x, y, "F32_F32_F32")
 
 
 def test_cheapest_oracle_on_the_contract_rules():
@@ -55,14 +86,22 @@ def test_cheapest_oracle_on_the_contract_rules():
     assert graders.oracle_cheapest({"X": 1e-4}, {"X": 3}, 1e-4) == "X"
     assert graders.oracle_cheapest({"X": math.nan}, {"X": 1}, 1.0) is None
     assert graders.oracle_cheapest({}, {}, 1.0) is None
+    # Python's order of strings: uppercase first, as the contract says
+    assert graders.oracle_cheapest({"b": 1e-5, "a": 1e-5, "C": 1e-5}, {"b": 3, "a": 3, "C": 3}, 1e-4) == "C"
 
 
 def test_cheapest_cases_cover_ties_and_none():
-    # The hidden tables hold ties the first-in-dict answer gets wrong, and tables where nothing qualifies.
+    # The hidden tables hold ties the first-in-dict answer gets wrong, ties a comparison of lowercase
+    # names gets wrong, and tables where nothing qualifies.
     cases = graders.cheapest_cases()
     first_min = [min((n for n in e if e[n] <= t), key=lambda n: c[n], default=None) for e, c, t in cases]
+    lower = [
+        min((n for n in e if e[n] <= t), key=lambda n: (c[n], e[n], n.lower()), default=None)
+        for e, c, t in cases
+    ]
     oracle = [graders.oracle_cheapest(e, c, t) for e, c, t in cases]
     assert sum(f != o for f, o in zip(first_min, oracle, strict=True)) >= 3
+    assert any(f != o for f, o in zip(lower, oracle, strict=True))
     assert sum(o is None for o in oracle) >= 3
 
 
@@ -93,7 +132,6 @@ def test_a_call_time_setting_reaches_all_five_matmuls(preset):
 
 def test_the_self_check_names_the_accuracy_bound_and_what_came_back(tmp_path):
     # A bf16x3 missing the accuracy gain hears the bound and its own error, not "expected True, got False".
-    from shardbook.checks import CheckFailed
     from tests.test_graders import built, run_self_check
 
     wrong = built("09_precision", "wrong_x3_high_high_low_low", tmp_path)
@@ -142,6 +180,29 @@ def test_autodiff_through_three_passes_is_one_pass_accurate_in_the_backward():
 @pytest.mark.parametrize(
     ("submission", "message"),
     [
+        (
+            "wrong_x3_elementwise_with_decoy",
+            r"C = A·B depends on .* got 0 \(0 of the program's 1 dot_generals",
+        ),
+        ("wrong_x3_f32_inside_cond", r"got dot_general\(float32\[16,64\], float32\[64,8\]\)"),
+        (
+            "wrong_x3_six_passes",
+            r"at most 2000× below one bf16 pass .*some of the product was computed in f32",
+        ),
+    ],
+)
+def test_x3_cheats_fail_with_their_hint(submission, message):
+    # An f32 product behind a decoy matmul, in a cond's branch, or more passes than three: none is graded
+    # as three bf16 passes.
+    with pytest.raises(CheckFailed, match=message):
+        graders.check_bf16x3_matmul(_submitted(submission, "bf16x3_matmul"))
+
+
+@pytest.mark.parametrize(
+    ("submission", "message"),
+    [
+        ("wrong_vjp_elementwise_backward", r"dA = G·Bᵀ depends on .*the backward's products must be matmuls"),
+        ("wrong_vjp_f32_inside_cond", r"float32\[16,8\], float32\[8,64\].*split G, A and B"),
         ("wrong_vjp_autodiff_through_x3", "what autodiff through the bf16 pieces gives"),
         ("wrong_vjp_f32_backward", "split G, A and B into bf16 high and low parts"),
         ("wrong_vjp_cotangent_rounded_once", r"dA = G·Bᵀ: expected a relative error .*split the cotangent G"),
@@ -150,8 +211,6 @@ def test_autodiff_through_three_passes_is_one_pass_accurate_in_the_backward():
     ],
 )
 def test_vjp_mistakes_fail_with_their_hint(submission, message):
-    from shardbook.checks import CheckFailed
-
     with pytest.raises(CheckFailed, match=message):
         graders.check_bf16x3_matmul_vjp(_submitted(submission, "bf16x3_matmul_vjp"))
 

@@ -4,7 +4,12 @@ Each ``check_<function>(fn)`` calls a learner's function on many cases and compa
 with a naive oracle: a float64 NumPy matmul for the emulated three-pass bf16 product, a plain sort of
 the table for the preset chooser, and a hand-written float64 backward pass for the model's gradients.
 Where the exercise is about *how* a result is computed, the check also reads the program
-(``jax.make_jaxpr``): the dtypes of every ``dot_general``'s operands, or the algorithm each one names.
+(``jax.make_jaxpr``, every program inside it included: jit, each branch of a cond, custom_vjp): the dtypes
+of every ``dot_general``'s operands, or the algorithm each one names; and runs it with each dot_general's
+result doubled in turn (``shardbook.matmuls.expect_matmul_work``), so that the matmuls must do the work:
+an elementwise multiply-and-sum beside a matmul whose result is thrown away does not count. A three-pass
+product is also at most ``MAX_GAIN`` times more accurate than one bf16 pass: more means some of it ran in
+f32.
 The first wrong answer raises :class:`shardbook.checks.CheckFailed` with the call, what was expected,
 what came back, and a hint.
 
@@ -30,14 +35,21 @@ from jax.sharding import PartitionSpec as P
 
 from grading.graders.common import call_learner, make_mesh
 from shardbook.checks import CheckFailed, describe_array
+from shardbook.matmuls import dot_generals, expect_matmul_work
 
 # (M, K, N) of the hidden products A[M, K] · B[K, N], with N(0, 1) entries.
 MATMUL_SIZES: list[tuple[int, int, int]] = [(16, 64, 8), (64, 256, 32), (33, 517, 65), (128, 1024, 96)]
 # One size again with operands far from 1 (a power of two: the same accuracy target), where float16
 # overflows (its largest value is 65504) and loses bits (below 6e-5); bf16 and f32 hold both.
 SCALED_CASE: tuple[tuple[int, int, int], float] = ((16, 64, 8), 2.0**18)
-# The emulated three-pass product must be at least this many times more accurate than one bf16 pass.
+# The emulated three-pass product must be at least this many times more accurate than one bf16 pass,
+# and at most MAX_GAIN times: three passes give 480x to 580x on these sizes (adding low·low, 600x to
+# 710x), an f32 product 4,100x (K = 1024) to 16,000x (K = 64).
 MIN_GAIN = 50
+MAX_GAIN = 2000
+# The products whose matmuls are probed one by one (matmul_work runs the program once per dot_general):
+# the first two of product_cases().
+WORK_CASES = 2
 # (batch, d_in, hidden, d_out) of the hidden two-layer models.
 MODEL_SIZES: list[tuple[int, int, int, int]] = [(8, 4, 16, 3), (32, 24, 40, 8), (64, 128, 96, 16)]
 # Presets whose name the program must carry; all of them compile on a CPU.
@@ -95,21 +107,6 @@ def oracle_mlp(w1: Any, w2: Any, x: Any, y: Any) -> tuple[float, np.ndarray, np.
 # ----------------------------------------------------------------------------------------------
 # Reading a program.
 # ----------------------------------------------------------------------------------------------
-
-
-def dot_generals(jaxpr: Any) -> list[Any]:
-    """Every dot_general equation of a (closed) jaxpr, including those inside jit, scan, cond, calls."""
-    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-    found = []
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "dot_general":
-            found.append(eqn)
-        for value in eqn.params.values():
-            for sub in value if isinstance(value, (tuple, list)) else (value,):
-                inner = getattr(sub, "jaxpr", sub)
-                if hasattr(inner, "eqns"):
-                    found += dot_generals(inner)
-    return found
 
 
 def describe_dot(eqn: Any) -> str:
@@ -174,8 +171,16 @@ def _expect_bf16_dots(dots: list[Any], where: str, hint: str) -> None:
             )
 
 
-def _expect_gain(got: Any, ref: np.ndarray, base: float, where: str, hint: str) -> None:
-    """A relative error against float64 at least MIN_GAIN times below ``base``, one bf16 pass's."""
+TOO_ACCURATE_HINT = (
+    "three bf16 passes give about 500×; this much more means some of the product was computed in f32 (an "
+    "f32 matmul, or an elementwise multiply-and-sum) or by more than three passes, which the contract "
+    "forbids: the product comes from the three bf16 matmuls high·high, high·low and low·high."
+)
+
+
+def _expect_gain(got: Any, ref: np.ndarray, base: float, where: str, hint: str) -> float:
+    """A relative error against float64 at least MIN_GAIN times below ``base``, one bf16 pass's; returns
+    the error."""
     err = relative_error(got, ref)
     if not err * MIN_GAIN <= base:
         _fail(
@@ -185,6 +190,45 @@ def _expect_gain(got: Any, ref: np.ndarray, base: float, where: str, hint: str) 
             f"{err:.2e}, {base / err:.1f}× below one pass" if err > 0 else "0",
             hint,
         )
+    return err
+
+
+def _expect_no_f32_accuracy(err: float, base: float, where: str) -> None:
+    """A relative error at most MAX_GAIN times below ``base``, one bf16 pass's: three passes' accuracy,
+    not f32's. Checked after the matmuls' work (:func:`_expect_three_passes`), whose message is the more
+    precise one for an elementwise product."""
+    if not err * MAX_GAIN >= base:
+        _fail(
+            where,
+            f"a relative error (Frobenius, against float64) of at least {base / MAX_GAIN:.2e} — at most "
+            f"{MAX_GAIN}× below one bf16 pass ({base:.2e}), as three bf16 passes are",
+            f"{err:.2e}, {base / err:.0f}× below one pass" if err > 0 else "0, exact",
+            TOO_ACCURATE_HINT,
+        )
+
+
+WORK_HINT = (
+    "every product must be a real matmul (jnp.dot, @, jnp.einsum, lax.dot_general) on bf16 pieces whose "
+    "result goes into the answer: an elementwise multiply-and-sum is not a matmul, and a matmul whose "
+    "result is multiplied by zero does no work."
+)
+
+
+BACKWARD_WORK_HINT = (
+    "the backward's products must be matmuls too: G·Bᵀ and Aᵀ·G each as three bf16 matmuls (high·high, "
+    "high·low, low·high) whose results make up dA and dB; an elementwise multiply-and-sum is not a matmul."
+)
+
+
+def _expect_three_passes(
+    fn: Callable, args: tuple, products: list[tuple[str, int, int, int]], where: str, hint: str = WORK_HINT
+) -> None:
+    """The dot_generals that each output of ``fn(*args)`` depends on multiply at least three M·K·N
+    products' worth of pairs; ``products``: (name, M, K, N) per output."""
+    needs = [
+        (name, 3 * m * k * n, f"three bf16 passes of {name}, 3 × {m}·{k}·{n}") for name, m, k, n in products
+    ]
+    expect_matmul_work(fn, *args, needs=needs, what=f"the program of {where}", hint=hint)
 
 
 def _expect_f32(got: Any, shape: tuple[int, ...], where: str, hint: str) -> None:
@@ -202,20 +246,28 @@ SCALED_HINT = (
 )
 
 
-def _check_forward(fn: Callable, name: str, shapes: str, a: jax.Array, b: jax.Array, hint: str) -> None:
-    """9.1's contract for ``fn(a, b)``: only bf16 × bf16 → f32 dots, 50× the accuracy of one pass, jitted."""
+def _check_forward(
+    fn: Callable, name: str, shapes: str, a: jax.Array, b: jax.Array, hint: str, work: bool = False
+) -> None:
+    """9.1's contract for ``fn(a, b)``: only bf16 × bf16 → f32 dots (``work``: which carry three passes'
+    worth of the product), 50× to MAX_GAIN× the accuracy of one pass, jitted."""
     where = f"{name}({shapes})"
     jaxpr = call_learner(jax.make_jaxpr(fn), name, a, b, where=f"jax.make_jaxpr({name})(a, b)")
     _expect_bf16_dots(dot_generals(jaxpr), f"the program of {where}", FORWARD_DTYPE_HINT)
     out = call_learner(jax.jit(fn), name, a, b, where=where)
     _expect_f32(out, (a.shape[0], b.shape[1]), where, "return the f32 sum of the bf16 products.")
     ref = oracle_matmul(a, b)
-    _expect_gain(out, ref, relative_error(one_bf16_pass(a, b), ref), where, hint)
+    base = relative_error(one_bf16_pass(a, b), ref)
+    err = _expect_gain(out, ref, base, where, hint)
+    if work:
+        _expect_three_passes(fn, (a, b), [("C = A·B", a.shape[0], a.shape[1], b.shape[1])], where)
+    _expect_no_f32_accuracy(err, base, where)
 
 
 def check_bf16x3_matmul(fn: Callable) -> None:
-    """Only bf16 × bf16 → f32 dot_generals in the program, and 50× the accuracy of one bf16 pass."""
-    for shapes, a, b, scaled in product_cases():
+    """Only bf16 × bf16 → f32 dot_generals in the program, doing three passes' work, and 50× to MAX_GAIN×
+    the accuracy of one bf16 pass."""
+    for case, (shapes, a, b, scaled) in enumerate(product_cases()):
         hint = (
             SCALED_HINT
             if scaled
@@ -223,7 +275,7 @@ def check_bf16x3_matmul(fn: Callable) -> None:
             "missed); the three largest products are high·high, high·low and low·high — "
             "low·low is the one that is too small to matter."
         )
-        _check_forward(fn, "bf16x3_matmul", shapes, a, b, hint)
+        _check_forward(fn, "bf16x3_matmul", shapes, a, b, hint, work=case < WORK_CASES)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -248,8 +300,9 @@ def cheapest_cases(seed: int = 0) -> list[tuple[dict[str, float], dict[str, floa
     cases.append(
         ({"TF32_TF32_F32": 5e-4, "BF16_BF16_F32_X3": 4e-6}, {"TF32_TF32_F32": 3, "BF16_BF16_F32_X3": 3}, 1e-3)
     )
-    # Same cost and same error: the name decides.
+    # Same cost and same error: the name decides, in Python's order of strings (uppercase first).
     cases.append(({"Z": 1e-5, "M": 1e-5, "Q": 1e-3}, {"Z": 1.5, "M": 1.5, "Q": 1.5}, 1e-4))
+    cases.append(({"b": 2e-6, "a": 2e-6, "C": 2e-6}, {"b": 3, "a": 3, "C": 3}, 1e-5))
     # A NaN error never qualifies; an empty table has no answer.
     cases.append(
         ({"F16_F16_F32": float("nan"), "F32_F32_F32": 1e-7}, {"F16_F16_F32": 1, "F32_F32_F32": 6}, 1e-3)
@@ -305,8 +358,43 @@ def _signature(w1: jax.Array, w2: jax.Array, x: jax.Array, preset: Any) -> str:
     return f"mlp_value_and_grads({shapes}, y, preset={preset_name(preset)!r})"
 
 
+PRESET_FORMS_HINT = (
+    "preset comes as a name or as a jax.lax.DotAlgorithmPreset: jnp.dot's precision= takes both, "
+    "jax.default_matmul_precision only a name (getattr(preset, 'name', preset))."
+)
+
+
+def _expect_model_matmuls(
+    fn: Callable, w1: jax.Array, w2: jax.Array, x: jax.Array, y: jax.Array, preset: Any
+) -> None:
+    """The dot_generals each of loss, grad_w1 and grad_w2 depends on multiply at least the pairs of the
+    model's matmuls that output needs: x·w1 and h·w2 for the loss; those, g·w2ᵀ and xᵀ·g_h for grad_w1;
+    those of the loss and hᵀ·g for grad_w2."""
+    (batch, d_in), hidden, d_out = x.shape, w1.shape[1], w2.shape[1]
+    first, second = batch * d_in * hidden, batch * hidden * d_out
+    needs = [
+        (
+            "the loss",
+            first + second,
+            f"x @ w1 and h @ w2: {batch}·{d_in}·{hidden} + {batch}·{hidden}·{d_out}",
+        ),
+        ("grad_w1", 2 * first + 2 * second, "those two, then the gradient through w2 and into w1"),
+        ("grad_w2", first + 2 * second, "the loss's two, then hᵀ times the gradient of the output"),
+    ]
+    expect_matmul_work(
+        lambda w1, w2, x, y: fn(w1, w2, x, y, preset),
+        w1, w2, x, y,
+        needs=needs,
+        what=f"the program of {_signature(w1, w2, x, preset)}",
+        hint="compute the model with real matmuls (jnp.dot or @ with precision=preset) and let "
+        "jax.value_and_grad write the backward ones: an elementwise multiply-and-sum runs no preset, and a "
+        "matmul beside the model whose result is thrown away does no work.",
+    )  # fmt: skip
+
+
 def check_mlp_value_and_grads(fn: Callable) -> None:
-    """Every dot_general, forward and backward, names the preset; loss and grads match float64."""
+    """Every dot_general, forward and backward, names the preset, and the matmuls do the model's work;
+    loss and grads match float64."""
     name = "mlp_value_and_grads"
     for seed, sizes in enumerate(MODEL_SIZES):
         w1, w2, x, y = model_case(*sizes, seed=seed)
@@ -315,7 +403,7 @@ def check_mlp_value_and_grads(fn: Callable) -> None:
             where = _signature(w1, w2, x, preset)
             jaxpr = call_learner(
                 jax.make_jaxpr(lambda w1, w2, x, y, p=preset: fn(w1, w2, x, y, p)),
-                name, w1, w2, x, y, where=f"jax.make_jaxpr of {where}",
+                name, w1, w2, x, y, where=f"jax.make_jaxpr of {where}", hint=PRESET_FORMS_HINT,
             )  # fmt: skip
             dots = dot_generals(jaxpr)
             wanted = preset_name(preset)
@@ -329,10 +417,13 @@ def check_mlp_value_and_grads(fn: Callable) -> None:
                     f"at least 5 dot_generals (2 forward, 3 backward), every one with precision={wanted}",
                     got,
                     "pass precision=preset to every matmul of the loss (or wrap the *call* of "
-                    "jax.value_and_grad in jax.default_matmul_precision): autodiff copies a forward "
+                    "jax.value_and_grad in jax.default_matmul_precision, which takes the preset's name): "
+                    "autodiff copies a forward "
                     "matmul's algorithm into its backward matmuls, but a setting is read when the "
                     "function is traced, not where it is defined.",
                 )
+        if seed == 0:  # the matmuls do the model's work: a matmul beside an elementwise model does not
+            _expect_model_matmuls(fn, w1, w2, x, y, VALUE_PRESETS[0])
         # The last model's batch arrives split over 8 devices (Auto axes), as data would in training.
         mesh = make_mesh((8,), ("X",), axis_type=AxisType.Auto)
         place = NamedSharding(mesh, P("X")) if seed == len(MODEL_SIZES) - 1 else None
@@ -437,9 +528,9 @@ def _sharded_vjp(fn: Callable, seed: int, a: Any, b: Any, g: Any, where: str) ->
 
 
 def check_bf16x3_matmul_vjp(fn: Callable) -> None:
-    """9.1's forward; in the VJP's program only bf16 × bf16 → f32 dot_generals; dA and dB each 50× more
-    accurate than one bf16 pass of the same product, jitted; on Explicit meshes (SHARDED_VJP_CASES) dA
-    and dB typed like A and B."""
+    """9.1's forward; in the VJP's program only bf16 × bf16 → f32 dot_generals, those feeding dA and dB
+    each three passes' worth; dA and dB each 50× to MAX_GAIN× more accurate than one bf16 pass of the
+    same product, jitted; on Explicit meshes (SHARDED_VJP_CASES) dA and dB typed like A and B."""
     name = "bf16x3_matmul_vjp"
     for seed, (shapes, a, b, scaled) in enumerate(product_cases()):
         m, n = a.shape[0], b.shape[1]
@@ -452,6 +543,7 @@ def check_bf16x3_matmul_vjp(fn: Callable) -> None:
             SCALED_HINT
             if scaled
             else "the forward is Exercise 9.1's product: high·high + high·low + low·high of bf16 pieces.",
+            work=seed < WORK_CASES,
         )
         g = cotangent(m, n, seed)
         where = f"the VJP of {name}({shapes}) for G f32[{m},{n}]"
@@ -466,6 +558,7 @@ def check_bf16x3_matmul_vjp(fn: Callable) -> None:
         # the VJP's program holds the forward's dots too: all of them must be bf16 × bf16 → f32
         dots = dot_generals(jaxpr)
         _expect_bf16_dots(dots, f"the program of {where}", _backward_dtype_hint(dots))
+        plain_where = where
         if seed in SHARDED_VJP_CASES:
             shape, names, a_spec, b_spec = SHARDED_VJP_CASES[seed]
             where += (
@@ -479,6 +572,7 @@ def check_bf16x3_matmul_vjp(fn: Callable) -> None:
             _fail(
                 where, "a pair of cotangents (dA, dB)", describe_array(got), "the backward returns (dA, dB)."
             )
+        errors = []
         for what, value, x, y in (("dA = G·Bᵀ", got[0], g, b.T), ("dB = Aᵀ·G", got[1], a.T, g)):
             _expect_f32(
                 value,
@@ -487,10 +581,11 @@ def check_bf16x3_matmul_vjp(fn: Callable) -> None:
                 "the cotangents are f32, shaped like A and B.",
             )
             ref = oracle_matmul(x, y)
-            _expect_gain(
+            base = relative_error(one_bf16_pass(x, y), ref)
+            err = _expect_gain(
                 value,
                 ref,
-                relative_error(one_bf16_pass(x, y), ref),
+                base,
                 f"{where}: {what}",
                 SCALED_HINT
                 if scaled
@@ -498,3 +593,12 @@ def check_bf16x3_matmul_vjp(fn: Callable) -> None:
                 "products (high·high, high·low, low·high); rounding G to bf16 once keeps about one pass's "
                 "error.",
             )
+            errors.append((what, err, base))
+        if seed < WORK_CASES:
+            k = a.shape[1]
+            products = [("dA = G·Bᵀ", m, n, k), ("dB = Aᵀ·G", k, m, n)]
+            _expect_three_passes(
+                lambda a, b, g: jax.vjp(fn, a, b)[1](g), (a, b, g), products, plain_where, BACKWARD_WORK_HINT
+            )
+        for what, err, base in errors:
+            _expect_no_f32_accuracy(err, base, f"{where}: {what}")
