@@ -12,13 +12,14 @@ tag                         the figure is
 *TPU compiler*              what the TPU compiler said of a program (:class:`~shardbook.TpuProgram`:
                             its memory, its collectives, its refusal)
 *model · TPU program*       the cost model (:func:`~shardbook.estimate`) playing the program the TPU
-                            compiler wrote, at rates measured on the chip
+                            compiler wrote: its kernels at rates measured on the chip, its
+                            collectives at the published link rates (no multi-chip step was timed)
 *model · XLA:CPU program*   the cost model playing the program XLA:CPU wrote for the simulated devices,
                             at the chip's published peaks: the weakest, kept where XLA:CPU is the point
 ==========================  =========================================================================
 
 A chip's published specification (197 TFLOP/s, 45 GB/s a link) is no program's figure; a sentence
-that computes with one by hand says *published*.
+that computes with one by hand says *published* (:data:`PUBLISHED`, the legend's last line).
 
 The objects know their source, so a chapter asks them rather than retyping it: :func:`source_of`
 reads an :class:`~shardbook.cost.Estimate` (its ``platform`` says which compiler wrote the program, its
@@ -54,22 +55,38 @@ class Source:
 
 def measured(chip: str = "v5e") -> Source:
     """The source of a figure timed or read on a real ``chip``."""
-    return Source("measured", f"measured on a {chip}", f"a real TPU {chip}'s record")
+    meaning = f"a real TPU {chip}'s record (or a timing published from a real chip)"
+    return Source("measured", f"measured on a {chip}", meaning)
 
 
-COMPILER = Source("compiler", "TPU compiler", "the TPU compiler's own figure for its program")
+COMPILER = Source(
+    "compiler",
+    "TPU compiler",
+    "what the TPU's own compiler, run on any machine, says of its program: memory, collectives, refusal",
+)
 MODEL_TPU = Source(
-    "model-tpu", "model · TPU program", "the cost model on the TPU compiler's program, at measured rates"
+    "model-tpu",
+    "model · TPU program",
+    "the book's cost model playing the TPU compiler's program: its kernels at rates measured on the chip, "
+    "its collectives at published link rates, not measured ones",
 )
 MODEL_CPU = Source(
     "model-cpu",
     "model · XLA:CPU program",
-    "the cost model on XLA:CPU's program, at published peaks (the weakest)",
+    "the cost model playing the simulated devices' program, at published peaks: the weakest",
 )
-PUBLISHED = Source("published", "published", "a chip's published specification, computed with by hand")
+PUBLISHED = Source(
+    "published",
+    "published",
+    "a chip's published specification (a peak FLOP/s, a link's bandwidth), computed with by hand: "
+    "no program's figure",
+)
 
 #: The four sources of a program's figure, strongest first (the legend's order).
 SOURCES = (measured("v5e"), COMPILER, MODEL_TPU, MODEL_CPU)
+
+#: The legend's rows: the four sources, then the label of a figure computed by hand from a specification.
+LEGEND = (*SOURCES, PUBLISHED)
 
 #: A tag as a reader sees it in prose or output (markup removed, any case): what the build looks for.
 TAG_PATTERN = re.compile(
@@ -111,8 +128,9 @@ def sourced(text: str, obj: Any) -> str:
 
 
 def legend() -> str:
-    """The four tags and what each means, strongest first: one line each (the intro's legend)."""
-    return "\n".join(f"{s.tag}: {s.meaning}" for s in SOURCES)
+    """The four tags and what each means, strongest first, then *published*: one line each (the
+    intro's legend, and the table of "Where the numbers come from")."""
+    return "\n".join(f"{s.tag}: {s.meaning}" for s in LEGEND)
 
 
 # What the build calls a TPU figure: a time, or a memory size said of a TPU.
@@ -159,6 +177,7 @@ def carries_source(text: str) -> bool:
 
 __all__ = [
     "COMPILER",
+    "LEGEND",
     "MODEL_CPU",
     "MODEL_TPU",
     "PUBLISHED",

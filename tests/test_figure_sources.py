@@ -85,14 +85,15 @@ def test_the_build_fails_on_a_tpu_figure_without_its_source():
 
 
 def test_the_intro_legend_and_the_appendix_name_every_source():
-    # property: the tags are defined once (shardbook.sources); the intro's legend shows each, and the
-    # section "Where the numbers come from" prints them from that one definition
+    # property: the tags and their meanings are defined once (shardbook.sources); the intro's legend
+    # shows each row word for word, *published* included, and the section "Where the numbers come
+    # from" prints them from that one definition and describes each
     intro = (prose.ROOT / "book" / "intro.md").read_text()
     appendix = (prose.ROOT / "book" / "simulated_devices.md").read_text()
-    for source in sources.SOURCES:
-        assert f"| *{source.tag}* |" in intro, source.tag
+    for source in sources.LEGEND:
+        assert f"| *{source.tag}* | {source.meaning} |" in intro, source.tag
         assert f"- *{source.tag}*:" in appendix, source.tag
-    assert "numbers-sources" in intro and "for source in SOURCES:" in appendix
+    assert "numbers-sources" in intro and "for source in LEGEND:" in appendix
 
 
 def test_a_paragraph_may_name_the_source_of_all_its_times_once():
