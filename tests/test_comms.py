@@ -252,6 +252,50 @@ def test_analyze_text_async_pair_counts_once_and_maps_axes():
     assert (cp.axes, cp.group_size, cp.bytes) == (("Y",), 2, 32)
 
 
+# An all-gather the TPU compiler runs as an asynchronous fusion in parts (FSDP's gathers in chapter 11):
+# a start, a continuation and a done, each fusion holding the same all-gather on one channel; beside it
+# another gather on a channel of its own.
+_PARTS_TEXT = """HloModule parts, num_partitions=4
+
+%start (p.1: bf16[1,512,2048]) -> bf16[1,2048,2048] {
+  %p.1 = bf16[1,512,2048]{2,1,0} parameter(0)
+  ROOT %ag.1 = bf16[1,2048,2048] all-gather(%p.1), channel_id=5, replica_groups={{0,1,2,3}}, dimensions={1}
+}
+
+%continuation (p.2: bf16[1,512,2048]) -> bf16[1,2048,2048] {
+  %p.2 = bf16[1,512,2048]{2,1,0} parameter(0)
+  ROOT %ag.2 = bf16[1,2048,2048] all-gather(%p.2), channel_id=5, replica_groups={{0,1,2,3}}, dimensions={1}
+}
+
+%done (p.3: bf16[1,512,2048]) -> bf16[1,2048,2048] {
+  %p.3 = bf16[1,512,2048]{2,1,0} parameter(0)
+  ROOT %ag.3 = bf16[1,2048,2048] all-gather(%p.3), channel_id=5, replica_groups={{0,1,2,3}}, dimensions={1}
+}
+
+%other (p.4: bf16[1,512,2048]) -> bf16[1,2048,2048] {
+  %p.4 = bf16[1,512,2048]{2,1,0} parameter(0)
+  ROOT %ag.4 = bf16[1,2048,2048] all-gather(%p.4), channel_id=6, replica_groups={{0,1,2,3}}, dimensions={1}
+}
+
+ENTRY %main (a: bf16[1,512,2048]) -> (bf16[1,2048,2048], bf16[1,2048,2048]) {
+  %a = bf16[1,512,2048]{2,1,0} parameter(0)
+  %s = bf16[1,2048,2048]{2,1,0} fusion(%a), kind=kCustom, calls=%start
+  %c = bf16[1,2048,2048]{2,1,0} fusion(%a), kind=kCustom, calls=%continuation
+  %d = bf16[1,2048,2048]{2,1,0} fusion(%a), kind=kCustom, calls=%done
+  %o = bf16[1,2048,2048]{2,1,0} fusion(%a), kind=kCustom, calls=%other
+  ROOT %t = (bf16[1,2048,2048]{2,1,0}, bf16[1,2048,2048]{2,1,0}) tuple(%d, %o)
+}
+"""
+
+
+def test_an_asynchronous_collective_in_parts_counts_once():
+    # property: the parts of one asynchronous collective fusion (one channel) are one collective, its
+    # bytes counted once, how many parts it ran in kept; a gather on another channel is another one
+    report = comms.analyze_text(_PARTS_TEXT)
+    assert [(c.name, c.parts) for c in report.collectives] == [("ag.1", 3), ("ag.4", 1)]
+    assert report.total_bytes == 2 * 3 * 512 * 2048 * 2  # each sends 3 of its 4 blocks of bf16[1,512,2048]
+
+
 # A scanned layer's weight gradient as XLA:CPU writes FSDP's reduce-scatter: an all-reduce of the whole
 # f32[64,256], then one fusion that slices this device's f32[64,32] and stacks it into the [4,32,64]
 # buffer of all layers (a dynamic-update-slice), so the fusion's own result is not the kept block.

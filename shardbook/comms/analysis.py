@@ -182,6 +182,11 @@ def collectives_in(
             kind, phase = collective_kind(inst.opcode)
             if phase == "done" and inst.operands:
                 done_of[inst.operands[0]] = inst
+    # the TPU compiler runs some collectives as asynchronous fusions in parts (a start, one or two
+    # continuations, a done), each fusion holding the same collective on one channel: counted once
+    fused = {callee for c in module.computations.values() for i in c.instructions if i.opcode == "fusion"
+             for _, callee in i.called()}  # fmt: skip
+    by_channel: dict[tuple[str, str], Collective] = {}
     for comp in module.computations.values():
         times = executions.get(comp.name, 0)
         if times == 0:
@@ -189,6 +194,11 @@ def collectives_in(
         for inst in comp.instructions:
             kind, phase = collective_kind(inst.opcode)
             if kind is None or phase == "done":
+                continue
+            channel = inst.attr("channel_id") if comp.name in fused else None
+            part_of = by_channel.get((kind, channel)) if channel else None
+            if part_of is not None:
+                part_of.parts += 1
                 continue
             operand_types = [t for op in inst.operands for t in types_of(comp, op)]
             operand_types = [t for t in operand_types if t.dtype != "token"]
@@ -203,6 +213,8 @@ def collectives_in(
             record.unknown_trip_count = comp.name in unknown
             record.computation = comp.name
             out.append(record)
+            if channel:
+                by_channel[kind, channel] = record
     order = {c.name: i for i, c in enumerate(module.computations.values())}
     out.sort(key=lambda c: (c.computation != module.entry.name, order.get(c.computation, 0)))
     return out

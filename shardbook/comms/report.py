@@ -17,7 +17,8 @@ COLLECTIVE_KINDS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", 
 
 @dataclass
 class Collective:
-    """One collective in the compiled program (an async ``-start``/``-done`` pair counts once)."""
+    """One collective in the compiled program (an async ``-start``/``-done`` pair counts once, and so do
+    the parts of an asynchronous collective fusion)."""
 
     kind: str  # one of COLLECTIVE_KINDS
     name: str  # the HLO instruction name
@@ -35,6 +36,9 @@ class Collective:
     emitted_as: str = ""  # e.g. "all-reduce + dynamic-slice" when reported as reduce-scatter
     unknown_trip_count: bool = False  # inside a loop whose trip count XLA does not know
     computation: str = ""
+    # fusions of the TPU program that each hold this collective (an asynchronous collective the compiler
+    # runs in parts: a start, continuations, a done, on one channel), counted once
+    parts: int = 1
 
     @property
     def bytes(self) -> int:
