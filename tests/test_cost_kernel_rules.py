@@ -223,8 +223,8 @@ def test_attentions_second_product_in_small_steps_leaves_part_of_its_reads_expos
 
     with gzip.open(records.RECORDS / "tpu_v5e_programs.json.gz", "rt") as f:
         fitted = json.load(f)
-    sources = [pending_sweep(n) for n in ("kernel_sweeps_seventh", "kernel_sweeps_ninth", "kernel_sweeps_tenth",
-                                          "unexplained")]  # fmt: skip
+    sweeps = ("kernel_sweeps_seventh", "kernel_sweeps_ninth", "kernel_sweeps_tenth", "unexplained")
+    sources = [pending_sweep(n) for n in sweeps]
     sources.append((json.loads((records.RECORDS / "tpu_v5e_kernels.json").read_text())["programs"], fitted))
     rows = [row for kernels, texts in sources for row in _second_products(kernels, texts)]
     narrow = [e for _, e, small, n in rows if small and n]
