@@ -766,11 +766,12 @@ def held_out_fifteenth() -> list[Program]:
 
 
 def held_out_sixteenth() -> list[Program]:
-    """A sixteenth set held out of the fit, written after the rule that attention's second product in
-    small steps of its weights leaves part of its reads exposed (``Measured.stepped_reads_exposed``) was
-    committed, and recorded after it (``--set held_out_16``): attention with heads of 256 to 512 at
-    shapes no other program has, five where today's compiler takes that product in such steps and three
-    where it does not, a GPT step with heads of 256, the scores alone, and a fair test of the rest."""
+    """A sixteenth set held out of the fit, written once the rule that attention's second product in small
+    steps of its weights leaves part of its reads exposed (``Measured.stepped_reads_exposed``) was read off
+    and fixed, committed with it and recorded after it (``--set held_out_16``): attention with heads of 256
+    to 512 at shapes no other program has, five where today's compiler takes that product in such steps and
+    three where it does not, a GPT step with heads of 256, the scores alone, and a fair test of the rest.
+    """
 
     prog, heads, scores = program, _attention_held, _scores_held
     bf16 = "bfloat16"

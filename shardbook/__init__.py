@@ -14,7 +14,9 @@ chapters). The modules are where a maintainer reads them:
              communication (what a program moves), ring, accumulators (rings of partial sums), routing,
              backward (gradient reductions, saved state), precision (error against cost), processes
              (which process holds which block).
-  checks  -- comparisons for self-checks and graders, with messages written for learners.
+  checks  -- comparisons for self-checks and graders, with messages written for learners; program_checks
+             the checks on a compiled program (collectives, bytes, overlap, work and traffic); failures
+             CheckFailed, which both raise.
   matmuls -- the matmuls of a traced program (dot_generals), and which of them do its work
              (expect_matmul_work: an elementwise product beside a matmul thrown away fails).
   errors  -- errors in words (describe_error): one sentence and one hint per mistake, in a notebook
@@ -63,16 +65,16 @@ _EXPORTS = {
     "animation_html": "viz",
     "accumulator_ring": "viz",
     "draw_accumulator_ring": "viz",
-    "CheckFailed": "checks",
+    "CheckFailed": "failures",
     "expect_equal": "checks",
     "expect_allclose": "checks",
     "expect_shape": "checks",
     "expect_sharding": "checks",
     "expect_type": "checks",
     "describe_array": "checks",
-    "expect_no_collectives": "checks",
-    "expect_collectives": "checks",
-    "expect_no_intermediate_larger_than": "checks",
+    "expect_no_collectives": "program_checks",
+    "expect_collectives": "program_checks",
+    "expect_no_intermediate_larger_than": "program_checks",
     "analyze": "comms",
     "analyze_text": "comms",
     "Report": "comms",
@@ -135,6 +137,8 @@ _EXPORTS = {
     "tag": "sources",
     "sourced": "sources",
     "source_of": "sources",
+    "LEGEND": "sources",
+    "collective_links": "links",
     "checked_claims": "claims",
     "ClaimFailed": "claims",
     "Table": "tables",

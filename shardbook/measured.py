@@ -174,7 +174,9 @@ V5E_MEASURED = Measured(
     # 0.29 to 0.49 of it (median 0.35, eight kernels), of 384 or 512, 0.24 to 2.01 (median 0.78, ten).
     # The bound was read off the held-out rounds' kernels of that form: of the fifteen that read p from
     # HBM in steps of 2^20 or more of it, fourteen took at most 0.11 of that shorter time beyond the
-    # model's time without this rule (the fifteenth 0.25).
+    # model's time without this rule (the fifteenth 0.25); the sweeps' four kernels at exactly 2^20, p in
+    # VMEM and their reads small, took -0.40 to 0.82 of it. Any product laid out so whose batch is 256 to
+    # 512 rows gets the rule, not only attention's (round 1's GPT step of 512 tokens: its MLP and logits)
     stepped_reads_exposed=(0.35, 0.78),
     # "one-hot sums over 50304, 8 x 1024 rows": 0.991 ms where its elements' ops take 0.316; it sums 8,192
     # rows across the lanes in 197 blocks: 3.35 ns per 8 rows per block
