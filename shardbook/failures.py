@@ -24,3 +24,7 @@ def _fail(what: str, expected: str, got: str, hint: str | None = None) -> NoRetu
     if hint:
         message += f" Hint: {hint}"
     raise CheckFailed(message)
+
+
+# Shown, in a learner's traceback and in the docs, under the module its checks are imported from.
+CheckFailed.__module__ = "shardbook.checks"
