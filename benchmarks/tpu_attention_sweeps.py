@@ -82,3 +82,20 @@ def kernel_sweeps_eleventh() -> list[Program]:
     return [program(name.format(h, d, q, k, b), "attention", _values_heads_first, ((b, h, q, k), bf16),
                     ((b, h, k, d), bf16))
             for b, h, q, d, k in TENTH_SHAPES]  # fmt: skip
+
+
+def kernel_sweeps_twelfth() -> list[Program]:
+    """Attention's scores kernel (beside the softmax's running max, and alone) with one thing changing
+    at a time (bf16): the heads at a fixed amount of work (the batch times the heads fixed), the heads'
+    width at a fixed batch and head count, and five shapes of held-out rounds 12 to 15 again under new
+    names (how far a fresh reading on the chip moves). Written after round 16 was opened, recorded with
+    held-out round 17 sealed and before any rule read off either."""
+    bf16 = "bfloat16"
+    whole = [(16, 1024, 8, 256), (8, 1024, 16, 256), (4, 1024, 32, 256), (16, 1024, 8, 384),
+             (8, 1024, 16, 384), (8, 2048, 2, 256), (4, 2048, 4, 256), (2, 2048, 8, 256),
+             (1, 2048, 16, 256), (4, 2048, 4, 192), (4, 2048, 4, 384), (4, 2048, 4, 512)]  # fmt: skip
+    alone = [(16, 1536, 4, 256), (8, 1536, 8, 256), (4, 1536, 16, 256), (6, 2048, 6, 256), (3, 2048, 12, 256)]
+    return [program(f"attention heads sweep bf16, {h} heads of {d}, {t} long, batch {b}", "attention",
+                    attention, *[((b, t, h, d), bf16)] * 3) for b, t, h, d in whole] + [
+        program(f"attention scores heads sweep bf16, {h} heads of {d}, {t} long, batch {b}", "attention",
+                _scores, *[((b, t, h, d), bf16)] * 2) for b, t, h, d in alone]  # fmt: skip

@@ -32,7 +32,7 @@ import time
 import jax
 import numpy as np
 
-from benchmarks import tpu_attention_sweeps, tpu_held_out, tpu_programs
+from benchmarks import tpu_attention_sweeps, tpu_held_out, tpu_held_out_attention, tpu_programs
 
 #: the names this book gives the chips JAX calls by their device kinds
 KINDS = {"TPU v5 lite": "v5e", "TPU v6 lite": "v6e", "TPU v5": "v5p", "TPU v4": "v4"}
@@ -52,10 +52,11 @@ SETS = {
     "held_out_10": tpu_held_out.held_out_tenth,
     "held_out_11": tpu_held_out.held_out_eleventh,
     "held_out_12": tpu_held_out.held_out_twelfth,
-    "held_out_13": tpu_held_out.held_out_thirteenth,
-    "held_out_14": tpu_held_out.held_out_fourteenth,
-    "held_out_15": tpu_held_out.held_out_fifteenth,
-    "held_out_16": tpu_held_out.held_out_sixteenth,
+    "held_out_13": tpu_held_out_attention.held_out_thirteenth,
+    "held_out_14": tpu_held_out_attention.held_out_fourteenth,
+    "held_out_15": tpu_held_out_attention.held_out_fifteenth,
+    "held_out_16": tpu_held_out_attention.held_out_sixteenth,
+    "held_out_17": tpu_held_out_attention.held_out_seventeenth,
     # a fitted set recorded alone, before any rule is read off it (its names need no --only)
     "sweeps_3": tpu_programs.kernel_sweeps_third,
     "sweeps_4": tpu_programs.kernel_sweeps_fourth,
@@ -66,6 +67,7 @@ SETS = {
     "sweeps_9": tpu_attention_sweeps.kernel_sweeps_ninth,
     "sweeps_10": tpu_attention_sweeps.kernel_sweeps_tenth,
     "sweeps_11": tpu_attention_sweeps.kernel_sweeps_eleventh,
+    "sweeps_12": tpu_attention_sweeps.kernel_sweeps_twelfth,
     # the programs whose one result feeds back, recorded again with that result fed back whole
     "fed_back": lambda: tpu_programs.fed_back(tpu_programs.all_programs()),
     "held_out_fed_back": lambda: tpu_programs.fed_back(
