@@ -144,10 +144,10 @@ def held_out_sixteenth() -> list[Program]:
 
 def held_out_seventeenth() -> list[Program]:
     """A seventeenth set held out of the fit, written and recorded (and sealed) with
-    :func:`benchmarks.tpu_attention_sweeps.kernel_sweeps_twelfth` (``--set held_out_17``), before any rule
-    read off that sweep: attention with heads of 256 to 512 at shapes no other program has (heads split
-    across the scores kernel's steps and not), the scores alone, a bf16 GPT step with heads of 384, and a
-    fair test of the rest."""
+    :func:`benchmarks.tpu_attention_sweeps.kernel_sweeps_twelfth` (``--set held_out_17``) and opened
+    against the model unchanged, no rule having been read off that sweep: attention with heads of 256 to
+    512 at shapes no other program has (heads split across the scores kernel's steps and not), the scores
+    alone, a bf16 GPT step with heads of 384, and a fair test of the rest."""
 
     prog, heads, scores = program, _attention_held, _scores_held
     bf16 = "bfloat16"

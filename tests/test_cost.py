@@ -557,7 +557,7 @@ def test_out_of_sample_error_is_the_held_out_programs():
     # out-of-sample error, except those its estimate flags and the named misses (each of which really is
     # beyond it); the stated error is the measured worst, not a loose bound (within one point of it)
     rows = records.held_out("v5e")
-    assert len(rows) == 205 and {r.round for r in rows} == set(range(1, 17))
+    assert len(rows) == 217 and {r.round for r in rows} == set(range(1, 18))
     families = {r.family for r in rows}
     assert {"matmul", "mlp", "memory", "vector", "attention", "training"} <= families
     inside = [r for r in rows if not r.outside and r.program not in records.MISSED]
@@ -571,9 +571,10 @@ def test_out_of_sample_error_is_the_held_out_programs():
     # rounds 6 to 8, each recorded before rules and opened after them (9, 6 and 8 of 12 within 10%
     # then), and round 9, recorded before any rule and opened against round 8's model: within 10%, with
     # their weight updates recorded again (the recorder had timed another program for those); round 16,
-    # recorded after the rule it tests was committed: all 12
-    within = {n: sum(abs(r.error) <= 0.10 for r in rows if r.round == n) for n in range(6, 17)}
-    assert within == {6: 12, 7: 11, 8: 11, 9: 11, 10: 12, 11: 12, 12: 11, 13: 9, 14: 9, 15: 9, 16: 12}
+    # recorded after the rule it tests was committed: all 12; round 17, recorded with a sweep and opened
+    # against the model unchanged: 11
+    within = {n: sum(abs(r.error) <= 0.10 for r in rows if r.round == n) for n in range(6, 18)}
+    assert within == {6: 12, 7: 11, 8: 11, 9: 11, 10: 12, 11: 12, 12: 11, 13: 9, 14: 9, 15: 9, 16: 12, 17: 11}
     updates = [r for r in rows if r.program.startswith("SGD inside") and r.round < 10]
     assert len(updates) == 4 and all(abs(r.error) < 0.05 for r in updates)
     missed = {r.program: r for r in rows if r.program in records.MISSED}
