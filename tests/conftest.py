@@ -240,10 +240,41 @@ LOUD_CELL = (
 )
 
 
+#: Two learners for the class report (tests/test_classreport.py): "original" hands in an answer of
+#: their own to per_device_shape, "copier" the same answer renamed and re-commented; the rest of each
+#: notebook is the reference solution.
+CLASS_LEARNERS = ("original", "copier")
+#: The course file of the graded batch: a due date, a grace period, a late penalty and an extension.
+COURSE_TOML = (
+    "[late]\nper_day = 10\ngrace_minutes = 60\n"
+    "[assignments.01_meshes]\ndue = 2026-10-01T23:59:00Z\n"
+    "[extensions.01_meshes]\ncopier = 3\n"
+)
+#: The LMS's submission times of the graded batch (a learner it does not list has no time: not late).
+TIMES_CSV = (
+    "learner,submitted\n"
+    "reference solution.ipynb,2026-10-01T20:00:00Z\n"  # on time (by the file name handed in)
+    "original,2026-10-02T00:30:00Z\n"  # 31 minutes late: within the grace period
+    "wrong_axis_order,2026-10-03T08:00:00Z\n"  # 1 day 8 h late: 2 started days
+    "copier,2026-10-03T08:00:00Z\n"  # the same, within a 3-day extension
+)
+
+
+def write_course_file(course: Path, into: Path) -> Path:
+    """Writes :data:`COURSE_TOML` into ``course``, and :data:`TIMES_CSV` as ``into/times.csv``, which it
+    returns (for `make grade`'s ``--times``)."""
+    (course / "grading" / "course.toml").write_text(COURSE_TOML)
+    times = into / "times.csv"
+    times.write_text(TIMES_CSV)
+    return times
+
+
 def write_downloads(into: Path, names: list[str] | None = None) -> Path:
-    """A folder of downloads of assignment 1: the reference solution and the Colab learners (both as
-    Colab saves them) and every committed submission (answer-only ones built as Colab downloads), or
-    only the submissions in ``names`` (with the reference solution)."""
+    """A folder of downloads of assignment 1: the reference solution, the Colab learners (both as
+    Colab saves them), the class report's learners (:data:`CLASS_LEARNERS`) and every committed
+    submission (answer-only ones built as Colab downloads), or only the submissions in ``names`` (with
+    the reference solution)."""
+    from tests.test_similarity import PER_DEVICE_SHAPE_A, PER_DEVICE_SHAPE_A_COPIED
     from tools import handed_in
 
     downloads = into / "downloads"
@@ -258,6 +289,12 @@ def write_downloads(into: Path, names: list[str] | None = None) -> Path:
         loud = copy.deepcopy(solved)
         loud.cells.insert(len(loud.cells) // 2, nbformat.v4.new_code_cell(LOUD_CELL))
         handed_in.write_colab_download(loud, downloads / f"{LOUD_LEARNER}.ipynb")
+        own = dict(zip(CLASS_LEARNERS, (PER_DEVICE_SHAPE_A, PER_DEVICE_SHAPE_A_COPIED), strict=True))
+        for learner, answer in own.items():
+            sub = submissions.Submission(
+                assignment, learner, into / f"{learner}.py", {}, answers={"per_device_shape": answer}
+            )
+            (downloads / f"{learner}.ipynb").write_bytes(submissions.colab_bytes(sub, assignment))
     for name, sub in submissions.load(assignment).items():
         if names is None or name in names:
             (downloads / f"{name}.ipynb").write_bytes(submissions.colab_bytes(sub, assignment))
@@ -266,14 +303,16 @@ def write_downloads(into: Path, names: list[str] | None = None) -> Path:
 
 @pytest.fixture(scope="session")
 def graded_batch(tmp_path_factory):
-    """Assignment 1's whole batch graded by `make grade` (local engine, 2 jobs, sandboxed)."""
+    """Assignment 1's whole batch graded by `make grade` (local engine, 2 jobs, sandboxed), with a course
+    file and the LMS's submission times (:func:`write_course_file`; ``times``: that CSV)."""
     from grading import grade, worker
 
     tmp = tmp_path_factory.mktemp("batch")
     course = worker.copy_course(tmp)
     downloads = write_downloads(tmp)
+    times = write_course_file(course, tmp)
     args = [GRADED_ASSIGNMENT, str(downloads), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
-    assert grade.main([*args, "--jobs", "2"]) == 0
+    assert grade.main([*args, "--jobs", "2", "--times", str(times)]) == 0
     reports = course / "grading" / "reports" / GRADED_ASSIGNMENT
     return SimpleNamespace(
         assignment=GRADED_ASSIGNMENT,
@@ -281,6 +320,7 @@ def graded_batch(tmp_path_factory):
         reports=reports,
         rows=scores_csv(reports),
         downloads=downloads,
+        times=times,
         submissions=submissions.load(GRADED_ASSIGNMENT),
     )
 

@@ -2,8 +2,9 @@
 and stays fast and readable for 300 learners.
 
 The class is built as write_reports keeps it (learners/*.json), from assignment 1's committed wrong
-answers and the reference solution, in a scratch course: no notebook is graded here (the one
-end-to-end run is tests/test_grading.py's batch; test_class_report_of_the_graded_batch reads it).
+answers and the reference solution, in a scratch course: no notebook is graded here. The end-to-end
+run is tests/test_grading.py's batch (tests/conftest.py: graded_batch), which holds this module's late,
+copied and crashed learners and its course file; test_make_grade_writes_the_class_report reads it.
 """
 
 import csv
@@ -16,7 +17,7 @@ import time
 import nbformat
 import pytest
 
-from grading import classreport, grade, pagesafe, reports, worker
+from grading import classreport, pagesafe, reports, worker
 from grading.course import read_course
 from grading.record import LearnerRecord
 from tests import pages, submissions
@@ -403,48 +404,13 @@ def test_300_learners_in_reasonable_time_and_readable(tmp_path):
     assert page.count("<details class='pair'>") <= classreport.SHOWN_PAIRS
 
 
-@pytest.mark.xdist_group("grading")  # runs `make grade` (see CONTRIBUTING.md)
-def test_make_grade_writes_the_class_report(tmp_path):
+@pytest.mark.xdist_group("grading")  # reads the session's `make grade` batch (see CONTRIBUTING.md)
+def test_make_grade_writes_the_class_report(graded_batch):
     # The issue's batch: right, wrong, late, crashed, unreadable and copied notebooks, a course file
-    # with a due date, a grace period and an extension, and the LMS's submission times.
-    from tests.conftest import CELL_TIMEOUT, write_downloads
-
-    root = worker.copy_course(tmp_path, assignment=ASSIGNMENT)
-    downloads = write_downloads(
-        tmp_path, ["wrong_axis_order", "broken_kills_kernel", "broken_truncated_file"]
-    )
-    for learner, answer in {"original": PER_DEVICE_SHAPE_A, "copier": PER_DEVICE_SHAPE_A_COPIED}.items():
-        own = submissions.Submission(
-            ASSIGNMENT, learner, tmp_path / f"{learner}.py", {}, answers={"per_device_shape": answer}
-        )
-        (downloads / f"{learner}.ipynb").write_bytes(submissions.colab_bytes(own, ASSIGNMENT))
-    (root / "grading" / "course.toml").write_text(
-        "[late]\nper_day = 10\ngrace_minutes = 60\n"
-        "[assignments.01_meshes]\ndue = 2026-10-01T23:59:00Z\n"
-        "[extensions.01_meshes]\ncopier = 3\n"
-    )
-    times = tmp_path / "times.csv"
-    times.write_text(
-        "learner,submitted\n"
-        "reference solution.ipynb,2026-10-01T20:00:00Z\n"  # on time (by the file name handed in)
-        "original,2026-10-02T00:30:00Z\n"  # 31 minutes late: within the grace period
-        "wrong_axis_order,2026-10-03T08:00:00Z\n"  # 1 day 8 h late: 2 started days
-        "copier,2026-10-03T08:00:00Z\n"  # the same, within a 3-day extension
-    )
-    args = [
-        ASSIGNMENT,
-        str(downloads),
-        "--root",
-        str(root),
-        "--cell-timeout",
-        str(CELL_TIMEOUT),
-        "--jobs",
-        "2",
-    ]
-    args += ["--times", str(times)] + (["--unsandboxed"] if grade.sandbox.missing(str(root)) else [])
-    assert grade.main(args) == 0
-    folder = root / "grading" / "reports" / ASSIGNMENT
-    cells = worker.graded_cells(ASSIGNMENT, root)
+    # with a due date, a grace period and an extension, and the LMS's submission times
+    # (tests/conftest.py: CLASS_LEARNERS, COURSE_TOML, TIMES_CSV).
+    folder = graded_batch.reports
+    cells = worker.graded_cells(ASSIGNMENT, graded_batch.course)
     check_against_scores_csv(folder, cells)
 
     scores = {row["learner"]: row for row in _csv(folder / "scores.csv")}
@@ -457,7 +423,15 @@ def test_make_grade_writes_the_class_report(tmp_path):
     assert axis and all(m["learners"] == "wrong_axis_order" for m in axis)
     assert any(m["learners"] == "broken_kills_kernel" and "kernel" in m["message"] for m in messages)
     pairs = [(p["learner_a"], p["learner_b"], p["exercise"]) for p in _csv(folder / "class_similarity.csv")]
-    assert pairs == [("copier", "original", "per_device_shape")]
+    # The copier and the learner they copied; the batch's other alike answers are alike indeed: the two
+    # Colab learners' answers each call the same helper of their own, and a mangled notebook keeps the
+    # very per_device_shape of wrong_tuple_entries. No one else is flagged.
+    colab = ("colab_learner_after", "colab_learner_before")
+    assert pairs == [
+        *[(*colab, exercise) for exercise in sorted(submissions.solution_answers(ASSIGNMENT))],
+        ("copier", "original", "per_device_shape"),
+        ("mangled_tests_deleted_or_edited", "wrong_tuple_entries", "per_device_shape"),
+    ]
     page = html.unescape((folder / "class.html").read_text())
     assert "broken_truncated_file</td><td class='message'>unreadable:" in page
     assert "the LMS's submission times (times.csv)" in page

@@ -3,10 +3,12 @@
 One batch (tests/conftest.py: graded_batch) holds the reference solution and two Colab learners with
 helper cells of their own, all as Colab downloads; every typical wrong answer (built from its
 answer-only file); and notebooks that break in each way a class produces (syntax error, infinite loop,
-a kernel that dies, a memory hog, a truncated file, mangled cells, tampering). Every learner must get
-exactly the intended score, a feedback page without hidden-test source, and a note for anything
-unusual; no learner may stop the batch; and nbgrader's scores must equal the in-process grading that
-tests/test_submissions.py uses for every wrong answer of every assignment.
+a kernel that dies, a memory hog, a truncated file, mangled cells, tampering); and, for the class
+report (tests/test_classreport.py), two learners of whom one copied the other's answer, a course file
+with a due date and the LMS's submission times. Every learner must get exactly the intended score, a
+feedback page without hidden-test source, and a note for anything unusual; no learner may stop the
+batch; and nbgrader's scores must equal the in-process grading that tests/test_submissions.py uses for
+every wrong answer of every assignment.
 
 Each assignment's own wrong answers and reference solution are graded in-process there; one batch
 covers the pipeline's paths, which are the same for every assignment.
@@ -23,10 +25,10 @@ import warnings
 
 import pytest
 
-from grading import grade, worker
+from grading import grade, reports, worker
 from grading.preprocessors import MAX_TEXT_CHARS
 from tests import submissions
-from tests.conftest import CELL_TIMEOUT, COLAB_LEARNERS, GRADED_ASSIGNMENT, LOUD_LEARNER
+from tests.conftest import CELL_TIMEOUT, CLASS_LEARNERS, COLAB_LEARNERS, GRADED_ASSIGNMENT, LOUD_LEARNER
 from tools import handed_in
 
 # Runs `make grade`: never at the same time as another module that does (see CONTRIBUTING.md).
@@ -36,10 +38,12 @@ pytestmark = pytest.mark.xdist_group("grading")
 def test_scores_csv_has_one_row_per_learner_and_a_column_per_test_cell(graded_batch):
     b = graded_batch
     cells = worker.graded_cells(b.assignment, b.course)
-    assert set(b.rows) == set(b.submissions) | {"reference_solution", LOUD_LEARNER} | set(COLAB_LEARNERS)
+    everyone = set(b.submissions) | {"reference_solution", LOUD_LEARNER} | set(COLAB_LEARNERS)
+    assert set(b.rows) == everyone | set(CLASS_LEARNERS)
     for row in b.rows.values():
         assert list(row)[:3] == ["learner", "total", "max"]
-        assert list(row)[3:] == [gid for gid, _ in cells]
+        # the batch's course file gives a due date: the late penalty's columns end the row
+        assert list(row)[3:] == [gid for gid, _ in cells] + reports.LATE_COLUMNS
 
 
 def test_solution_scores_full_marks(graded_batch):
@@ -150,7 +154,7 @@ def test_colab_download_with_helper_cells_gets_only_the_true_note(graded_batch, 
 
 def test_regrading_is_idempotent_and_touches_only_that_learner(graded_batch, tmp_path):
     # Grading one learner again leaves every other row of the class files as it was, and the same
-    # notebook gets the same scores.
+    # notebook gets the same scores (handed in at the same time: the LMS's times again).
     b = graded_batch
     before = (b.reports / "scores.csv").read_text()
     again = tmp_path / "again"
@@ -158,7 +162,7 @@ def test_regrading_is_idempotent_and_touches_only_that_learner(graded_batch, tmp
     learner = sorted(n for n in b.submissions if n.startswith("wrong_"))[0]
     shutil.copy(b.downloads / f"{learner}.ipynb", again)
     args = [b.assignment, str(again), "--root", str(b.course), "--cell-timeout", str(CELL_TIMEOUT)]
-    assert grade.main(args) == 0
+    assert grade.main([*args, "--times", str(b.times)]) == 0
     assert (b.reports / "scores.csv").read_text() == before
 
 

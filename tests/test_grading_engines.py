@@ -3,9 +3,9 @@ and a regrade after a grader changed names who gained or lost points on which te
 
 The Ray batch is a representative slice of assignment 1's batch in tests/test_grading.py (the solution,
 a wrong answer, a kernel that dies, a cell past its time limit, a tampering notebook and an unreadable
-file), the very same files: its results are compared with that batch's, graded by the local engine,
-so only the Ray side is graded here (6 notebooks, and a regrade of 5; a minute of it is starting and
-stopping the cluster).
+file), the very same files under the same course file and submission times (a late wrong answer): its
+results are compared with that batch's, graded by the local engine, so only the Ray side is graded here
+(6 notebooks, and a regrade of 5; a minute of it is starting and stopping the cluster).
 """
 
 import csv
@@ -21,7 +21,7 @@ import pytest
 
 from grading import grade, handin, reports, worker
 from grading.local_ray import TEST_CLUSTER_ENV, local_cluster, raylet_abort, read_state
-from tests.conftest import CELL_TIMEOUT, GRADED_ASSIGNMENT, REFERENCE, write_downloads
+from tests.conftest import CELL_TIMEOUT, GRADED_ASSIGNMENT, REFERENCE, write_course_file, write_downloads
 from tests.notebooks import ROOT
 
 # Runs `make grade`: never at the same time as another module that does (see CONTRIBUTING.md).
@@ -80,9 +80,10 @@ def ray_course(tmp_path_factory, ray_cluster):
     tmp = tmp_path_factory.mktemp("ray")
     course = worker.copy_course(tmp)
     downloads = write_downloads(tmp, BATCH)
+    times = write_course_file(course, tmp)  # the local batch's course file and times
     args = [ASSIGNMENT, str(downloads), "--root", str(course), "--cell-timeout", str(CELL_TIMEOUT)]
     done = subprocess.run(
-        [sys.executable, "-m", "grading.grade", *args, "--engine", "ray"],
+        [sys.executable, "-m", "grading.grade", *args, "--times", str(times), "--engine", "ray"],
         env=dict(env, RAY_ADDRESS=address, PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
