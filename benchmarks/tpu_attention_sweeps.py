@@ -87,9 +87,9 @@ def kernel_sweeps_eleventh() -> list[Program]:
 def kernel_sweeps_twelfth() -> list[Program]:
     """Attention's scores kernel (beside the softmax's running max, and alone) with one thing changing
     at a time (bf16): the heads at a fixed amount of work (the batch times the heads fixed), the heads'
-    width at a fixed batch and head count, and five shapes of held-out rounds 12 to 15 again under new
-    names (how far a fresh reading on the chip moves). Written after round 16 was opened, recorded with
-    held-out round 17 sealed and before any rule read off either."""
+    width at a fixed batch and head count, and six held-out programs (rounds 4, 7 and 12 to 15) again
+    under new names (how far a fresh reading on the chip moves). Written after round 16 was opened,
+    recorded with held-out round 17 sealed and before any rule read off either."""
     bf16 = "bfloat16"
     whole = [(16, 1024, 8, 256), (8, 1024, 16, 256), (4, 1024, 32, 256), (16, 1024, 8, 384),
              (8, 1024, 16, 384), (8, 2048, 2, 256), (4, 2048, 4, 256), (2, 2048, 8, 256),

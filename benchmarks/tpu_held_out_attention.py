@@ -16,14 +16,14 @@ from benchmarks.tpu_programs import GPT, Program, _layernorm, _scores, attention
 
 
 def _attention_held(tokens: int, n: int, d: int, batch: int, dtype: str = "bfloat16") -> Program:
-    """Attention over ``batch`` sequences of ``tokens``, ``n`` heads of ``d`` (rounds 13 to 15)."""
+    """Attention over ``batch`` sequences of ``tokens``, ``n`` heads of ``d`` (rounds 13 on)."""
     kind = "bfloat16" if dtype == "bfloat16" else "float32"
     name = f"attention {kind} {tokens}, {n} heads of {d}, batch {batch}"
     return program(name, "attention", attention, *[((batch, tokens, n, d), dtype)] * 3)
 
 
 def _scores_held(tokens: int, n: int, d: int, batch: int) -> Program:
-    """Attention's scores q kᵀ alone, bf16 (rounds 14 and 15)."""
+    """Attention's scores q kᵀ alone, bf16 (rounds 14 on)."""
     name = f"attention scores bfloat16 {tokens}, {n} heads of {d}, batch {batch}"
     return program(name, "attention", _scores, *[((batch, tokens, n, d), "bfloat16")] * 2)
 

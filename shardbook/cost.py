@@ -40,7 +40,9 @@ What the compute stream runs depends on which compiler wrote the program (``repo
   MXU and read times (:attr:`Measured.stepped_reads_exposed`). A matmul kernel with several results in
   HBM pays a fixed time per step of its grid for each after the first. An asynchronous copy
   (:data:`ASYNC_STARTS`) moves its bytes on a stream of its own beside the kernels, in the HBM time
-  they leave it, and what reads it waits for it. A call takes at least the measured fixed cost of one
+  they leave it, and what reads it waits for it. A collective the compiler runs as an asynchronous
+  fusion in parts (a start, continuations that compute beside it, a done) is on the links from its
+  start to its done, and the done waits for it. A call takes at least the measured fixed cost of one
   call (what the smallest program takes, which overlaps the device's work).
 
 Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
@@ -82,7 +84,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .comms import Report, collective_kind, dot_flops, trip_count
+from .comms import Collective, Report, collective_kind, dot_flops, trip_count
+from .comms.analysis import collective_fusion_parts
 from .hbm import (
     PRECISION_PASSES,
     _dot_setting,
@@ -346,6 +349,10 @@ class _Simulator:
         self.extra_memory = 0.0
         self.extra_comm = 0.0
         self.collectives = {(c.computation, c.name): c for c in report.collectives}
+        # an asynchronous collective fusion's parts (start, continuations, done), and when the links end
+        # the collective each started
+        self.fused_parts = collective_fusion_parts(self.module) if report.platform == "tpu" else {}
+        self.fused_links: dict[tuple[str, str, str], float] = {}
         self.produced_by_collective: set[str] = set()
         self.tpu = report.platform == "tpu"  # a TPU program: every kernel is charged
         measured = chip.measured
@@ -391,6 +398,10 @@ class _Simulator:
                 from_collective[inst.name] = True
             elif self.tpu and inst.opcode in ("call", "conditional"):
                 ready[inst.name] = self._branch(inst, ins)
+            elif self.tpu and (comp.name, inst.name) in self.fused_parts:
+                role, pairs = self.fused_parts[comp.name, inst.name]
+                ready[inst.name] = self._collective_part(comp, inst, after, waited_on_collective, role, pairs)
+                from_collective[inst.name] = role == "done"
             elif self.tpu:
                 ready[inst.name] = self._kernel(comp, inst, after, waited_on_collective)
                 from_collective[inst.name] = waited_on_collective and ready[inst.name] == after
@@ -610,10 +621,31 @@ class _Simulator:
             )
         return state
 
+    def _collective_part(
+        self, comp: Computation, inst: Instruction, after: float, blocked: bool, role: str, pairs: list
+    ) -> float:
+        """A part of an asynchronous collective fusion: a kernel on the compute stream; the start puts
+        the collective on the links once it has run, the continuations run beside it, and the done
+        waits for the links (:func:`shardbook.comms.analysis.collective_fusion_parts`)."""
+        key = (comp.name, *pairs[0])
+        if role == "done":
+            links_end = self.fused_links.get(key, after)
+            blocked = blocked or links_end > max(after, self.compute_free)
+            after = max(after, links_end)
+        end = self._kernel(comp, inst, after, blocked)
+        if role == "start":
+            record = next((c for p in pairs if (c := self.collectives.get(p)) is not None), None)
+            self.fused_links[key] = self._on_links(record, end) if record is not None else end
+        return end
+
     def _collective(self, comp: Computation, inst: Instruction, after: float) -> float:
         c = self.collectives.get((comp.name, inst.name))
         if c is None:
             return after
+        return self._on_links(c, after)
+
+    def _on_links(self, c: Collective, after: float) -> float:
+        """Plays collective ``c`` on the links it uses from ``after``; returns when it ends."""
         seconds, directions = collective_links(c, self.chip, self.report.mesh_axes)
         start = max([after] + [self.link_free[d] for d in directions])
         for d in directions:

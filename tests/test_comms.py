@@ -1,5 +1,6 @@
 """Tests for shardbook.comms and shardbook.hlo: exact figures read from real compiled programs."""
 
+import dataclasses
 import functools
 import html
 
@@ -11,6 +12,7 @@ from jax.sharding import PartitionSpec as P
 
 from benchmarks.programs import ring_matmul
 from shardbook import comms, hlo
+from shardbook.cost import estimate
 
 B, D, F = 1024, 2048, 8192
 MiB = 2**20
@@ -294,6 +296,57 @@ def test_an_asynchronous_collective_in_parts_counts_once():
     report = comms.analyze_text(_PARTS_TEXT)
     assert [(c.name, c.parts) for c in report.collectives] == [("ag.1", 3), ("ag.4", 1)]
     assert report.total_bytes == 2 * 3 * 512 * 2048 * 2  # each sends 3 of its 4 blocks of bf16[1,512,2048]
+
+
+# The TPU compiler's form (tiled layouts): an all-gather in three fusions on one channel, a start, a
+# compute fusion that carries it on beside a matmul, and a done
+_L = "{1,0:T(8,128)}"
+_GROUP = "replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}, use_global_device_ids=true"
+_TPU_PARTS_TEXT = f"""HloModule m, num_partitions=8
+%g1 (p: f32[1024,1024]) -> f32[8192,1024] {{
+  %p = f32[1024,1024]{_L} parameter(0)
+  ROOT %ag = f32[8192,1024]{_L} all-gather(%p), channel_id=9, {_GROUP}
+}}
+%g2 (p: f32[1024,1024], a: f32[2048,2048], b: f32[2048,2048]) -> (f32[8192,1024], f32[2048,2048]) {{
+  %p = f32[1024,1024]{_L} parameter(0)
+  %ag.1 = f32[8192,1024]{_L} all-gather(%p), channel_id=9, {_GROUP}
+  %a = f32[2048,2048]{_L} parameter(1)
+  %b = f32[2048,2048]{_L} parameter(2)
+  %d = f32[2048,2048]{_L} dot(%a, %b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ROOT %t = (f32[8192,1024]{_L}, f32[2048,2048]{_L}) tuple(%ag.1, %d)
+}}
+%g3 (p: f32[1024,1024]) -> f32[8192,1024] {{
+  %p = f32[1024,1024]{_L} parameter(0)
+  ROOT %ag.2 = f32[8192,1024]{_L} all-gather(%p), channel_id=9, {_GROUP}
+}}
+ENTRY %e (x: f32[1024,1024], a: f32[2048,2048], b: f32[2048,2048]) -> f32[8192,1024] {{
+  %x = f32[1024,1024]{_L} parameter(0)
+  %a = f32[2048,2048]{_L} parameter(1)
+  %b = f32[2048,2048]{_L} parameter(2)
+  %start = f32[1024,1024]{_L} fusion(%x), kind=kCustom, calls=%g1
+  %mid = (f32[8192,1024]{_L}, f32[2048,2048]{_L}) fusion(%start, %a, %b), kind=kOutput, calls=%g2
+  %m0 = f32[1024,1024]{_L} get-tuple-element(%mid), index=0
+  ROOT %done = f32[8192,1024]{_L} fusion(%m0), kind=kCustom, calls=%g3
+}}
+"""
+
+
+def test_the_cost_model_plays_a_collective_in_parts_on_the_links_from_its_start_to_its_done():
+    # property: the gather a TPU program runs as fusions in parts is on the links once, from the end of
+    # its start to its done; the compute fusion between them runs beside it, and the done waits for it
+    report = comms.analyze_text(_TPU_PARTS_TEXT)
+    assert report.platform == "tpu" and [(c.name, c.parts) for c in report.collectives] == [("ag", 3)]
+    est = estimate(report, "v5e")
+    (link,) = [e for e in est.events if e.stream == "communication"]
+    start, mid, done = (
+        next(e for e in est.events if e.label == f"fusion {n}") for n in ("start", "mid", "done")
+    )
+    assert link.kind == "all-gather" and link.start == start.end and done.start == link.end and done.blocked
+    assert mid.start < link.end and mid.end < link.end  # the matmul beside the gather, not after it
+    assert est.seconds == done.end
+    # left off the links (the model before the rule), the step would end when its kernels end
+    off = dataclasses.replace(report, collectives=[])
+    assert estimate(off, "v5e").seconds < est.seconds
 
 
 # A scanned layer's weight gradient as XLA:CPU writes FSDP's reduce-scatter: an all-reduce of the whole

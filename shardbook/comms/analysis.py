@@ -220,6 +220,62 @@ def collectives_in(
     return out
 
 
+def collective_fusion_parts(module: Module) -> dict[tuple[str, str], tuple[str, list[tuple[str, str]]]]:
+    """The TPU compiler's asynchronous collective fusions, part by part: each fusion (keyed by its
+    computation's name and its own) that holds a collective on a channel, with its role, ``"start"``,
+    ``"continuation"`` or ``"done"`` (the first, a middle and the last fusion of that channel in its
+    computation, in program order), and the (fused computation, collective) pair of every part, one of
+    which names the record :func:`collectives_in` counted once.
+
+    Example: an all-gather the compiler split into a start, a compute fusion that carries it on, and
+    a done (chapter 11's FSDP step, as the v5e-8 compiler wrote it, has 52 such gathers):
+
+      >>> text = '''HloModule m
+      ... %g1 (p: f32[1,1024]) -> f32[1,2048] {
+      ...   %p = f32[1,1024]{1,0:T(1,128)} parameter(0)
+      ...   ROOT %ag = f32[1,2048] all-gather(%p), channel_id=9, replica_groups={{0,1}}, dimensions={1}
+      ... }
+      ... %g2 (p: f32[1,1024]) -> f32[1,2048] {
+      ...   %p = f32[1,1024]{1,0:T(1,128)} parameter(0)
+      ...   ROOT %ag.2 = f32[1,2048] all-gather(%p), channel_id=9, replica_groups={{0,1}}, dimensions={1}
+      ... }
+      ... ENTRY %e (x: f32[1,1024]) -> f32[1,2048] {
+      ...   %x = f32[1,1024]{1,0:T(1,128)} parameter(0)
+      ...   %start = f32[1,2048]{1,0:T(1,128)} fusion(%x), kind=kCustom, calls=%g1
+      ...   ROOT %done = f32[1,2048]{1,0:T(1,128)} fusion(%start), kind=kCustom, calls=%g2
+      ... }'''
+      >>> parts = collective_fusion_parts(parse_module(text))
+      >>> [(name, role) for (_, name), (role, _) in parts.items()]
+      [('start', 'start'), ('done', 'done')]
+    """
+    holding: dict[str, tuple[str, str, str]] = {}  # fused computation -> (kind, channel, collective)
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            kind, phase = collective_kind(inst.opcode)
+            channel = inst.attr("channel_id")
+            if kind is not None and phase != "done" and channel:
+                holding.setdefault(comp.name, (kind, channel, inst.name))
+    out: dict[tuple[str, str], tuple[str, list[tuple[str, str]]]] = {}
+    for comp in module.computations.values():
+        groups: dict[tuple[str, str], list[tuple[str, str, str]]] = {}  # (kind, channel) -> parts
+        for inst in comp.instructions:
+            if inst.opcode != "fusion":
+                continue
+            for _, callee in inst.called():
+                if callee in holding:
+                    kind, channel, name = holding[callee]
+                    groups.setdefault((kind, channel), []).append((inst.name, callee, name))
+                    break
+        for parts in groups.values():
+            if len(parts) < 2:
+                continue
+            pairs = [(callee, name) for _, callee, name in parts]
+            for k, (fusion, _, _) in enumerate(parts):
+                role = "start" if k == 0 else "done" if k == len(parts) - 1 else "continuation"
+                out[comp.name, fusion] = (role, pairs)
+    return out
+
+
 def _make_record(
     module: Module,
     comp: Computation,
