@@ -6,6 +6,9 @@ and NumPy only, like :mod:`benchmarks.tpu_programs`, whose :class:`Program` and 
 
 from __future__ import annotations
 
+import math
+
+import jax
 import jax.numpy as jnp
 
 from benchmarks.tpu_programs import Program, _scores, _values, attention, program
@@ -99,3 +102,28 @@ def kernel_sweeps_twelfth() -> list[Program]:
                     attention, *[((b, t, h, d), bf16)] * 3) for b, t, h, d in whole] + [
         program(f"attention scores heads sweep bf16, {h} heads of {d}, {t} long, batch {b}", "attention",
                 _scores, *[((b, t, h, d), bf16)] * 2) for b, t, h, d in alone]  # fmt: skip
+
+
+def _attention_heads_first(q, k, v):
+    """:func:`benchmarks.tpu_programs.attention` with its inputs and result laid out heads first:
+    [batch, heads, tokens, width]."""
+    scores = jnp.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+    t = q.shape[2]
+    scores = jnp.where(jnp.tril(jnp.ones((t, t), bool)), scores, jnp.finfo(scores.dtype).min)
+    weights = jax.nn.softmax(scores.astype(jnp.float32), -1).astype(q.dtype)
+    return jnp.einsum("bhqk,bhkd->bhqd", weights, v)
+
+
+def kernel_sweeps_thirteenth() -> list[Program]:
+    """Sweep 12's attention with only the heads changing at a fixed amount of work (8, 16 and 32 heads
+    of 256 at 1,024 tokens, batches of 16, 8 and 4), its inputs laid out heads first ([batch, heads,
+    tokens, width]), whole and its scores alone: whether the heads' cost sweep 12 found belongs to the
+    [batch, tokens, heads, width] form, as sweep 11 found for the second product. Recorded after sweep
+    12 and round 17 were opened, before any rule read off it."""
+    bf16 = "bfloat16"
+    shapes = [(16, 1024, 8, 256), (8, 1024, 16, 256), (4, 1024, 32, 256)]
+    return [program(f"attention heads-first sweep bf16, {h} heads of {d}, {t} long, batch {b}", "attention",
+                    _attention_heads_first, *[((b, h, t, d), bf16)] * 3) for b, t, h, d in shapes] + [
+        program(f"attention scores heads-first sweep bf16, {h} heads of {d}, {t} long, batch {b}",
+                "attention", lambda q, k: jnp.einsum("bhqd,bhkd->bhqk", q, k), *[((b, h, t, d), bf16)] * 2)
+        for b, t, h, d in shapes]  # fmt: skip

@@ -68,6 +68,7 @@ SETS = {
     "sweeps_10": tpu_attention_sweeps.kernel_sweeps_tenth,
     "sweeps_11": tpu_attention_sweeps.kernel_sweeps_eleventh,
     "sweeps_12": tpu_attention_sweeps.kernel_sweeps_twelfth,
+    "sweeps_13": tpu_attention_sweeps.kernel_sweeps_thirteenth,
     # the programs whose one result feeds back, recorded again with that result fed back whole
     "fed_back": lambda: tpu_programs.fed_back(tpu_programs.all_programs()),
     "held_out_fed_back": lambda: tpu_programs.fed_back(
