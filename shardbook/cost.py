@@ -42,8 +42,9 @@ What the compute stream runs depends on which compiler wrote the program (``repo
   (:data:`ASYNC_STARTS`) moves its bytes on a stream of its own beside the kernels, in the HBM time
   they leave it, and what reads it waits for it. A collective the compiler runs as an asynchronous
   fusion in parts (a start, continuations that compute beside it, a done) is on the links from its
-  start to its done, and the done waits for it. A call takes at least the measured fixed cost of one
-  call (what the smallest program takes, which overlaps the device's work).
+  start to its done, and the done waits for it; one fused whole into a single kernel, with no start
+  and done of its own, is charged no link time (a gap the model keeps). A call takes at least the
+  measured fixed cost of one call (what the smallest program takes, which overlaps the device's work).
 
 Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
 also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from

@@ -222,13 +222,15 @@ def collectives_in(
 
 def collective_fusion_parts(module: Module) -> dict[tuple[str, str], tuple[str, list[tuple[str, str]]]]:
     """The TPU compiler's asynchronous collective fusions, part by part: each fusion (keyed by its
-    computation's name and its own) that holds a collective on a channel, with its role, ``"start"``,
-    ``"continuation"`` or ``"done"`` (the first, a middle and the last fusion of that channel in its
-    computation, in program order), and the (fused computation, collective) pair of every part, one of
-    which names the record :func:`collectives_in` counted once.
+    computation's name and its own) that holds a collective on a channel another fusion of the same
+    computation holds too, with its role, ``"start"``, ``"continuation"`` or ``"done"`` (the first, a
+    middle and the last such fusion in program order), and the (fused computation, collective) pair of
+    every part. One of those pairs names the record :func:`collectives_in` counted once, unless that
+    record went to a part in another computation (a continuation inside a loop's body): the cost model
+    then charges the parts no link time, as it does a collective fused whole into one kernel.
 
-    Example: an all-gather the compiler split into a start, a compute fusion that carries it on, and
-    a done (chapter 11's FSDP step, as the v5e-8 compiler wrote it, has 52 such gathers):
+    Example: an all-gather the compiler split into a start and a done (between them, in its programs,
+    a compute fusion that carries it on: chapter 11's FSDP step has several such gathers):
 
       >>> text = '''HloModule m
       ... %g1 (p: f32[1,1024]) -> f32[1,2048] {
