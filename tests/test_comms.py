@@ -344,9 +344,12 @@ def test_the_cost_model_plays_a_collective_in_parts_on_the_links_from_its_start_
     assert link.kind == "all-gather" and link.start == start.end and done.start == link.end and done.blocked
     assert mid.start < link.end and mid.end < link.end  # the matmul beside the gather, not after it
     assert est.seconds == done.end
-    # left off the links (the model before the rule), the step would end when its kernels end
-    off = dataclasses.replace(report, collectives=[])
-    assert estimate(off, "v5e").seconds < est.seconds
+    # left off the links (the model before the rule), nothing is on them and the done follows the
+    # matmul at once, not the gather
+    off = estimate(dataclasses.replace(report, collectives=[]), "v5e").events
+    off_mid, off_done = (next(e for e in off if e.label == f"fusion {n}") for n in ("mid", "done"))
+    assert not [e for e in off if e.stream == "communication"]
+    assert off_done.start == off_mid.end and not off_done.blocked
 
 
 # A scanned layer's weight gradient as XLA:CPU writes FSDP's reduce-scatter: an all-reduce of the whole
