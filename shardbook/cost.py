@@ -43,8 +43,9 @@ What the compute stream runs depends on which compiler wrote the program (``repo
   they leave it, and what reads it waits for it. A collective the compiler runs as an asynchronous
   fusion in parts (a start, continuations that compute beside it, a done) is on the links from its
   start to its done, and the done waits for it; one fused whole into a single kernel, with no start
-  and done of its own, is charged no link time (a gap the model keeps). A call takes at least the
-  measured fixed cost of one call (what the smallest program takes, which overlaps the device's work).
+  and done of its own, is on the links while that kernel runs, which ends when both have. A call takes
+  at least the measured fixed cost of one call (what the smallest program takes, which overlaps the
+  device's work).
 
 Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
 also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from
@@ -356,6 +357,11 @@ class _Simulator:
         self.fused_links: dict[tuple[str, str, str], float] = {}
         self.produced_by_collective: set[str] = set()
         self.tpu = report.platform == "tpu"  # a TPU program: every kernel is charged
+        # a collective the compiler fused whole into one kernel (its all-reduce-scatter fusions), by fusion
+        held = {c.computation: c for c in report.collectives} if self.tpu else {}
+        self.fused_whole = {(comp.name, i.name): c for comp in self.module.computations.values()
+                            for i in comp.instructions if i.opcode == "fusion"
+                            for _, callee in i.called() if (c := held.get(callee))}  # fmt: skip
         measured = chip.measured
         self.hbm_bandwidth = measured.hbm_bandwidth if measured and self.tpu else chip.hbm_bandwidth
         # an op's kernel time and flops, worked out once per op (a loop's body is played many times)
@@ -403,6 +409,9 @@ class _Simulator:
                 role, pairs = self.fused_parts[comp.name, inst.name]
                 ready[inst.name] = self._collective_part(comp, inst, after, waited_on_collective, role, pairs)
                 from_collective[inst.name] = role == "done"
+            elif self.tpu and (whole := self.fused_whole.get((comp.name, inst.name))) is not None:
+                ready[inst.name] = self._collective_kernel(comp, inst, after, waited_on_collective, whole)
+                from_collective[inst.name] = True
             elif self.tpu:
                 ready[inst.name] = self._kernel(comp, inst, after, waited_on_collective)
                 from_collective[inst.name] = waited_on_collective and ready[inst.name] == after
@@ -637,6 +646,19 @@ class _Simulator:
         if role == "start":
             record = next((c for p in pairs if (c := self.collectives.get(p)) is not None), None)
             self.fused_links[key] = self._on_links(record, end) if record is not None else end
+        return end
+
+    def _collective_kernel(
+        self, comp: Computation, inst: Instruction, after: float, blocked: bool, c: Collective
+    ) -> float:
+        """A collective fused whole into one kernel (the TPU compiler's all-reduce-scatter fusions):
+        the kernel and the collective start together, and the kernel ends when both have, the compute
+        stream waiting for the links."""
+        start = max(after, self.compute_free)
+        links_end = self._on_links(c, start)
+        end = self._kernel(comp, inst, after, blocked)
+        if links_end > end:
+            self.compute_free = end = links_end
         return end
 
     def _collective(self, comp: Computation, inst: Instruction, after: float) -> float:

@@ -12,7 +12,6 @@ from jax.sharding import PartitionSpec as P
 
 from benchmarks.programs import ring_matmul
 from shardbook import comms, hlo
-from shardbook.cost import estimate
 
 B, D, F = 1024, 2048, 8192
 MiB = 2**20
@@ -67,7 +66,6 @@ def test_analyze_auto_mode_all_reduce():
     assert "all-reduce" in repr(report) and "<table>" in report._repr_html_()
     # a notebook cell's temporary file ("795775335.py:9 (<module>)") is printed as "cell line 9 (<module>)",
     # as the figures say it; other files keep their name
-    import dataclasses
 
     in_cell = dataclasses.replace(
         report, collectives=[dataclasses.replace(c, source="795775335.py:9 (<module>)")]
@@ -252,104 +250,6 @@ def test_analyze_text_async_pair_counts_once_and_maps_axes():
     assert (ar.axes, ar.group_size, ar.bytes) == (("X",), 4, 2 * 32 * 3 // 4)
     assert (ag.axes, ag.result_shapes, ag.bytes) == (("X", "Y"), ((8, 4),), 128 * 3 // 4)
     assert (cp.axes, cp.group_size, cp.bytes) == (("Y",), 2, 32)
-
-
-# An all-gather the TPU compiler runs as an asynchronous fusion in parts (FSDP's gathers in chapter 11):
-# a start, a continuation and a done, each fusion holding the same all-gather on one channel; beside it
-# another gather on a channel of its own.
-_PARTS_TEXT = """HloModule parts, num_partitions=4
-
-%start (p.1: bf16[1,512,2048]) -> bf16[1,2048,2048] {
-  %p.1 = bf16[1,512,2048]{2,1,0} parameter(0)
-  ROOT %ag.1 = bf16[1,2048,2048] all-gather(%p.1), channel_id=5, replica_groups={{0,1,2,3}}, dimensions={1}
-}
-
-%continuation (p.2: bf16[1,512,2048]) -> bf16[1,2048,2048] {
-  %p.2 = bf16[1,512,2048]{2,1,0} parameter(0)
-  ROOT %ag.2 = bf16[1,2048,2048] all-gather(%p.2), channel_id=5, replica_groups={{0,1,2,3}}, dimensions={1}
-}
-
-%done (p.3: bf16[1,512,2048]) -> bf16[1,2048,2048] {
-  %p.3 = bf16[1,512,2048]{2,1,0} parameter(0)
-  ROOT %ag.3 = bf16[1,2048,2048] all-gather(%p.3), channel_id=5, replica_groups={{0,1,2,3}}, dimensions={1}
-}
-
-%other (p.4: bf16[1,512,2048]) -> bf16[1,2048,2048] {
-  %p.4 = bf16[1,512,2048]{2,1,0} parameter(0)
-  ROOT %ag.4 = bf16[1,2048,2048] all-gather(%p.4), channel_id=6, replica_groups={{0,1,2,3}}, dimensions={1}
-}
-
-ENTRY %main (a: bf16[1,512,2048]) -> (bf16[1,2048,2048], bf16[1,2048,2048]) {
-  %a = bf16[1,512,2048]{2,1,0} parameter(0)
-  %s = bf16[1,2048,2048]{2,1,0} fusion(%a), kind=kCustom, calls=%start
-  %c = bf16[1,2048,2048]{2,1,0} fusion(%a), kind=kCustom, calls=%continuation
-  %d = bf16[1,2048,2048]{2,1,0} fusion(%a), kind=kCustom, calls=%done
-  %o = bf16[1,2048,2048]{2,1,0} fusion(%a), kind=kCustom, calls=%other
-  ROOT %t = (bf16[1,2048,2048]{2,1,0}, bf16[1,2048,2048]{2,1,0}) tuple(%d, %o)
-}
-"""
-
-
-def test_an_asynchronous_collective_in_parts_counts_once():
-    # property: the parts of one asynchronous collective fusion (one channel) are one collective, its
-    # bytes counted once, how many parts it ran in kept; a gather on another channel is another one
-    report = comms.analyze_text(_PARTS_TEXT)
-    assert [(c.name, c.parts) for c in report.collectives] == [("ag.1", 3), ("ag.4", 1)]
-    assert report.total_bytes == 2 * 3 * 512 * 2048 * 2  # each sends 3 of its 4 blocks of bf16[1,512,2048]
-
-
-# The TPU compiler's form (tiled layouts): an all-gather in three fusions on one channel, a start, a
-# compute fusion that carries it on beside a matmul, and a done
-_L = "{1,0:T(8,128)}"
-_GROUP = "replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}, use_global_device_ids=true"
-_TPU_PARTS_TEXT = f"""HloModule m, num_partitions=8
-%g1 (p: f32[1024,1024]) -> f32[8192,1024] {{
-  %p = f32[1024,1024]{_L} parameter(0)
-  ROOT %ag = f32[8192,1024]{_L} all-gather(%p), channel_id=9, {_GROUP}
-}}
-%g2 (p: f32[1024,1024], a: f32[2048,2048], b: f32[2048,2048]) -> (f32[8192,1024], f32[2048,2048]) {{
-  %p = f32[1024,1024]{_L} parameter(0)
-  %ag.1 = f32[8192,1024]{_L} all-gather(%p), channel_id=9, {_GROUP}
-  %a = f32[2048,2048]{_L} parameter(1)
-  %b = f32[2048,2048]{_L} parameter(2)
-  %d = f32[2048,2048]{_L} dot(%a, %b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  ROOT %t = (f32[8192,1024]{_L}, f32[2048,2048]{_L}) tuple(%ag.1, %d)
-}}
-%g3 (p: f32[1024,1024]) -> f32[8192,1024] {{
-  %p = f32[1024,1024]{_L} parameter(0)
-  ROOT %ag.2 = f32[8192,1024]{_L} all-gather(%p), channel_id=9, {_GROUP}
-}}
-ENTRY %e (x: f32[1024,1024], a: f32[2048,2048], b: f32[2048,2048]) -> f32[8192,1024] {{
-  %x = f32[1024,1024]{_L} parameter(0)
-  %a = f32[2048,2048]{_L} parameter(1)
-  %b = f32[2048,2048]{_L} parameter(2)
-  %start = f32[1024,1024]{_L} fusion(%x), kind=kCustom, calls=%g1
-  %mid = (f32[8192,1024]{_L}, f32[2048,2048]{_L}) fusion(%start, %a, %b), kind=kOutput, calls=%g2
-  %m0 = f32[1024,1024]{_L} get-tuple-element(%mid), index=0
-  ROOT %done = f32[8192,1024]{_L} fusion(%m0), kind=kCustom, calls=%g3
-}}
-"""
-
-
-def test_the_cost_model_plays_a_collective_in_parts_on_the_links_from_its_start_to_its_done():
-    # property: the gather a TPU program runs as fusions in parts is on the links once, from the end of
-    # its start to its done; the compute fusion between them runs beside it, and the done waits for it
-    report = comms.analyze_text(_TPU_PARTS_TEXT)
-    assert report.platform == "tpu" and [(c.name, c.parts) for c in report.collectives] == [("ag", 3)]
-    est = estimate(report, "v5e")
-    (link,) = [e for e in est.events if e.stream == "communication"]
-    start, mid, done = (
-        next(e for e in est.events if e.label == f"fusion {n}") for n in ("start", "mid", "done")
-    )
-    assert link.kind == "all-gather" and link.start == start.end and done.start == link.end and done.blocked
-    assert mid.start < link.end and mid.end < link.end  # the matmul beside the gather, not after it
-    assert est.seconds == done.end
-    # left off the links (the model before the rule), nothing is on them and the done follows the
-    # matmul at once, not the gather
-    off = estimate(dataclasses.replace(report, collectives=[]), "v5e").events
-    off_mid, off_done = (next(e for e in off if e.label == f"fusion {n}") for n in ("mid", "done"))
-    assert not [e for e in off if e.stream == "communication"]
-    assert off_done.start == off_mid.end and not off_done.blocked
 
 
 # A scanned layer's weight gradient as XLA:CPU writes FSDP's reduce-scatter: an all-reduce of the whole

@@ -183,10 +183,11 @@ def collectives_in(
             if phase == "done" and inst.operands:
                 done_of[inst.operands[0]] = inst
     # the TPU compiler runs some collectives as asynchronous fusions in parts (a start, one or two
-    # continuations, a done), each fusion holding the same collective on one channel: counted once
+    # continuations, a done), each fusion holding the same collective (kind, channel and shape): counted
+    # once; two different collectives of a program can share a channel
     fused = {callee for c in module.computations.values() for i in c.instructions if i.opcode == "fusion"
              for _, callee in i.called()}  # fmt: skip
-    by_channel: dict[tuple[str, str], Collective] = {}
+    by_channel: dict[tuple[str, str, str], Collective] = {}
     for comp in module.computations.values():
         times = executions.get(comp.name, 0)
         if times == 0:
@@ -196,7 +197,7 @@ def collectives_in(
             if kind is None or phase == "done":
                 continue
             channel = inst.attr("channel_id") if comp.name in fused else None
-            part_of = by_channel.get((kind, channel)) if channel else None
+            part_of = by_channel.get((kind, channel, _shape(inst))) if channel else None
             if part_of is not None:
                 part_of.parts += 1
                 continue
@@ -214,20 +215,25 @@ def collectives_in(
             record.computation = comp.name
             out.append(record)
             if channel:
-                by_channel[kind, channel] = record
+                by_channel[kind, channel, _shape(inst)] = record
     order = {c.name: i for i, c in enumerate(module.computations.values())}
     out.sort(key=lambda c: (c.computation != module.entry.name, order.get(c.computation, 0)))
     return out
 
 
+def _shape(inst: Instruction) -> str:
+    """An instruction's result types without their layouts: ``f32[64,64]{1,0:T(8,128)}`` -> ``f32[64,64]``."""
+    return re.sub(r"\{[^{}]*\}", "", inst.type_text)
+
+
 def collective_fusion_parts(module: Module) -> dict[tuple[str, str], tuple[str, list[tuple[str, str]]]]:
     """The TPU compiler's asynchronous collective fusions, part by part: each fusion (keyed by its
-    computation's name and its own) that holds a collective on a channel another fusion of the same
-    computation holds too, with its role, ``"start"``, ``"continuation"`` or ``"done"`` (the first, a
-    middle and the last such fusion in program order), and the (fused computation, collective) pair of
-    every part. One of those pairs names the record :func:`collectives_in` counted once, unless that
-    record went to a part in another computation (a continuation inside a loop's body): the cost model
-    then charges the parts no link time, as it does a collective fused whole into one kernel.
+    computation's name and its own) that holds a collective another fusion of the same computation holds
+    too (the same kind, channel and shape), with its role, ``"start"``, ``"continuation"`` or
+    ``"done"`` (the first, a middle and the last such fusion in program order), and the (fused
+    computation, collective) pair of every part. One of those pairs names the record
+    :func:`collectives_in` counted once, unless that record went to a part in another computation (a
+    continuation inside a loop's body): the cost model then charges the parts no link time.
 
     Example: an all-gather the compiler split into a start and a done (between them, in its programs,
     a compute fusion that carries it on: chapter 11's FSDP step has several such gathers):
@@ -250,23 +256,23 @@ def collective_fusion_parts(module: Module) -> dict[tuple[str, str], tuple[str, 
       >>> [(name, role) for (_, name), (role, _) in parts.items()]
       [('start', 'start'), ('done', 'done')]
     """
-    holding: dict[str, tuple[str, str, str]] = {}  # fused computation -> (kind, channel, collective)
+    holding: dict[str, tuple[tuple[str, str, str], str]] = {}  # fused computation -> (its key, collective)
     for comp in module.computations.values():
         for inst in comp.instructions:
             kind, phase = collective_kind(inst.opcode)
             channel = inst.attr("channel_id")
             if kind is not None and phase != "done" and channel:
-                holding.setdefault(comp.name, (kind, channel, inst.name))
+                holding.setdefault(comp.name, ((kind, channel, _shape(inst)), inst.name))
     out: dict[tuple[str, str], tuple[str, list[tuple[str, str]]]] = {}
     for comp in module.computations.values():
-        groups: dict[tuple[str, str], list[tuple[str, str, str]]] = {}  # (kind, channel) -> parts
+        groups: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}  # (kind, channel, shape) -> parts
         for inst in comp.instructions:
             if inst.opcode != "fusion":
                 continue
             for _, callee in inst.called():
                 if callee in holding:
-                    kind, channel, name = holding[callee]
-                    groups.setdefault((kind, channel), []).append((inst.name, callee, name))
+                    key, name = holding[callee]
+                    groups.setdefault(key, []).append((inst.name, callee, name))
                     break
         for parts in groups.values():
             if len(parts) < 2:
@@ -330,13 +336,13 @@ def _make_record(
     result_bytes = sum(t.elements for t in result_types) * size
     emitted_as = ""
     kept = (
-        cpu.reduce_scatter_block(module, comp, inst, group_size)
+        cpu.reduce_scatter_blocks(module, comp, inst, group_size)
         if kind == "all-reduce" and group_size > 1
         else None
     )
     if kept is not None:
         kind, emitted_as = "reduce-scatter", "all-reduce + dynamic-slice"
-        result_types = [ArrayType(dtype, kept.dims)]
+        result_types = [ArrayType(dtype, block.dims) for block in kept]
         result_bytes = operand_bytes // group_size
     src = module.source_of(inst)
     return Collective(

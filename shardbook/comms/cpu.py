@@ -9,7 +9,7 @@
   program meant (bf16).
 * The SPMD partitioner writes a reduce-scatter as an all-reduce followed by a dynamic-slice that keeps
   1/n of the result; XLA:GPU's ``ReduceScatterCreator`` pass fuses the pair into one reduce-scatter,
-  and XLA:CPU runs no such pass. :func:`reduce_scatter_block` finds that pair.
+  and XLA:CPU runs no such pass. :func:`reduce_scatter_blocks` finds that pair.
 
 The copy costs a whole compile, and it can differ from the executed program only where one of those
 passes acted: :func:`copy_can_differ` says so from the program itself (bf16 anywhere in what JAX handed
@@ -190,12 +190,33 @@ def intended_dtype(module: Module, comp: Computation, name: str, depth: int = 0)
     return None
 
 
-def reduce_scatter_block(module: Module, comp: Computation, inst: Instruction, n: int) -> ArrayType | None:
-    """The kept block when every use of the all-reduce ``inst`` (through converts/copies) is a
-    dynamic-slice keeping 1/n of it — a reduce-scatter as XLA:CPU writes it — else None."""
+def reduce_scatter_blocks(
+    module: Module, comp: Computation, inst: Instruction, n: int
+) -> list[ArrayType] | None:
+    """The block kept of each result of the all-reduce ``inst`` when every use of it (through
+    converts and copies, and a tuple's through its get-tuple-elements) is a dynamic-slice keeping 1/n
+    of it — a reduce-scatter as XLA:CPU writes it, and as the TPU compiler's all-reduce-scatter
+    fusions hold it, several arrays to one all-reduce — else None."""
+    if len(inst.arrays) <= 1:
+        block = _kept_block(module, comp, inst.name, inst.arrays[0].elements if inst.arrays else 0, n)
+        return [block] if block is not None else None
+    blocks: list[ArrayType | None] = [None] * len(inst.arrays)
+    for user in module.users(comp).get(inst.name, []):
+        index = int(user.attr("index") or 0) if user.opcode == "get-tuple-element" else -1
+        if not 0 <= index < len(blocks):
+            return None
+        block = _kept_block(module, comp, user.name, inst.arrays[index].elements, n)
+        if block is None or (blocks[index] not in (None, block)):
+            return None
+        blocks[index] = block
+    return [b for b in blocks if b is not None] if all(b is not None for b in blocks) else None
+
+
+def _kept_block(module: Module, comp: Computation, start: str, full: int, n: int) -> ArrayType | None:
+    """The block every use of ``start`` (through converts and copies) keeps with a dynamic-slice, if
+    each keeps the same 1/n of its ``full`` elements, else None."""
     users = module.users(comp)
-    full = inst.arrays[0].elements if inst.arrays else 0
-    frontier, seen, found = [inst.name], set(), None
+    frontier, seen, found = [start], set(), None
     while frontier:
         name = frontier.pop()
         if name in seen:
