@@ -15,9 +15,10 @@ attention of those same inputs (its first sequence: the reference is computed in
 
 * ``relative_error``: ‖out − ref‖ / ‖ref‖ (Frobenius);
 * ``max_abs_error``: the largest |out − ref|;
+* ``online_softmax`` (per layout): whether the compiled program has a kernel named ``online-softmax``;
 * ``bf16_rounding``: the reference rounded to bf16 and measured the same way, the floor any bf16
   result has;
-* ``kernels``: whether the compiled program has a kernel named ``online-softmax``.
+* ``between_layouts``: the heads-first result measured the same way against the heads-last one.
 
 CI never runs this script; the record it writes is kept in ``benchmarks/pending/``.
 """

@@ -201,7 +201,7 @@ def claim_faster(
 
     Raises:
       ClaimFailed: ``slower`` is not above ``faster`` by more than the error (the message says whether
-        they tie or rank the other way).
+        they tie or rank the other way), or a figure is not what the cell measured (as :func:`claim`).
 
     Example:
       >>> claim_faster("the pipeline wins", 2.16, 5.94)

@@ -357,7 +357,7 @@ class _Simulator:
         self.fused_links: dict[tuple[str, str, str], float] = {}
         self.produced_by_collective: set[str] = set()
         self.tpu = report.platform == "tpu"  # a TPU program: every kernel is charged
-        # a collective the compiler fused whole into one kernel (its all-reduce-scatter fusions), by fusion
+        # a collective a fusion holds whole, with no parts (the compiler's all-reduce-scatter fusions)
         held = {c.computation: c for c in report.collectives} if self.tpu else {}
         self.fused_whole = {(comp.name, i.name): c for comp in self.module.computations.values()
                             for i in comp.instructions if i.opcode == "fusion"
@@ -652,8 +652,8 @@ class _Simulator:
         self, comp: Computation, inst: Instruction, after: float, blocked: bool, c: Collective
     ) -> float:
         """A collective fused whole into one kernel (the TPU compiler's all-reduce-scatter fusions):
-        the kernel and the collective start together, and the kernel ends when both have, the compute
-        stream waiting for the links."""
+        the collective goes on the links when the kernel starts (later if they are busy), and the
+        kernel ends when both have, the compute stream waiting for the links."""
         start = max(after, self.compute_free)
         links_end = self._on_links(c, start)
         end = self._kernel(comp, inst, after, blocked)
