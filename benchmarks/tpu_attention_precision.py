@@ -26,14 +26,13 @@ CI never runs this script; the record it writes is kept in ``benchmarks/pending/
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.provenance import chip_provenance
 from benchmarks.tpu_attention_sweeps import _attention_heads_first
 from benchmarks.tpu_programs import attention
 
@@ -95,21 +94,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="a JSON file")
     args = parser.parse_args()
-    device = jax.devices()[0]
-    try:
-        from importlib.metadata import version
-
-        libtpu = version("libtpu")
-    except Exception:
-        libtpu = "unknown"
     record = {
-        "device_kind": device.device_kind,
-        "platform": device.platform,
-        "jax": jax.__version__,
-        "libtpu": libtpu,
-        "python": platform.python_version(),
-        "date": datetime.date.today().isoformat(),
-        "command": "python -m benchmarks.tpu_attention_precision --out FILE",
+        **chip_provenance("python -m benchmarks.tpu_attention_precision --out FILE"),
         "runs": [],
     }
     for n, shape in enumerate(SHAPES):

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime
 import glob
 import json
-import platform
 import tempfile
 
 import jax
 
 from benchmarks import tpu_programs
+from benchmarks.provenance import chip_provenance
 from benchmarks.tpu_record import KINDS, SETS, STEMS, caller
 
 WARM_UP, TRACED = 3, 5
@@ -85,23 +84,13 @@ def main() -> None:
     args = parser.parse_args()
     device = jax.devices()[0]
     kind = KINDS.get(device.device_kind, device.device_kind.lower().replace(" ", "_"))
-    try:
-        from importlib.metadata import version
-
-        libtpu = version("libtpu")
-    except Exception:
-        libtpu = "unknown"
-    provenance = {
-        "jax": jax.__version__,
-        "libtpu": libtpu,
-        "python": platform.python_version(),
-        "date": datetime.date.today().isoformat(),
-        "command": "python -m benchmarks.tpu_kernels --out DIR"
+    provenance = chip_provenance(
+        "python -m benchmarks.tpu_kernels --out DIR"
         + (f" --set {args.set}" if args.set != "fitted" else "")
         + (f" --only {args.only!r}" if args.only else "")
-        + (" --merge RECORD" if args.merge else ""),
-    }
-    record = {"device_kind": device.device_kind, **provenance, "timing": TIMING, "programs": {}}
+        + (" --merge RECORD" if args.merge else "")
+    )
+    record = {**provenance, "timing": TIMING, "programs": {}}
     if args.merge:
         with open(args.merge) as f:
             record = json.load(f)

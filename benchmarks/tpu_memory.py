@@ -22,15 +22,15 @@ to try the script on a CPU (``JAX_PLATFORMS=cpu``).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
 import time
 from typing import TYPE_CHECKING
+
+from benchmarks.provenance import chip_provenance
 
 if TYPE_CHECKING:
     from benchmarks.tpu_programs import Program
@@ -87,27 +87,11 @@ def chip_stats(device) -> dict:
 
 
 def provenance(args: argparse.Namespace) -> dict:
-    import jax
-
-    device = jax.devices()[0]
-    try:
-        from importlib.metadata import version
-
-        libtpu = version("libtpu")
-    except Exception:
-        libtpu = "unknown"
-    return {
-        "device_kind": device.device_kind,
-        "platform": device.platform,
-        "hbm_bytes_limit": int((device.memory_stats() or {}).get("bytes_limit", 0)),
-        "jax": jax.__version__,
-        "libtpu": libtpu,
-        "python": platform.python_version(),
-        "date": datetime.date.today().isoformat(),
-        "command": "python -m benchmarks.tpu_memory --out DIR"
+    return chip_provenance(
+        "python -m benchmarks.tpu_memory --out DIR"
         + (f" --scale {args.scale}" if args.scale != 1 else "")
-        + (f" --steps {args.steps}" if args.steps != 2 else ""),
-    }
+        + (f" --steps {args.steps}" if args.steps != 2 else "")
+    )
 
 
 def one_step(name: str, scale: int, steps: int) -> dict:

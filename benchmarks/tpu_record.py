@@ -23,16 +23,15 @@ committed record.
 from __future__ import annotations
 
 import argparse
-import datetime
 import gzip
 import json
-import platform
 import time
 
 import jax
 import numpy as np
 
 from benchmarks import tpu_attention_sweeps, tpu_held_out, tpu_held_out_attention, tpu_programs
+from benchmarks.provenance import chip_provenance
 
 #: the names this book gives the chips JAX calls by their device kinds
 KINDS = {"TPU v5 lite": "v5e", "TPU v6 lite": "v6e", "TPU v5": "v5p", "TPU v4": "v4"}
@@ -227,28 +226,15 @@ def main() -> None:
 
     device = jax.devices()[0]
     kind = KINDS.get(device.device_kind, device.device_kind.lower().replace(" ", "_"))
-    stats = device.memory_stats() or {}
-    try:
-        from importlib.metadata import version
-
-        libtpu = version("libtpu")
-    except Exception:
-        libtpu = "unknown"
     record = {
-        "device_kind": device.device_kind,
-        "platform": device.platform,
-        "devices": jax.device_count(),
-        "hbm_bytes_limit": int(stats.get("bytes_limit", 0)),
-        "jax": jax.__version__,
-        "libtpu": libtpu,
-        "python": platform.python_version(),
-        "date": datetime.date.today().isoformat(),
-        "command": "python -m benchmarks.tpu_record --out DIR"
-        + (f" --repeats {args.repeats}" if args.repeats != 7 else "")
-        + (f" --set {args.set}" if args.set != "fitted" else "")
-        + (f" --only {args.only!r}" if args.only else "")
-        + (f" --family {args.family}" if args.family else "")
-        + (" --merge RECORD" if args.merge else ""),
+        **chip_provenance(
+            "python -m benchmarks.tpu_record --out DIR"
+            + (f" --repeats {args.repeats}" if args.repeats != 7 else "")
+            + (f" --set {args.set}" if args.set != "fitted" else "")
+            + (f" --only {args.only!r}" if args.only else "")
+            + (f" --family {args.family}" if args.family else "")
+            + (" --merge RECORD" if args.merge else "")
+        ),
         "timing": f"median of {args.repeats} batches of back-to-back calls, each batch about 50 ms",
         "programs": {},
     }
