@@ -30,7 +30,13 @@ import time
 import jax
 import numpy as np
 
-from benchmarks import tpu_attention_sweeps, tpu_held_out, tpu_held_out_attention, tpu_programs
+from benchmarks import (
+    tpu_attention_sweeps,
+    tpu_held_out,
+    tpu_held_out_attention,
+    tpu_matmul_sweeps,
+    tpu_programs,
+)
 from benchmarks.provenance import chip_provenance
 
 #: the names this book gives the chips JAX calls by their device kinds
@@ -68,6 +74,7 @@ SETS = {
     "sweeps_11": tpu_attention_sweeps.kernel_sweeps_eleventh,
     "sweeps_12": tpu_attention_sweeps.kernel_sweeps_twelfth,
     "sweeps_13": tpu_attention_sweeps.kernel_sweeps_thirteenth,
+    "sweeps_14": tpu_matmul_sweeps.kernel_sweeps_fourteenth,
     # the programs whose one result feeds back, recorded again with that result fed back whole
     "fed_back": lambda: tpu_programs.fed_back(tpu_programs.all_programs()),
     "held_out_fed_back": lambda: tpu_programs.fed_back(
