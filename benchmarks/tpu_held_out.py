@@ -665,3 +665,33 @@ def held_out_twelfth() -> list[Program]:
         gpt_step("GPT width 896, 8 layers, batch 8, bfloat16", GPT(50304, 896, 14, 3584, 8, 1024), batch=8,
                  dtype="bfloat16"),
     ]  # fmt: skip
+
+
+def held_out_eighteenth() -> list[Program]:
+    """An eighteenth set held out of the fit, written with :func:`benchmarks.tpu_matmul_sweeps.
+    kernel_sweeps_fourteenth` recorded and no rule read off it, then recorded and sealed
+    (``--set held_out_18``): the test of a rule for f32 matmul kernels whose HBM and MXU times come
+    close, at shapes no other program has (square and oblong products, contractions of 6144 to 16384,
+    f32 MLP SGD steps), with controls (bf16, HIGH precision) and a matmul with an epilogue."""
+    prog, f32, bf16 = program, "float32", "bfloat16"
+
+    def matmul(m: int, k: int, n: int, dtype: str = f32, precision: str | None = None) -> Program:
+        label = f"matmul {dtype} {m} x {k} x {n}" + (f" at {precision}" if precision else "")
+        return prog(label, "matmul", lambda a, b: jnp.matmul(a, b, precision=precision),
+                    ((m, k), dtype), ((k, n), dtype))  # fmt: skip
+
+    return [
+        matmul(5376, 8192, 5376),
+        matmul(6400, 8192, 6400),
+        matmul(4864, 12288, 4864),
+        matmul(7680, 6144, 7680),
+        matmul(6144, 12288, 4608),
+        matmul(3584, 16384, 3584),
+        _mlp_step("MLP SGD step float32, width 5888 from 8192 rows", 5888, 8192),
+        _mlp_step("MLP SGD step float32, width 3840 from 16384 rows", 3840, 16384),
+        _mlp_step("MLP SGD step float32, width 6400 from 4096 rows", 6400, 4096),
+        matmul(7168, 8192, 7168, bf16),
+        matmul(6656, 8192, 6656, f32, "high"),
+        prog("ReLU of a matmul f32, 6656 x 8192 x 6656", "matmul", lambda a, b: jax.nn.relu(a @ b),
+             ((6656, 8192), f32), ((8192, 6656), f32)),
+    ]  # fmt: skip

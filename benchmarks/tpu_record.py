@@ -62,6 +62,7 @@ SETS = {
     "held_out_15": tpu_held_out_attention.held_out_fifteenth,
     "held_out_16": tpu_held_out_attention.held_out_sixteenth,
     "held_out_17": tpu_held_out_attention.held_out_seventeenth,
+    "held_out_18": tpu_held_out.held_out_eighteenth,
     # a fitted set recorded alone, before any rule is read off it (its names need no --only)
     "sweeps_3": tpu_programs.kernel_sweeps_third,
     "sweeps_4": tpu_programs.kernel_sweeps_fourth,
