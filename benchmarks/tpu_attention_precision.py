@@ -6,12 +6,13 @@ needs only JAX and NumPy (not shardbook), so it runs on a bare TPU image.
 Laid out heads first ([batch, heads, tokens, width]), the TPU compiler replaces the softmax of
 :func:`benchmarks.tpu_attention_sweeps._attention_heads_first` and its second product with one kernel
 it names ``online-softmax`` (``kernel_sweeps_thirteenth``), which takes the running maximum, the
-exponentials and their sum in bf16, although the source asks for the softmax in f32. Heads last
-([batch, tokens, heads, width], :func:`benchmarks.tpu_programs.attention`) the compiled program keeps
-the f32 softmax. This records what that does to the result: for each shape of sweep 13 and two spreads
-of the scores, both layouts run on the same bf16 inputs (q, k and v drawn N(0, 1), q scaled so the
-scores q kᵀ / √d have the given standard deviation), and each result's distance to the float64
-attention of those same inputs (its first sequence: the reference is computed in NumPy):
+exponentials, their sum and the division by it in bf16, although the source asks for the softmax in
+f32. Heads last ([batch, tokens, heads, width], :func:`benchmarks.tpu_programs.attention`) the compiled
+program takes its exponentials in f32. This records what that does to the result: for each shape of
+sweep 13 and two spreads of the scores, both layouts run on the same bf16 inputs (q, k and v drawn
+N(0, 1), q scaled so the scores q kᵀ / √d have the given standard deviation), and each result's
+distance to the float64 attention of those same inputs (its first sequence: the reference is computed
+in NumPy):
 
 * ``relative_error``: ‖out − ref‖ / ‖ref‖ (Frobenius);
 * ``max_abs_error``: the largest |out − ref|;

@@ -77,6 +77,7 @@ _EXPORTS = {
     "expect_no_intermediate_larger_than": "program_checks",
     "analyze": "comms",
     "analyze_text": "comms",
+    "collectives_fused_whole": "comms",
     "Report": "comms",
     "Collective": "comms",
     "footprint": "comms",

@@ -87,7 +87,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .comms import Collective, Report, collective_kind, dot_flops, trip_count
-from .comms.analysis import collective_fusion_parts
+from .comms.analysis import collective_fusion_parts, collectives_fused_whole
 from .hbm import (
     PRECISION_PASSES,
     _dot_setting,
@@ -358,10 +358,7 @@ class _Simulator:
         self.produced_by_collective: set[str] = set()
         self.tpu = report.platform == "tpu"  # a TPU program: every kernel is charged
         # a collective a fusion holds whole, with no parts (the compiler's all-reduce-scatter fusions)
-        held = {c.computation: c for c in report.collectives} if self.tpu else {}
-        self.fused_whole = {(comp.name, i.name): c for comp in self.module.computations.values()
-                            for i in comp.instructions if i.opcode == "fusion"
-                            for _, callee in i.called() if (c := held.get(callee))}  # fmt: skip
+        self.fused_whole = collectives_fused_whole(self.module, report.collectives) if self.tpu else {}
         measured = chip.measured
         self.hbm_bandwidth = measured.hbm_bandwidth if measured and self.tpu else chip.hbm_bandwidth
         # an op's kernel time and flops, worked out once per op (a loop's body is played many times)

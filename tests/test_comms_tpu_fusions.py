@@ -225,6 +225,7 @@ def test_the_cost_model_puts_a_collective_fused_whole_into_a_kernel_on_the_links
     assert [e.kind for e in links] == ["reduce-scatter"] * 3 and len(kernels) == 3
     for link, kernel in zip(links, kernels, strict=True):
         assert link.start == kernel.start and kernel.end < link.end  # the links take longer than the slice
+    assert kernels[1].start >= links[0].end  # the loop's next kernel waits for the links, not the slice
     assert est.seconds >= links[-1].end
     # left off the links (the model before the rule), nothing is on them and the step is shorter
     off = estimate(dataclasses.replace(report, collectives=[]), "v5e")

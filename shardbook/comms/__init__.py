@@ -32,7 +32,7 @@ record from the loops it rewrites: in a TPU program the count is read from the l
 
 from __future__ import annotations
 
-from .analysis import analyze, analyze_text, collectives_in
+from .analysis import analyze, analyze_text, collectives_fused_whole, collectives_in
 from .compiled import SUM_OVERCOUNT, DoesNotFit, Footprint, HbmVerdict, TpuProgram, hbm_verdict, parse_hbm_oom
 from .compiling import compile_texts, lower
 from .memory import footprint
@@ -58,6 +58,7 @@ __all__ = [
     "Report",
     "TpuProgram",
     "analyze",
+    "collectives_fused_whole",
     "analyze_text",
     "collective_kind",
     "collectives_in",

@@ -284,6 +284,43 @@ def collective_fusion_parts(module: Module) -> dict[tuple[str, str], tuple[str, 
     return out
 
 
+def collectives_fused_whole(
+    module: Module, collectives: list[Collective]
+) -> dict[tuple[str, str], Collective]:
+    """Each collective a fusion holds whole, with no start and done of its own (the TPU compiler's
+    all-reduce-scatter fusions), keyed by the computation's name and the fusion's that run it. A fusion
+    that is one part of an asynchronous collective (:func:`collective_fusion_parts`) is not one.
+
+    Example: the reduce-scatter a program runs as one all-reduce-scatter fusion:
+
+      >>> text = '''HloModule m, num_partitions=2
+      ... %add (x: f32[], y: f32[]) -> f32[] {
+      ...   %x = f32[] parameter(0)
+      ...   %y = f32[] parameter(1)
+      ...   ROOT %s = f32[] add(%x, %y)
+      ... }
+      ... %all-reduce-scatter (p: f32[8,128]) -> f32[4,128] {
+      ...   %p = f32[8,128]{1,0:T(8,128)} parameter(0)
+      ...   %ar = f32[8,128]{1,0:T(8,128)} all-reduce(%p), channel_id=1, replica_groups={{0,1}}, to_apply=%add
+      ...   %i = u32[] partition-id()
+      ...   %z = u32[] constant(0)
+      ...   ROOT %ds = f32[4,128]{1,0:T(4,128)} dynamic-slice(%ar, %i, %z), dynamic_slice_sizes={4,128}
+      ... }
+      ... ENTRY %e (x: f32[8,128]) -> f32[4,128] {
+      ...   %x = f32[8,128]{1,0:T(8,128)} parameter(0)
+      ...   ROOT %rs = f32[4,128]{1,0:T(4,128)} fusion(%x), kind=kCustom, calls=%all-reduce-scatter
+      ... }'''
+      >>> report = analyze_text(text)
+      >>> [(key, c.kind) for key, c in collectives_fused_whole(report.module, report.collectives).items()]
+      [(('e', 'rs'), 'reduce-scatter')]
+    """
+    parts = collective_fusion_parts(module)
+    held = {c.computation: c for c in collectives}
+    return {(comp.name, i.name): c for comp in module.computations.values() for i in comp.instructions
+            if i.opcode == "fusion" and (comp.name, i.name) not in parts
+            for _, callee in i.called() if (c := held.get(callee))}  # fmt: skip
+
+
 def _make_record(
     module: Module,
     comp: Computation,
