@@ -561,7 +561,11 @@ class _Simulator:
         else:
             if writes_after and mostly_writes and m is not None and m.hbm_matmul_write_bandwidth:
                 exposed += (m.vmem_results_writes_exposed or 0.0) * written / m.hbm_matmul_write_bandwidth
-            seconds = max(max(mxu, vector) + exposed, hbm)
+            seconds = busy = max(mxu, vector) + exposed
+            if m is not None and m.balance_exponent and len(bounds) == 3 and bounds[-1] > 1:
+                # a plain product contracting in several steps overlaps its MXU and HBM times imperfectly
+                seconds = (busy**m.balance_exponent + hbm**m.balance_exponent) ** (1 / m.balance_exponent)
+            seconds = max(seconds, hbm)
         return seconds + self._stepped_reads_exposed(inst, mxu, read), "matmul"
 
     def _stepped_reads_exposed(self, inst: Instruction, mxu: float, read: int) -> float:

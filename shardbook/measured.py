@@ -71,6 +71,9 @@ class Measured:
     # a sum that does not cross the lanes and keeps at least this many vector registers of partial sums
     # at each step of its kernel's grid runs its ops side by side (0: never)
     sum_registers_side_by_side: int = 0
+    # a plain product whose contraction takes several steps of its grid takes (a^p + h^p)^(1/p), a its
+    # MXU side and h its HBM time, not the longer of the two: p, this exponent (0: the longer)
+    balance_exponent: float = 0.0
 
 
 # [REC] The v5e's measured rates, each read off one program of the record (median time per call).
@@ -200,4 +203,12 @@ V5E_MEASURED = Measured(
     # chain (-0.7%; side by side -4.8%, the call's fixed cost flooring it), its kernel's lies between
     # the two: four is where the record shows the ops side by side, not a measured edge
     sum_registers_side_by_side=4,
+    # Read off benchmarks.tpu_matmul_sweeps.kernel_sweeps_fourteenth (recorded 2026-12-07, with the
+    # eighteenth held-out set sealed before this rule): f32 matmuls whose HBM time (re-reads and writes
+    # in) is 0.98 to 1.01 of their MXU time, 32 steps of 256 of their contraction, took 1.076 to 1.095
+    # times the longer of the two; in 22 steps, HBM 1.08 times MXU, 1.028 to 1.032; in 64 steps, 0.94,
+    # 1.043; a bf16 product and an f32 one in one step, HBM a quarter of MXU, 0.95 to 0.96. Over the
+    # sweep's kernels in several steps, p = 9 gives the least squared log error (rms 2.8%; the longer
+    # of the two alone, 6.4%): 2^(1/9) = 1.08 at balance, 1% more where one is 1.3 times the other
+    balance_exponent=9.0,
 )
