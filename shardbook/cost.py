@@ -35,7 +35,9 @@ What the compute stream runs depends on which compiler wrote the program (``repo
   writes at the rate measured for one, and so does a batched one that keeps its other results in VMEM,
   part of its writes after its products); and its vector unit's work, each element-wise op at the
   rate measured for it (a sine costs 132 additions), a slice that strides the lanes at the lane-gather
-  rate, a sum across the lanes at a cost per block of lanes. Attention's second product in the
+  rate, a sum across the lanes at a cost per block of lanes. A plain product contracting in several
+  steps of its grid takes more than the longer of its MXU and HBM times where the two are close
+  (:attr:`Measured.balance_exponent`). Attention's second product in the
   [batch, tokens, heads, width] form, in steps of few of its weights, adds part of the shorter of its
   MXU and read times (:attr:`Measured.stepped_reads_exposed`). A matmul kernel with several results in
   HBM pays a fixed time per step of its grid for each after the first. An asynchronous copy
@@ -50,8 +52,8 @@ What the compute stream runs depends on which compiler wrote the program (``repo
 Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
 also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from
 one-chip programs timed on a real one (``shardbook/data/tpu_v5e.json``). :mod:`shardbook.records` sets
-the estimates beside those times: all 138 programs of the record that ran within 15%, and 204 of 217
-programs held out of the fit in seventeen rounds within its stated accuracy (thirteen named misses). An f32
+the estimates beside those times: all 138 programs of the record that ran within 15%, and 217 of 229
+programs held out of the fit in eighteen rounds within its stated accuracy (twelve named misses). An f32
 matmul is charged at the rate measured for the precision its compiled dot asks for
 (``operand_precision`` or ``algorithm``: one, three or six bf16 passes). Two constants are fitted,
 not measured: the throughput of **int32** matmuls (:data:`INT32_MATMUL_SLOWDOWN`), and how much of the

@@ -352,7 +352,9 @@ def test_v5e_measured_rates_are_read_off_the_record():
     writes = record["mostly writing bf16, 16384 x 128 x 16384"]["seconds"] - 2**22 / m.hbm_read_bandwidth
     assert m.hbm_matmul_write_bandwidth == pytest.approx(2**29 / writes, rel=0.005)
     adam = "Adam inside its gradient's matmul f32, 1024 x 16384"  # 384 grid steps, 3 results in HBM
-    left = record[adam]["seconds"] - without(adam, result_step_seconds=0.0)
+    # read off before Measured.balance_exponent (kernel_sweeps_fourteenth), which puts it 1.1% over
+    left = record[adam]["seconds"] - without(adam, result_step_seconds=0.0, balance_exponent=0.0)
+    assert 0.005 < without(adam) / record[adam]["seconds"] - 1 < 0.02
     assert m.result_step_seconds == pytest.approx(left / (384 * 2), rel=0.005)
     hots = "one-hot sums over 50304, 8 x 1024 rows"  # 1,024 groups of 8 rows, 197 blocks of lanes
     left = record[hots]["seconds"] - without(hots, lane_reduce_seconds=0.0)
@@ -557,7 +559,7 @@ def test_out_of_sample_error_is_the_held_out_programs():
     # out-of-sample error, except those its estimate flags and the named misses (each of which really is
     # beyond it); the stated error is the measured worst, not a loose bound (within one point of it)
     rows = records.held_out("v5e")
-    assert len(rows) == 217 and {r.round for r in rows} == set(range(1, 18))
+    assert len(rows) == 229 and {r.round for r in rows} == set(range(1, 19))
     families = {r.family for r in rows}
     assert {"matmul", "mlp", "memory", "vector", "attention", "training"} <= families
     inside = [r for r in rows if not r.outside and r.program not in records.MISSED]
@@ -572,9 +574,12 @@ def test_out_of_sample_error_is_the_held_out_programs():
     # then), and round 9, recorded before any rule and opened against round 8's model: within 10%, with
     # their weight updates recorded again (the recorder had timed another program for those); round 16,
     # recorded after the rule it tests was committed: all 12; round 17, recorded with a sweep and opened
-    # against the model unchanged: 11
-    within = {n: sum(abs(r.error) <= 0.10 for r in rows if r.round == n) for n in range(6, 18)}
-    assert within == {6: 12, 7: 11, 8: 11, 9: 11, 10: 12, 11: 12, 12: 11, 13: 9, 14: 9, 15: 9, 16: 12, 17: 11}
+    # against the model unchanged: 11; round 18, sealed with a sweep and opened after the rule read off
+    # it: all 12
+    within = {n: sum(abs(r.error) <= 0.10 for r in rows if r.round == n) for n in range(6, 19)}
+    assert within == {
+        **{6: 12, 7: 11, 8: 11, 9: 12, 10: 12, 11: 12, 12: 11, 13: 10, 14: 9, 15: 9, 16: 12, 17: 11, 18: 12}
+    }
     updates = [r for r in rows if r.program.startswith("SGD inside") and r.round < 10]
     assert len(updates) == 4 and all(abs(r.error) < 0.05 for r in updates)
     missed = {r.program: r for r in rows if r.program in records.MISSED}
