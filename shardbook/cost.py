@@ -36,10 +36,10 @@ What the compute stream runs depends on which compiler wrote the program (``repo
   part of its writes after its products); and its vector unit's work, each element-wise op at the
   rate measured for it (a sine costs 132 additions), a slice that strides the lanes at the lane-gather
   rate, a sum across the lanes at a cost per block of lanes. A plain product contracting in several
-  steps of its grid takes more than the longer of its MXU and HBM times where the two are close
-  (:attr:`Measured.balance_exponent`). Attention's second product in the
-  [batch, tokens, heads, width] form, in steps of few of its weights, adds part of the shorter of its
-  MXU and read times (:attr:`Measured.stepped_reads_exposed`). A matmul kernel with several results in
+  steps takes more than the longer of its MXU and HBM times where they are close
+  (:attr:`Measured.balance_exponent`). Attention's second product in the [batch, tokens, heads,
+  width] form, in steps of few of its weights, adds part of the shorter of its MXU and read times
+  (:attr:`Measured.stepped_reads_exposed`). A matmul kernel with several results in
   HBM pays a fixed time per step of its grid for each after the first. An asynchronous copy
   (:data:`ASYNC_STARTS`) moves its bytes on a stream of its own beside the kernels, in the HBM time
   they leave it, and what reads it waits for it. A collective the compiler runs as an asynchronous
@@ -563,11 +563,9 @@ class _Simulator:
         else:
             if writes_after and mostly_writes and m is not None and m.hbm_matmul_write_bandwidth:
                 exposed += (m.vmem_results_writes_exposed or 0.0) * written / m.hbm_matmul_write_bandwidth
-            seconds = busy = max(mxu, vector) + exposed
-            if m is not None and m.balance_exponent and len(bounds) == 3 and bounds[-1] > 1:
-                # a plain product contracting in several steps overlaps its MXU and HBM times imperfectly
-                seconds = (busy**m.balance_exponent + hbm**m.balance_exponent) ** (1 / m.balance_exponent)
-            seconds = max(seconds, hbm)
+            seconds = max(busy := max(mxu, vector) + exposed, hbm)
+            if m is not None and (p := m.balance_exponent) and len(bounds) == 3 and bounds[-1] > 1:
+                seconds = (busy**p + hbm**p) ** (1 / p)  # in several steps: MXU and HBM overlap imperfectly
         return seconds + self._stepped_reads_exposed(inst, mxu, read), "matmul"
 
     def _stepped_reads_exposed(self, inst: Instruction, mxu: float, read: int) -> float:
