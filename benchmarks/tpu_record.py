@@ -63,6 +63,7 @@ SETS = {
     "held_out_16": tpu_held_out_attention.held_out_sixteenth,
     "held_out_17": tpu_held_out_attention.held_out_seventeenth,
     "held_out_18": tpu_held_out.held_out_eighteenth,
+    "held_out_19": tpu_held_out.held_out_nineteenth,
     # a fitted set recorded alone, before any rule is read off it (its names need no --only)
     "sweeps_3": tpu_programs.kernel_sweeps_third,
     "sweeps_4": tpu_programs.kernel_sweeps_fourth,
