@@ -13,7 +13,7 @@ estimate next to the measurement, split into the model's parts:
 * fixed: the least one call takes (what the smallest program takes); the estimate is the larger of it and the
   kernels' timeline.
 
-Then the same for the programs held out of the fit in eighteen rounds (:func:`shardbook.held_out`), whose
+Then the same for the programs held out of the fit in nineteen rounds (:func:`shardbook.held_out`), whose
 largest error among those the model neither flags nor names as a miss (:data:`shardbook.records.MISSED`) is
 :data:`shardbook.OUT_OF_SAMPLE_ERROR`, the model's stated accuracy. Appendix A prints the same rows;
 ``tests/test_cost.py`` keeps every fitted one within :data:`shardbook.records.CALIBRATION_TARGET` and every

@@ -52,8 +52,8 @@ What the compute stream runs depends on which compiler wrote the program (``repo
 Chip figures are the public ones; each is cited next to it in :data:`CHIPS`. A chip that was measured
 also carries the rates its TPU programs are estimated with (:class:`Measured`): on the v5e, from
 one-chip programs timed on a real one (``shardbook/data/tpu_v5e.json``). :mod:`shardbook.records` sets
-the estimates beside those times: all 138 programs of the record that ran within 15%, and 217 of 229
-programs held out of the fit in eighteen rounds within its stated accuracy (twelve named misses). An f32
+the estimates beside those times: all 138 programs of the record that ran within 15%, and 229 of 241
+programs held out of the fit in nineteen rounds within its stated accuracy (twelve named misses). An f32
 matmul is charged at the rate measured for the precision its compiled dot asks for
 (``operand_precision`` or ``algorithm``: one, three or six bf16 passes). Two constants are fitted,
 not measured: the throughput of **int32** matmuls (:data:`INT32_MATMUL_SLOWDOWN`), and how much of the
