@@ -701,9 +701,9 @@ def held_out_nineteenth() -> list[Program]:
     """A nineteenth set held out of the fit, written and recorded after the rule read off
     :func:`benchmarks.tpu_matmul_sweeps.kernel_sweeps_fourteenth` was committed
     (``Measured.balance_exponent``, ``--set held_out_19``): plain products whose HBM and MXU times
-    the model reads as close where round 18 has none, skinny ones in bf16 and f32 (an output 192 to
-    640 wide, contractions of 4096 to 16384), one with its left operand transposed, one with a GELU
-    after it, and an f32 MLP SGD step of a new shape."""
+    the model reads as close, at shapes and in a dtype round 18 has none of: skinny ones in bf16 and
+    f32 (an output 192 to 640 wide, contractions of 4096 to 16384), one with its left operand
+    transposed, one with a GELU after it, and an f32 MLP SGD step of a new shape."""
     prog, f32, bf16 = program, "float32", "bfloat16"
 
     def matmul(m: int, k: int, n: int, dtype: str) -> Program:
