@@ -247,6 +247,8 @@ def compile_for_tpu(build: Callable, name: str = "v5e-8", *, cache: bool = True)
     Raises:
       TpuCompilerUnavailable: the program is not in the cache and libtpu is not installed.
       jax.errors.JaxRuntimeError: the compiler refused the program for another reason than HBM.
+      ValueError: ``build``'s program runs on other devices than the topology's (its arguments carry no
+        sharding on them); nothing is cached.
     """
     t = topology(name)
     key, axes, cpu_lowered = _fingerprint(build, name)
@@ -266,6 +268,7 @@ def compile_for_tpu(build: Callable, name: str = "v5e-8", *, cache: bool = True)
             raise
         entry.update(needs_bytes=figures[0], hbm_bytes=figures[1], error=str(e).strip()[:2000])
     else:
+        _refuse_other_platforms(compiled)
         stats = compiled.memory_analysis()
         entry.update(text=compiled.as_text(), memory=dataclasses.asdict(Footprint.of(stats)))
         entry["hbm_bytes"] = usable_hbm(name)
@@ -273,6 +276,22 @@ def compile_for_tpu(build: Callable, name: str = "v5e-8", *, cache: bool = True)
     if cache:
         _write(path, entry)
     return dataclasses.replace(_program(entry, t, key, from_cache=False), cpu_lowered=cpu_lowered)
+
+
+def _refuse_other_platforms(compiled: Any) -> None:
+    """Raises ValueError when ``compiled`` runs on other devices than a TPU's: a builder whose arguments
+    carry no sharding on the devices it is given is lowered for the default backend (XLA:CPU here), and
+    that program must not be cached, or read, as the TPU compiler's."""
+    import jax
+
+    shardings = jax.tree.leaves(compiled.input_shardings) + jax.tree.leaves(compiled.output_shardings)
+    platforms = {d.platform for s in shardings for d in s.device_set}
+    if platforms - {"tpu"}:
+        raise ValueError(
+            f"build(devices) gave a program for {', '.join(sorted(platforms))} devices, not the TPU "
+            "topology's: give each argument a sharding on the devices build is given "
+            "(jax.ShapeDtypeStruct(shape, dtype, sharding=...))"
+        )
 
 
 def usable_hbm(name: str = "v5e-8") -> int:

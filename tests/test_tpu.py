@@ -136,6 +136,18 @@ def test_unknown_topology_and_bad_builder():
         tpu.compile_for_tpu(lambda devices: abs, "v5e-1")
 
 
+def test_a_program_for_other_devices_is_refused_not_cached(cache):
+    # property: arguments with no sharding on the topology's devices lower for the default backend
+    # (XLA:CPU): compile_for_tpu refuses that program and caches nothing
+    def unplaced(devices):
+        x = jax.ShapeDtypeStruct((1024, 1024), jnp.float32)
+        return jax.jit(lambda x: x @ x), (x,)
+
+    with pytest.raises(ValueError, match=r"gave a program for cpu devices, not the TPU topology's"):
+        tpu.compile_for_tpu(unplaced, "v5e-1")
+    assert not list(cache.iterdir())
+
+
 def _one_chip(name):
     """A builder of the recorded one-chip program called ``name``."""
     program = next(p for p in tpu_programs.all_programs() if p.name == name)
